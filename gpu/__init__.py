@@ -1,0 +1,1 @@
+"""ksearch GPU sandbox: tasks, compiling, correctness, timing, profiling, isolated workers."""

@@ -1,0 +1,1 @@
+"""ksearch faces: MCP server, CLI, driver agent and its policies, web UI."""

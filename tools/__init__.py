@@ -1,0 +1,1 @@
+"""ksearch operations: one module per tool, plain async functions over (store, sandbox)."""

@@ -1,0 +1,1 @@
+"""ksearch world model: the persistent search state (no torch, no LLM SDK)."""

@@ -1,0 +1,353 @@
+"""The world model's data: searches, nodes, attempts, evaluations, edits and LLM calls.
+
+These pydantic models are the one schema every part of ksearch speaks. `gpu/` imports the
+evaluation models from here (pure data, no database) so a result is described exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- candidates
+
+Language = Literal["triton", "cuda", "cpp_ext"]
+LANGUAGES: tuple[str, ...] = ("triton", "cuda", "cpp_ext")
+
+
+def candidate_id(source: str, language: str) -> str:
+    """Content address of a candidate: the same source in the same language is one candidate."""
+    digest = hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
+    return "c" + digest[:15]
+
+
+class Candidate(Strict):
+    id: str
+    language: Language
+    source: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @classmethod
+    def of(cls, source: str, language: Language) -> Candidate:
+        return cls(id=candidate_id(source, language), language=language, source=source)
+
+
+# --------------------------------------------------------------------------- evaluations
+
+
+class Diagnostic(Strict):
+    """One compiler message, mapped to a line of the candidate's own source when possible."""
+
+    severity: Literal["error", "warning", "note"]
+    message: str
+    line: int | None = None  # 1-based line in the candidate source
+    column: int | None = None
+    kernel: str | None = None
+
+
+class KernelResources(Strict):
+    name: str
+    registers: int | None = None
+    spill_stores_bytes: int | None = None
+    spill_loads_bytes: int | None = None
+    shared_bytes: int | None = None
+    stack_bytes: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+class CompileReport(Strict):
+    ok: bool
+    language: Language
+    seconds: float
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    kernels: list[KernelResources] = Field(default_factory=list)
+    log: str = ""  # raw compiler output, truncated
+    cached: bool = False
+    mode: str = ""  # e.g. "nvcc sm_90 (compile-only)", "triton interpreter (syntax/AST only)"
+
+
+CorrectnessKind = Literal[
+    "ok",
+    "wrong_values",
+    "wrong_shape",
+    "wrong_dtype",
+    "unwritten",  # output left at the NaN poison
+    "nan_inf",
+    "input_mutated",
+    "exception",
+    "crash",
+    "timeout",
+]
+
+
+class WorkloadCorrectness(Strict):
+    workload: str
+    passed: bool
+    kind: CorrectnessKind
+    trials: int
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatches: int | None = None
+    numel: int | None = None
+    first_mismatch_index: list[int] | None = None
+    expected_at_first: float | None = None
+    got_at_first: float | None = None
+    message: str = ""
+
+
+class WorkloadTiming(Strict):
+    """Timing of one workload. All times in microseconds of device time per call."""
+
+    workload: str
+    device: str  # "NVIDIA H200" or "cpu-interpreter": CPU timings are never compared with GPU ones
+    median_us: float
+    iqr_us: float
+    ci_low_us: float  # confidence interval of the median
+    ci_high_us: float
+    n: int
+    host_median_us: float | None = None  # host-clock cross-check
+    eager_median_us: float | None = None
+    compile_median_us: float | None = None  # torch.compile baseline
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    roofline_fraction: float | None = None  # achieved / attainable, from the task's cost model
+    flags: list[str] = Field(default_factory=list)
+
+
+class ProfileSummary(Strict):
+    workload: str
+    kernel: str
+    duration_us: float | None = None
+    dram_throughput_pct: float | None = None
+    sm_throughput_pct: float | None = None
+    achieved_occupancy_pct: float | None = None
+    registers_per_thread: int | None = None
+    shared_bytes_per_block: int | None = None
+    l1_hit_rate_pct: float | None = None
+    l2_hit_rate_pct: float | None = None
+    top_stalls: list[tuple[str, float]] = Field(default_factory=list)
+    advice: list[str] = Field(default_factory=list)
+    metrics: dict[str, str] = Field(default_factory=dict)
+
+
+class Environment(Strict):
+    device: str  # GPU name or "cpu-interpreter"
+    cpu_mode: bool
+    sm_count: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+
+    def key(self) -> str:
+        return f"{self.device}|{self.driver}|{self.cuda}|{self.torch}|{self.triton}"
+
+
+class EvalSettings(Strict):
+    seed: int
+    trials: int = 3
+    workloads: list[str] = Field(default_factory=list)
+    input_sets: int = 4
+    warmup: int = 3
+    min_reps: int = 10
+    max_reps: int = 200
+    time_budget_s: float = 2.0
+    target_rel_ci: float = 0.01
+    flush_l2: bool = True
+    final: bool = False  # final-evaluation mode: fresh inputs for each timed call, re-checked
+
+
+EvaluationStatus = Literal[
+    "ok",  # compiled, correct, timed
+    "compile_error",
+    "incorrect",
+    "crash",
+    "timeout",
+    "error",  # harness-side or input problem
+    "flagged",  # ran, but a cheat check tripped
+]
+
+
+class Evaluation(Strict):
+    """Everything measured about one candidate. Written only by the evaluator."""
+
+    status: EvaluationStatus
+    compile: CompileReport | None = None
+    correctness: list[WorkloadCorrectness] = Field(default_factory=list)
+    timings: list[WorkloadTiming] = Field(default_factory=list)
+    speedup_vs_eager: float | None = None  # geometric mean over timed workloads
+    speedup_vs_compile: float | None = None
+    roofline_fraction: float | None = None
+    profile: ProfileSummary | None = None
+    env: Environment | None = None
+    settings: EvalSettings | None = None
+    flags: list[str] = Field(default_factory=list)  # cheat / plausibility flags, with reasons
+    error: str | None = None  # one paragraph a model can act on
+    seconds: float = 0.0  # wall time of the whole evaluation
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.correctness) and all(c.passed for c in self.correctness)
+
+
+# --------------------------------------------------------------------------- world model
+
+
+class NodeStatus(StrEnum):
+    open = "open"
+    active = "active"
+    closed = "closed"
+    failed = "failed"
+    pruned = "pruned"
+
+
+class Budgets(Strict):
+    rounds: int | None = 10
+    attempts: int | None = None
+    wall_s: float | None = None
+    tokens: int | None = None
+    usd: float | None = None
+    target_speedup: float | None = None
+
+
+class SearchConfig(Strict):
+    language: Language = "triton"
+    policy: str = "tuner"  # anthropic | openai | tuner | replay
+    model: str | None = None
+    base_url: str | None = None
+    seed: int = 0  # per-search secret for input generation, drawn at creation
+    stagnation: int = 5
+    max_attempts_per_intent: int = 8
+    branching: int = 1
+    difficulty_cap: int = 4
+    budgets: Budgets = Field(default_factory=Budgets)
+
+
+class Search(Strict):
+    id: int
+    name: str
+    task: str  # built-in task name or path
+    config: SearchConfig
+    status: Literal["new", "running", "stopped", "done"] = "new"
+    round: int = 0
+    best_attempt_id: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Node(Strict):
+    id: int
+    search_id: int
+    parent_id: int | None
+    kind: Literal["root", "intent"]
+    title: str
+    rationale: str = ""
+    priority: float = Field(0.5, ge=0.0, le=1.0)
+    difficulty: int = Field(3, ge=1, le=5)
+    expected_speedup: float | None = Field(None, gt=0)
+    notes: str = ""
+    author: str = "human"  # llm:<model> | human | tuner
+    status: NodeStatus = NodeStatus.open
+    pinned: bool = False
+    vetoed: bool = False
+    round_created: int = 0
+    round_updated: int = 0
+    visits: int = 0
+    best_attempt_id: int | None = None
+    base_attempt_id: int | None = None  # code the intent starts from, if the proposer named one
+    params: dict[str, Any] = Field(default_factory=dict)  # e.g. tuner settings for this intent
+
+
+class Attempt(Strict):
+    id: int
+    search_id: int
+    node_id: int | None
+    candidate_id: str
+    base_attempt_id: int | None = None
+    round: int = 0
+    author: str = "human"
+    evaluation: Evaluation | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def speedup(self) -> float | None:
+        e = self.evaluation
+        return e.speedup_vs_eager if e and e.status == "ok" else None
+
+
+EditOp = Literal["insert", "update", "prune", "reopen", "pin", "unpin", "veto", "unveto"]
+
+
+class Edit(Strict):
+    id: int
+    search_id: int
+    op: EditOp
+    node_id: int | None
+    payload: dict[str, Any] = Field(default_factory=dict)
+    author: str
+    round: int
+    reason: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LLMCall(Strict):
+    id: int
+    search_id: int | None
+    phase: Literal["init", "write_code", "update", "other"]
+    provider: str
+    model: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    request: str = ""
+    response: str = ""
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+# --------------------------------------------------------------------------- requested changes
+# What a policy, a human or an MCP client may ask for. None of these can carry a result.
+
+
+class IntentSpec(Strict):
+    """A new open intent to insert under `parent_id` (the root when omitted)."""
+
+    title: str = Field(min_length=3, max_length=200, description="Short imperative idea, e.g. 'keep Q in registers'")
+    rationale: str = Field("", max_length=4000, description="Why it should help: the hypothesis")
+    priority: float = Field(0.5, ge=0.0, le=1.0, description="0 (least) to 1 (most promising)")
+    difficulty: int = Field(3, ge=1, le=5, description="1 (a parameter change) to 5 (a rewrite)")
+    expected_speedup: float | None = Field(None, gt=0, le=1000, description="Predicted speedup over its base")
+    notes: str = Field("", max_length=4000, description="Beliefs to re-read later")
+    parent_id: int | None = Field(None, ge=1, description="Node to insert under; the root when omitted")
+    params: dict[str, Any] = Field(default_factory=dict, description="Concrete settings, e.g. tunable values")
+    base_attempt_id: int | None = Field(None, ge=1, description="Attempt whose code this intent starts from")
+
+
+class EditSpec(Strict):
+    """One change to an existing node. Results (best attempt, evaluations) are not editable."""
+
+    op: Literal["update", "prune", "reopen", "pin", "unpin", "veto", "unveto"]
+    node_id: int = Field(ge=1)
+    priority: float | None = Field(None, ge=0.0, le=1.0)
+    difficulty: int | None = Field(None, ge=1, le=5)
+    expected_speedup: float | None = Field(None, gt=0, le=1000)
+    notes: str | None = Field(None, max_length=4000)
+    rationale: str | None = Field(None, max_length=4000)
+    title: str | None = Field(None, min_length=3, max_length=200)
+    reason: str = Field("", max_length=2000)
