@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Create .venv (or $KSEARCH_VENV) with ksearch and its dependencies. Idempotent.
+#   With an NVIDIA GPU (nvidia-smi works): the default PyPI torch (CUDA) and CuPy for NVRTC candidates.
+#   Without one: the CPU torch build (torch==2.13.0) and Triton, whose interpreter runs candidates on the CPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${KSEARCH_VENV:-.venv}
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+PY="$VENV/bin/python"
+extras="dev"
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    "$PY" -m pip install -q torch
+    extras="dev,cuda"
+  else
+    # never let a dependency pull a multi-GB CUDA torch onto a machine without a GPU
+    "$PY" -m pip install -q torch==2.13.0
+  fi
+fi
+"$PY" -m pip install -q -e ".[$extras]"

@@ -1,0 +1,79 @@
+"""`ksearch run`: the autonomous driver; `ksearch serve`: the MCP server."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from server.cli_common import DEFAULT_DB, DbOption, console, fail, run_async
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("serve")(serve)
+
+
+def run(
+    task: Annotated[str | None, typer.Argument(help="Built-in task name (e.g. softmax) or a path")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue this search (id or name)")] = None,
+    new: Annotated[bool, typer.Option("--new", help="Start a new search even if one on this task is unfinished")] = False,
+    name: Annotated[str | None, typer.Option(help="Name of a new search")] = None,
+    policy: Annotated[str | None, typer.Option(help="anthropic | openai | tuner | replay (default: anthropic "
+                                               "when ANTHROPIC_API_KEY is set, else tuner)")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name for anthropic/openai")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. "
+                                                 "http://localhost:8000/v1")] = None,
+    replay: Annotated[Path | None, typer.Option(help="JSONL of recorded responses (policy replay)")] = None,
+    record: Annotated[Path | None, typer.Option(help="Record every policy response to this JSONL")] = None,
+    language: Annotated[str, typer.Option(help="triton | cuda | cpp_ext")] = "triton",
+    rounds: Annotated[int | None, typer.Option(min=1, help="Rounds for this run")] = None,
+    attempts: Annotated[int | None, typer.Option(min=1, help="Stop when the search has this many attempts")] = None,
+    wall: Annotated[float | None, typer.Option(min=1, help="Wall-time budget in seconds")] = None,
+    tokens: Annotated[int | None, typer.Option(min=1, help="Token budget")] = None,
+    usd: Annotated[float | None, typer.Option(min=0.0, help="Money budget in USD")] = None,
+    target: Annotated[float | None, typer.Option(min=0.0, help="Stop at this speedup vs eager")] = None,
+    stagnation: Annotated[int, typer.Option(min=1, help="Attempts without a significant gain before an "
+                                            "intent's refine phase ends")] = 5,
+    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Attempt cap per intent")] = 8,
+    branching: Annotated[int, typer.Option(min=1, max=16, help="Implementations written at once per intent")] = 1,
+    seed: Annotated[int | None, typer.Option(min=0, help="Input seed of a new search (secret random default)")] = None,
+    no_final: Annotated[bool, typer.Option("--no-final", help="Skip the final evaluation")] = False,
+    plain: Annotated[bool, typer.Option("--plain", help="Plain log lines instead of the live panel")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON at the end")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Run the three-phase search loop (select → refine → update) on a task, then a final evaluation."""
+    from server.run_main import RunArgs, run_main
+
+    if (task is None) == (resume is None):
+        raise fail("give a TASK to search on, or --resume SEARCH to continue one (not both)")
+    args = RunArgs(
+        task=task, resume=resume, new=new, name=name, policy=policy, model=model, base_url=base_url,
+        replay=replay, record=record, language=language, rounds=rounds, attempts=attempts, wall=wall,
+        tokens=tokens, usd=usd, target=target, stagnation=stagnation, max_attempts=max_attempts,
+        branching=branching, seed=seed, final=not no_final, plain=plain or not sys.stdout.isatty(), db=db,
+    )
+    try:
+        res = run_async(run_main(args))
+    except ValueError as e:
+        raise fail(str(e)) from e
+    if as_json:
+        console.print_json(json.dumps(res.model_dump(mode="json")))
+    if res.stop_reason.startswith("policy stopped"):
+        raise typer.Exit(3)
+
+
+def serve(
+    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio")] = False,
+    host: Annotated[str, typer.Option(help="HTTP bind address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port")] = 8765,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
+    from server.mcp_server import serve as _serve
+
+    _serve(db, http=http, host=host, port=port)

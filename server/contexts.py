@@ -1,0 +1,102 @@
+"""Build what a policy (or an MCP prompt) sees from the store: the task brief, the tree view, outcomes.
+
+The driver and the MCP prompts use these same builders, so an assistant following the prompts gets
+exactly the information ksearch's own driver gives its model.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from server.policies.base import AttemptOutcome, TaskBrief
+from tools.common import summarize
+from tools.select_action import base_attempt
+from tools.workspace import Workspace
+from worldmodel.models import Attempt, Node, Search
+from worldmodel.render import render_tree
+
+TREE_BUDGET = 6000
+
+
+async def hardware_text(ws: Workspace) -> str:
+    hw = await (await ws.sandbox()).hardware()
+    facts = hw.model_dump(exclude_none=True)
+    return "; ".join(f"{k}={v}" for k, v in facts.items())
+
+
+async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
+    task = ws.task(s.task)
+    src = task.source_path.read_text() if task.source_path.is_file() else ""
+    return TaskBrief(
+        name=task.name, title=task.title, op=task.op, dtype=task.dtype, bound=task.bound,
+        description=task.description, reference_source=src,
+        workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
+        language=s.config.language, hardware=await hardware_text(ws),
+    )
+
+
+def tunables_of(source: str) -> dict[str, list[Any]]:
+    """The TUNABLES dict literal a candidate declares, or {} (never executes the source)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TUNABLES" for t in stmt.targets):
+            try:
+                value = ast.literal_eval(stmt.value)
+            except ValueError:
+                return {}
+            return {str(k): list(v) for k, v in value.items()} if isinstance(value, dict) else {}
+    return {}
+
+
+async def tree_view(ws: Workspace, search_id: int, budget: int = TREE_BUDGET) -> str:
+    nodes = await ws.store.list_nodes(search_id)
+    attempts = {a.id: a for a in await ws.store.list_attempts(search_id)}
+    return render_tree(nodes, attempts, budget_chars=budget)
+
+
+async def base_source(ws: Workspace, s: Search, node: Node) -> tuple[str, Attempt | None]:
+    """The code an intent starts from: the best attempt on its path, else the task's seed."""
+    att = await base_attempt(ws, node)
+    if att is not None:
+        return (await ws.store.get_candidate(att.candidate_id)).source, att
+    task = ws.task(s.task)
+    seed = task.seeds.get(s.config.language)
+    if seed is None:
+        raise ValueError(f"task {task.name!r} has no {s.config.language} seed and no attempt to start from")
+    return seed, None
+
+
+def outcome(att: Attempt, node: Node | None, base: Attempt | None) -> AttemptOutcome:
+    ev = att.evaluation
+    sp = att.speedup
+    base_sp = base.speedup if base is not None else None
+    return AttemptOutcome(
+        attempt_id=att.id, node_id=att.node_id, params=dict(node.params) if node else {},
+        status=ev.status if ev else "missing",
+        speedup_vs_eager=sp,
+        speedup_vs_base=(sp / base_sp) if (sp and base_sp) else None,
+        summary=summarize(ev) if ev else "",
+    )
+
+
+async def history(ws: Workspace, search_id: int, limit: int = 40) -> list[AttemptOutcome]:
+    nodes = {n.id: n for n in await ws.store.list_nodes(search_id)}
+    atts = await ws.store.list_attempts(search_id)
+    out = []
+    for a in atts[-limit:]:
+        o = outcome(a, nodes.get(a.node_id) if a.node_id else None, None)
+        o.summary = ""  # compact: the full feedback stays in the store
+        out.append(o)
+    return out
+
+
+def open_intents(nodes: list[Node]) -> list[dict[str, Any]]:
+    return [
+        {"id": n.id, "title": n.title, "priority": n.priority, "difficulty": n.difficulty, "params": n.params,
+         "parent_id": n.parent_id}
+        for n in nodes if n.kind == "intent" and n.status == "open" and not n.vetoed
+    ]

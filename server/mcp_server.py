@@ -1,0 +1,273 @@
+"""The MCP server: every tool in tools/, plus resources (trees, nodes, attempts, tasks) and the
+phase prompts the built-in driver itself follows.
+
+Tool inputs are the pydantic models of tools/ flattened into parameters, so hosts see each field
+with its description and bounds. This process never imports torch: GPU work runs in sandbox workers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import PydanticUndefined
+
+from tools.benchmark import BenchmarkIn, benchmark
+from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
+from tools.create_search import CreateSearchIn, create_search
+from tools.edit_tree import EditTreeIn, edit_tree
+from tools.errors import ToolFailure, describe_validation
+from tools.get_tree import GetTreeIn, TreeOut, get_tree
+from tools.list_searches import SearchRow, list_searches
+from tools.profile_ncu import ProfileIn, ProfileOut, profile_ncu
+from tools.propose_intents import ProposeIntentsIn, propose_intents
+from tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctness
+from tools.run_search import RunSearchIn, RunSearchOut, run_search
+from tools.select_action import SelectActionIn, SelectionOut, select_action
+from tools.workspace import Workspace
+from worldmodel.models import Node, Search
+
+log = logging.getLogger("ksearch.mcp")
+
+INSTRUCTIONS = """\
+ksearch searches for fast GPU kernels with a persistent tree of optimization intents.
+Method: create_search on a task → read get_tree → propose_intents (ideas with priority, difficulty,
+rationale) → select_action picks the next intent → write code for it → compile_kernel →
+run_correctness → benchmark with node_id (records the attempt; only measured results move the best)
+→ edit_tree to re-prioritise, annotate, prune. The prompts analyse_kernel, implement_intent and
+reflect_and_edit carry the guidance ksearch's own driver follows. Refer to candidates by the
+candidate_id returned on first submission instead of resending source.
+"""
+
+
+def _annotations(read_only: bool, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(
+        readOnlyHint=read_only, destructiveHint=destructive, idempotentHint=idempotent, openWorldHint=False
+    )
+
+
+def _flat_signature(model: type[BaseModel]) -> list[inspect.Parameter]:
+    """One keyword parameter per model field, with its type, bounds and description."""
+    params = []
+    for name, fi in model.model_fields.items():
+        ann: Any = Annotated[(fi.annotation, *fi.metadata, Field(description=fi.description))]
+        if fi.is_required():
+            default: Any = inspect.Parameter.empty
+        elif fi.default_factory is not None:
+            default = fi.default_factory()  # type: ignore[call-arg]
+        else:
+            default = fi.default if fi.default is not PydanticUndefined else None
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default))
+    return params
+
+
+class KsearchServer:
+    """Holds the workspace (opened on first use) and registers everything on an MCPServer."""
+
+    def __init__(self, db: Path, *, n_workers: int | None = None) -> None:
+        self.db = db.resolve()
+        self.n_workers = n_workers
+        self._ws: Workspace | None = None
+        self.mcp = MCPServer(name="ksearch", title="ksearch", instructions=INSTRUCTIONS, version="0.1.0")
+        self._register_tools()
+        self._register_resources()
+        self._register_prompts()
+
+    async def ws(self) -> Workspace:
+        if self._ws is None:
+            self._ws = await Workspace.open(self.db, n_workers=self.n_workers)
+        return self._ws
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+            self._ws = None
+
+    # ------------------------------------------------------------------ tools
+
+    def _tool(
+        self,
+        name: str,
+        description: str,
+        model: type[BaseModel] | None,
+        returns: Any,
+        run: Callable[..., Awaitable[Any]],
+        annotations: ToolAnnotations,
+        progress: bool = False,
+    ) -> None:
+        async def handler(ctx: Context, **kwargs: Any) -> Any:
+            try:
+                inp = model(**kwargs) if model is not None else None
+            except ValidationError as e:
+                raise ToolError(str(describe_validation(e, f"arguments to {name}"))) from e
+            report = None
+            if progress:
+
+                async def report(message: str, fraction: float) -> None:
+                    await ctx.report_progress(progress=max(0.0, min(1.0, fraction)), total=1.0, message=message)
+
+            try:
+                ws = await self.ws()
+                return await run(ws, inp, report) if progress else await run(ws, inp)
+            except ToolFailure as e:
+                raise ToolError(str(e)) from e
+            except ValidationError as e:
+                raise ToolError(str(describe_validation(e, name))) from e
+            except Exception as e:
+                # Unexpected: keep the traceback in the server log, give the caller a plain statement.
+                log.exception("tool %s failed", name)
+                raise ToolError(f"{name} failed inside ksearch: {type(e).__name__}: {e}") from e
+
+        params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
+        params += _flat_signature(model) if model is not None else []
+        handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+        handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+        handler.__name__ = name
+        self.mcp.add_tool(handler, name=name, description=description, annotations=annotations,
+                          structured_output=True)
+
+    def _register_tools(self) -> None:
+        t = self._tool
+        t("create_search", "Start a search on a task (built-in name like 'softmax', or a path). Returns the "
+          "search with its root node ready for intents.", CreateSearchIn, Search,
+          lambda ws, i: create_search(ws, i), _annotations(False))
+        t("list_searches", "List the searches in this project's database with their best speedup so far.",
+          None, list[SearchRow], lambda ws, _i: list_searches(ws), _annotations(True, idempotent=True))
+        t("get_tree", "Read a search's world-model tree: compact text (with the model's notes, the best path "
+          "and the open frontier, within a size budget), JSON, or Mermaid.", GetTreeIn, TreeOut,
+          lambda ws, i: get_tree(ws, i), _annotations(True, idempotent=True))
+        t("propose_intents", "Add open optimization intents under a node (the root by default). Each has a "
+          "title, rationale, priority 0-1, difficulty 1-5, optional expected speedup and params. "
+          "Near-duplicates of existing intents are refused; all-or-nothing.", ProposeIntentsIn, list[Node],
+          lambda ws, i: propose_intents(ws, i), _annotations(False))
+        t("edit_tree", "Edit nodes: update priority/difficulty/notes/rationale/title, prune a branch, reopen, "
+          "pin, unpin, veto, unveto. Results cannot be edited. All-or-nothing.", EditTreeIn, list[Node],
+          lambda ws, i: edit_tree(ws, i), _annotations(False, destructive=True))
+        t("select_action", "Phase 1: the next open intent to implement by the search's selection rule "
+          "(priority, difficulty cap, exploration; pinned first, vetoed never), with the reason and the "
+          "attempt whose code to start from.", SelectActionIn, SelectionOut,
+          lambda ws, i: select_action(ws, i), _annotations(True, idempotent=True))
+        t("compile_kernel", "Compile a candidate without running it: diagnostics with line numbers in your "
+          "source, registers, spills, shared memory, compile time. Returns a candidate_id to reuse.",
+          CompileKernelIn, CompileOut, lambda ws, i: compile_kernel(ws, i), _annotations(True, idempotent=True))
+        t("run_correctness", "Run a candidate against the reference on fresh random inputs: per workload "
+          "pass/fail, max abs/rel error, where it differs.", RunCorrectnessIn, EvaluationOut,
+          lambda ws, i, p: run_correctness(ws, i, p), _annotations(True), progress=True)
+        t("benchmark", "Compile, check and time a candidate (median, spread, speedup vs eager and "
+          "torch.compile, roofline fraction). With node_id, records the attempt on that intent.",
+          BenchmarkIn, EvaluationOut, lambda ws, i, p: benchmark(ws, i, p), _annotations(False), progress=True)
+        t("profile_ncu", "Nsight Compute on one workload: duration, DRAM/SM throughput, occupancy, registers, "
+          "cache hit rates, top warp stalls and ncu's advice (GPU machines only).", ProfileIn, ProfileOut,
+          lambda ws, i: profile_ncu(ws, i), _annotations(True, idempotent=True))
+        t("run_search", "Start ksearch's built-in driver on a search in the background (select, refine, "
+          "update rounds). Optionally follow its progress for wait_s seconds.", RunSearchIn, RunSearchOut,
+          lambda ws, i, p: run_search(ws, i, self.db, p), _annotations(False), progress=True)
+
+    # ------------------------------------------------------------------ resources
+
+    def _register_resources(self) -> None:
+        mcp = self.mcp
+
+        async def _tree_text(search: str) -> str:
+            try:
+                out = await get_tree(await self.ws(), GetTreeIn(search=_ref(search), format="text"))
+            except ToolFailure as e:
+                raise ValueError(str(e)) from e
+            return out.text or ""
+
+        async def _tree_json(search: str) -> str:
+            try:
+                out = await get_tree(await self.ws(), GetTreeIn(search=_ref(search), format="json"))
+            except ToolFailure as e:
+                raise ValueError(str(e)) from e
+            return json.dumps(out.tree)
+
+        async def _node(search: str, node_id: str) -> str:
+            ws = await self.ws()
+            s = await ws.search(_ref(search))
+            node = await ws.store.get_node(int(node_id))
+            if node.search_id != s.id:
+                raise ValueError(f"node {node_id} is not in search {s.name!r}")
+            attempts = await ws.store.list_attempts(s.id, node.id)
+            return json.dumps({
+                "node": node.model_dump(mode="json"),
+                "attempts": [{"id": a.id, "candidate_id": a.candidate_id, "status": a.evaluation.status
+                              if a.evaluation else None, "speedup_vs_eager": a.speedup} for a in attempts],
+            })
+
+        async def _attempt(attempt_id: str) -> str:
+            ws = await self.ws()
+            a = await ws.store.get_attempt(int(attempt_id))
+            cand = await ws.store.get_candidate(a.candidate_id)
+            return json.dumps({"attempt": a.model_dump(mode="json"), "language": cand.language,
+                               "source": cand.source})
+
+        async def _task(name: str) -> str:
+            ws = await self.ws()
+            try:
+                task = ws.task(name)
+            except ToolFailure as e:
+                raise ValueError(str(e)) from e
+            ref = task.source_path
+            src = ref.read_text() if ref.is_file() else ""
+            return json.dumps({"task": task.model_dump(mode="json", exclude={"seeds"}), "reference_source": src,
+                               "seed_languages": sorted(task.seeds)})
+
+        mcp.resource("ksearch://searches/{search}/tree", name="tree", mime_type="text/plain",
+                     description="A search's tree as the compact text view")(_tree_text)
+        mcp.resource("ksearch://searches/{search}/tree.json", name="tree_json", mime_type="application/json",
+                     description="A search's tree as JSON")(_tree_json)
+        mcp.resource("ksearch://searches/{search}/nodes/{node_id}", name="node", mime_type="application/json",
+                     description="One node with its attempts")(_node)
+        mcp.resource("ksearch://attempts/{attempt_id}", name="attempt", mime_type="application/json",
+                     description="An attempt's source and evaluation")(_attempt)
+        mcp.resource("ksearch://tasks/{name}", name="task", mime_type="application/json",
+                     description="A task: workloads, tolerance, reference source")(_task)
+
+    # ------------------------------------------------------------------ prompts
+
+    def _register_prompts(self) -> None:
+        from server.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
+
+        async def p_analyse(search: str) -> str:
+            return await analyse_kernel(await self.ws(), _ref(search))
+
+        async def p_implement(search: str, node_id: str) -> str:
+            return await implement_intent(await self.ws(), _ref(search), int(node_id))
+
+        async def p_reflect(search: str, node_id: str) -> str:
+            return await reflect_and_edit(await self.ws(), _ref(search), int(node_id))
+
+        self.mcp.prompt("analyse_kernel", description="Phase 0: analyse the kernel and seed the tree with "
+                        "first intents (what ksearch's driver asks its model)")(p_analyse)
+        self.mcp.prompt("implement_intent", description="Phase 2: implement one intent, from its base code and "
+                        "the last attempt's feedback")(p_implement)
+        self.mcp.prompt("reflect_and_edit", description="Phase 3: reflect on an intent's outcome and edit the "
+                        "tree")(p_reflect)
+
+
+def _ref(search: str) -> int | str:
+    return int(search) if search.isdigit() else search
+
+
+def build_server(db: Path, *, n_workers: int | None = None) -> KsearchServer:
+    return KsearchServer(db, n_workers=n_workers)
+
+
+def serve(db: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    ks = build_server(db)
+    if http:
+        ks.mcp.run("streamable-http", host=host, port=port)
+    else:
+        ks.mcp.run("stdio")

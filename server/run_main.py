@@ -1,0 +1,87 @@
+"""Wire `ksearch run`: open the store, find or create the search, build the policy, run the driver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from server.display import Display, LiveDisplay
+from server.driver import Driver, DriverOptions, DriverResult
+from server.policies import default_policy_name, make_policy
+from tools.create_search import CreateSearchIn, create_search
+from tools.errors import ToolFailure
+from tools.workspace import Workspace
+from worldmodel.models import Search
+
+
+class RunArgs(BaseModel):
+    task: str | None = None
+    resume: str | None = None
+    new: bool = False
+    name: str | None = None
+    policy: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    replay: Path | None = None
+    record: Path | None = None
+    language: str = "triton"
+    rounds: int | None = None
+    attempts: int | None = None
+    wall: float | None = None
+    tokens: int | None = None
+    usd: float | None = None
+    target: float | None = None
+    stagnation: int = 5
+    max_attempts: int = 8
+    branching: int = 1
+    seed: int | None = None
+    final: bool = True
+    plain: bool = True
+    db: Path
+
+
+async def _find_or_create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
+    if a.resume is not None:
+        return await ws.search(int(a.resume) if a.resume.isdigit() else a.resume)
+    assert a.task is not None
+    task = ws.task(a.task)
+    ref = task.name if task.builtin else str(task.source_path.resolve())
+    if not a.new and a.name is None:
+        unfinished = [s for s in await ws.store.list_searches() if s.task == ref and s.status != "done"]
+        if unfinished:
+            return unfinished[-1]  # same task, same db: continue where it stopped
+    s = await create_search(ws, CreateSearchIn(
+        task=a.task, name=a.name, language=a.language, policy=policy_name, model=a.model,  # type: ignore[arg-type]
+        rounds=a.rounds or 10, stagnation=a.stagnation, seed=a.seed,
+    ))
+    return await ws.store.set_search_fields(s.id, config=s.config.model_copy(update={
+        "max_attempts_per_intent": a.max_attempts, "branching": a.branching, "base_url": a.base_url,
+    }))
+
+
+async def run_main(a: RunArgs) -> DriverResult:
+    a.db.parent.mkdir(parents=True, exist_ok=True)
+    ws = await Workspace.open(a.db)
+    try:
+        prev = None
+        if a.resume is not None:
+            prev = await ws.search(int(a.resume) if a.resume.isdigit() else a.resume)
+        name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
+        try:
+            s = await _find_or_create(ws, a, name)
+        except ToolFailure as e:
+            raise ValueError(str(e)) from e
+        policy = make_policy(
+            name, model=a.model or s.config.model, base_url=a.base_url or s.config.base_url,
+            replay=a.replay, record=a.record,
+        )
+        display: Display = Display() if a.plain else LiveDisplay()
+        opts = DriverOptions(rounds=a.rounds, attempts=a.attempts, wall_s=a.wall, tokens=a.tokens, usd=a.usd,
+                             target_speedup=a.target, final_eval=a.final)
+        try:
+            return await Driver(ws, policy, display, opts).run(s.id)
+        finally:
+            await policy.aclose()
+    finally:
+        await ws.close()

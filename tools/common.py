@@ -1,0 +1,150 @@
+"""Pieces several tools share: resolving a candidate, choosing workloads, summarising an evaluation."""
+
+from __future__ import annotations
+
+import ast
+import secrets
+from collections.abc import Awaitable, Callable
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpu.task import Task
+from tools.errors import ToolFailure
+from tools.workspace import Workspace
+from worldmodel.models import Candidate, EvalSettings, Evaluation, Language, Search
+from worldmodel.store import NotFound
+
+Progress = Callable[[str, float], Awaitable[None]]
+
+MAX_SOURCE_CHARS = 200_000
+
+
+class CandidateRef(BaseModel):
+    """A candidate given by its source (first submission) or by the id returned then."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None = Field(
+        None, max_length=MAX_SOURCE_CHARS,
+        description="Python module source defining ModelNew (or custom_kernel for GPU MODE tasks)",
+    )
+    candidate_id: str | None = Field(
+        None, pattern=r"^c[0-9a-f]{15}$", description="Id from an earlier submission, instead of the source",
+    )
+    language: Language = Field("triton", description="triton | cuda (NVRTC via gpu.nvrtc) | cpp_ext (load_inline)")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> CandidateRef:
+        if (self.source is None) == (self.candidate_id is None):
+            raise ValueError("give exactly one of `source` or `candidate_id`")
+        return self
+
+
+async def resolve_candidate(ws: Workspace, ref: CandidateRef) -> Candidate:
+    if ref.candidate_id is not None:
+        try:
+            return await ws.store.get_candidate(ref.candidate_id)
+        except NotFound as e:
+            raise ToolFailure(f"{e}; submit the source once to get an id") from e
+    assert ref.source is not None
+    check_python_syntax(ref.source)
+    return await ws.store.put_candidate(ref.source, ref.language)
+
+
+def check_python_syntax(source: str) -> None:
+    """Refuse a source that does not parse, before anything is stored or run."""
+    try:
+        ast.parse(source)
+    except SyntaxError as e:
+        raise ToolFailure(
+            f"the candidate source does not parse as Python: line {e.lineno}, column {e.offset}: {e.msg}. "
+            "Send a complete Python module that defines ModelNew."
+        ) from e
+
+
+async def task_for(ws: Workspace, search: int | str | None, task: str | None) -> tuple[Search | None, Task]:
+    """The task of a search, or a free-standing task reference; exactly one must be given."""
+    if (search is None) == (task is None):
+        raise ToolFailure("give exactly one of `search` (an id or name) or `task` (a built-in name or a path)")
+    if search is not None:
+        s = await ws.search(search)
+        return s, ws.task(s.task)
+    assert task is not None
+    return None, ws.task(task)
+
+
+async def eval_settings(
+    ws: Workspace, s: Search | None, t: Task, workloads: list[str] | None, trials: int
+) -> EvalSettings:
+    """Settings for one evaluation: the search's secret seed, and the workloads to run.
+
+    Without a GPU the sandbox runs the Triton interpreter, so only the task's smoke workload is
+    practical there; on a GPU the search workloads are the default (held-out ones only when named).
+    """
+    names = [w.name for w in t.workloads]
+    if workloads:
+        unknown = [w for w in workloads if w not in names]
+        if unknown:
+            raise ToolFailure(f"unknown workload(s) {unknown} for task {t.name!r}; it has: {', '.join(names)}")
+        chosen = list(workloads)
+    else:
+        hw = await (await ws.sandbox()).hardware()
+        chosen = [t.smoke().name] if hw.cpu_mode else [w.name for w in t.by_split("search")]
+    seed = s.config.seed if s is not None else secrets.randbits(31)
+    return EvalSettings(seed=seed, trials=trials, workloads=chosen)
+
+
+def summarize(ev: Evaluation) -> str:
+    """A few lines a model (or a person) can act on; numbers say what they are and how noisy."""
+    lines = [f"status: {ev.status}"]
+    if ev.error:
+        lines.append(f"error: {ev.error}")
+    if ev.compile is not None:
+        c = ev.compile
+        lines.append(f"compile: {'ok' if c.ok else 'FAILED'} in {c.seconds:.2f}s ({c.mode or c.language})")
+        for d in c.diagnostics[:10]:
+            where = f"line {d.line}: " if d.line else ""
+            lines.append(f"  {d.severity}: {where}{d.message}")
+        for k in c.kernels:
+            lines.append(
+                f"  kernel {k.name}: regs={k.registers} spills={k.spill_stores_bytes}/{k.spill_loads_bytes}B "
+                f"smem={k.shared_bytes}B stack={k.stack_bytes}B"
+            )
+    for r in ev.correctness:
+        if r.passed:
+            lines.append(f"correct on {r.workload} ({r.trials} trials, max abs err {r.max_abs_err:.3g})"
+                         if r.max_abs_err is not None else f"correct on {r.workload} ({r.trials} trials)")
+        else:
+            lines.append(f"INCORRECT on {r.workload}: {r.kind}: {r.message}")
+            if r.first_mismatch_index is not None:
+                lines.append(
+                    f"  first mismatch at {r.first_mismatch_index}: expected {r.expected_at_first}, "
+                    f"got {r.got_at_first}; {r.mismatches}/{r.numel} elements off; max abs err {r.max_abs_err}"
+                )
+    for tm in ev.timings:
+        parts = [
+            f"{tm.workload} on {tm.device}: median {tm.median_us:.1f} us "
+            f"(IQR {tm.iqr_us:.1f}, 95% CI {tm.ci_low_us:.1f}-{tm.ci_high_us:.1f}, n={tm.n})"
+        ]
+        if tm.speedup_vs_eager is not None:
+            parts.append(f"{tm.speedup_vs_eager:.3f}x vs eager ({tm.eager_median_us:.1f} us)")
+        if tm.speedup_vs_compile is not None:
+            parts.append(f"{tm.speedup_vs_compile:.3f}x vs torch.compile ({tm.compile_median_us:.1f} us)")
+        if tm.roofline_fraction is not None:
+            parts.append(f"{100 * tm.roofline_fraction:.0f}% of roofline")
+        lines.append("; ".join(parts))
+        lines.extend(f"  flag: {f}" for f in tm.flags)
+    if ev.speedup_vs_eager is not None:
+        lines.append(f"geomean speedup vs eager: {ev.speedup_vs_eager:.3f}x")
+    if ev.timings and ev.timings[0].device == "cpu-interpreter":
+        lines.append("note: CPU interpreter timings: functional only, not comparable with GPU timings")
+    if ev.profile is not None:
+        p = ev.profile
+        lines.append(
+            f"profile ({p.kernel}): {p.duration_us} us, DRAM {p.dram_throughput_pct}%, SM {p.sm_throughput_pct}%, "
+            f"occupancy {p.achieved_occupancy_pct}%, regs {p.registers_per_thread}"
+        )
+        lines.extend(f"  stall {n}: {v}" for n, v in p.top_stalls[:4])
+        lines.extend(f"  ncu: {a}" for a in p.advice[:4])
+    lines.extend(f"flag: {f}" for f in ev.flags)
+    return "\n".join(lines)
+

@@ -1,0 +1,56 @@
+"""create_search: start a search on a task."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.errors import ToolFailure
+from tools.workspace import Workspace
+from worldmodel.models import Budgets, Language, Search, SearchConfig
+
+
+class CreateSearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, max_length=1000, description="Built-in task name (e.g. 'softmax') or a path")
+    name: str | None = Field(None, min_length=1, max_length=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                             description="Unique name; defaults to '<task>-<n>'")
+    language: Language = Field("triton", description="Language candidates are written in")
+    policy: str = Field("tuner", max_length=40, description="Policy the built-in driver uses: anthropic|openai|tuner|replay")
+    model: str | None = Field(None, max_length=120)
+    rounds: int | None = Field(10, ge=1, le=10_000)
+    stagnation: int = Field(5, ge=1, le=100, description="Attempts without a significant gain before refine stops")
+    seed: int | None = Field(None, ge=0, lt=2**31, description="Input seed; a secret random one by default")
+
+
+async def create_search(ws: Workspace, inp: CreateSearchIn) -> Search:
+    task = ws.task(inp.task)
+    if inp.language not in task.seeds and task.seeds:
+        have = ", ".join(sorted(task.seeds))
+        raise ToolFailure(f"task {task.name!r} has no {inp.language} seed candidate; it has: {have}")
+    name = inp.name or await _free_name(ws, task.name)
+    existing = {s.name for s in await ws.store.list_searches()}
+    if name in existing:
+        raise ToolFailure(f"a search named {name!r} already exists; pick another name or use it by that name")
+    ref = task.name if task.builtin else str(task.source_path.resolve())
+    config = SearchConfig(
+        language=inp.language,
+        policy=inp.policy,
+        model=inp.model,
+        seed=inp.seed if inp.seed is not None else secrets.randbits(31),
+        stagnation=inp.stagnation,
+        budgets=Budgets(rounds=inp.rounds),
+    )
+    return await ws.store.create_search(name, ref, config)
+
+
+async def _free_name(ws: Workspace, base: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9_.-]", "-", base)[:60] or "search"
+    taken = {s.name for s in await ws.store.list_searches()}
+    n = 1
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"

@@ -1,0 +1,26 @@
+"""edit_tree: re-prioritise, annotate, prune, reopen, pin or veto nodes. Never results."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.errors import ToolFailure
+from tools.workspace import Workspace
+from worldmodel.edits import EditRejected, apply_edits
+from worldmodel.models import EditSpec, Node
+
+
+class EditTreeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    search: int | str = Field(description="Search id or name")
+    edits: list[EditSpec] = Field(min_length=1, max_length=100)
+    author: str = Field("human", min_length=1, max_length=80)
+
+
+async def edit_tree(ws: Workspace, inp: EditTreeIn) -> list[Node]:
+    s = await ws.search(inp.search)
+    try:
+        return await apply_edits(ws.store, s.id, inp.edits, author=inp.author, round=s.round)
+    except EditRejected as e:
+        raise ToolFailure("no edit was applied", problems=e.problems) from e

@@ -1,0 +1,43 @@
+"""get_tree: read a search's world-model tree (compact text for prompts, JSON, or a Mermaid diagram)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.workspace import Workspace
+from worldmodel.render import render_tree, tree_json, tree_mermaid
+
+
+class GetTreeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    search: int | str = Field(description="Search id or name")
+    format: Literal["text", "json", "mermaid"] = Field("text")
+    budget_chars: int = Field(6000, ge=500, le=200_000, description="Hard size budget of the text view")
+
+
+class TreeOut(BaseModel):
+    search_id: int
+    search_name: str
+    round: int
+    nodes: int
+    best_attempt_id: int | None
+    text: str | None = None
+    tree: dict[str, Any] | None = None
+
+
+async def get_tree(ws: Workspace, inp: GetTreeIn) -> TreeOut:
+    s = await ws.search(inp.search)
+    nodes = await ws.store.list_nodes(s.id)
+    attempts = {a.id: a for a in await ws.store.list_attempts(s.id)}
+    out = TreeOut(search_id=s.id, search_name=s.name, round=s.round, nodes=len(nodes),
+                  best_attempt_id=s.best_attempt_id)
+    if inp.format == "json":
+        out.tree = tree_json(nodes, attempts)
+    elif inp.format == "mermaid":
+        out.text = tree_mermaid(nodes, attempts)
+    else:
+        out.text = render_tree(nodes, attempts, budget_chars=inp.budget_chars)
+    return out

@@ -1,0 +1,34 @@
+"""list_searches: the searches in this database, with their best result so far."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from tools.workspace import Workspace
+
+
+class SearchRow(BaseModel):
+    id: int
+    name: str
+    task: str
+    status: str
+    round: int
+    policy: str
+    attempts: int
+    best_attempt_id: int | None
+    best_speedup_vs_eager: float | None
+
+
+async def list_searches(ws: Workspace) -> list[SearchRow]:
+    rows = []
+    for s in await ws.store.list_searches():
+        attempts = await ws.store.list_attempts(s.id)
+        best = next((a for a in attempts if a.id == s.best_attempt_id), None)
+        rows.append(
+            SearchRow(
+                id=s.id, name=s.name, task=s.task, status=s.status, round=s.round, policy=s.config.policy,
+                attempts=len(attempts), best_attempt_id=s.best_attempt_id,
+                best_speedup_vs_eager=best.speedup if best else None,
+            )
+        )
+    return rows

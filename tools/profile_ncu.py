@@ -1,0 +1,35 @@
+"""profile_ncu: Nsight Compute on one workload of a candidate: a few numbers and ncu's own advice."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.common import CandidateRef, resolve_candidate, task_for
+from tools.errors import ToolFailure
+from tools.workspace import Workspace
+from worldmodel.models import ProfileSummary
+
+
+class ProfileIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    search: int | str | None = Field(None, description="Search id or name (or give `task`)")
+    task: str | None = Field(None, max_length=1000)
+    candidate: CandidateRef
+    workload: str | None = Field(None, max_length=200, description="Workload name; default: the first search one")
+
+
+class ProfileOut(BaseModel):
+    candidate_id: str
+    profile: ProfileSummary
+
+
+async def profile_ncu(ws: Workspace, inp: ProfileIn) -> ProfileOut:
+    _, task = await task_for(ws, inp.search, inp.task)
+    cand = await resolve_candidate(ws, inp.candidate)
+    names = [w.name for w in task.workloads]
+    wl = inp.workload or task.by_split("search")[0].name
+    if wl not in names:
+        raise ToolFailure(f"unknown workload {wl!r} for task {task.name!r}; it has: {', '.join(names)}")
+    prof = await (await ws.sandbox()).profile(cand, task, wl)
+    return ProfileOut(candidate_id=cand.id, profile=prof)

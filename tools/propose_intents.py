@@ -1,0 +1,27 @@
+"""propose_intents: add open intents under a node (validated; near-duplicates refused)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.errors import ToolFailure
+from tools.workspace import Workspace
+from worldmodel.edits import EditRejected, apply_intents
+from worldmodel.models import IntentSpec, Node
+
+
+class ProposeIntentsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    search: int | str = Field(description="Search id or name")
+    intents: list[IntentSpec] = Field(min_length=1, max_length=50)
+    author: str = Field("human", min_length=1, max_length=80, description="human | llm:<model> | tuner")
+    reason: str = Field("", max_length=2000)
+
+
+async def propose_intents(ws: Workspace, inp: ProposeIntentsIn) -> list[Node]:
+    s = await ws.search(inp.search)
+    try:
+        return await apply_intents(ws.store, s.id, inp.intents, author=inp.author, round=s.round, reason=inp.reason)
+    except EditRejected as e:
+        raise ToolFailure("no intent was added", problems=e.problems) from e

@@ -1,0 +1,69 @@
+"""run_search: start the built-in driver on a search in the background, and follow its progress."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.common import Progress
+from tools.errors import ToolFailure
+from tools.workspace import Workspace
+
+
+class RunSearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    search: int | str = Field(description="Search id or name")
+    rounds: int | None = Field(None, ge=1, le=10_000, description="Round budget for this run (default: the search's)")
+    wait_s: float = Field(0.0, ge=0.0, le=3600.0, description="Follow progress for up to this long before returning")
+
+
+class RunSearchOut(BaseModel):
+    search_id: int
+    pid: int
+    log: str
+    running: bool
+    round: int
+    attempts: int
+    best_speedup_vs_eager: float | None
+    message: str
+
+
+async def run_search(ws: Workspace, inp: RunSearchIn, db: Path, progress: Progress | None = None) -> RunSearchOut:
+    s = await ws.search(inp.search)
+    log = db.parent / "logs" / f"search-{s.id}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "server.cli", "run", "--resume", str(s.id), "--db", str(db), "--plain"]
+    if inp.rounds is not None:
+        cmd += ["--rounds", str(inp.rounds)]
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(  # a separate session: the driver outlives this request
+            cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=str(Path(__file__).resolve().parent.parent), env=dict(os.environ),
+        )
+    deadline = time.monotonic() + inp.wait_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        await asyncio.sleep(1.0)
+        if progress is not None:
+            cur = await ws.search(s.id)
+            n = len(await ws.store.list_attempts(s.id))
+            await progress(f"round {cur.round}, {n} attempts", min(1.0, 1 - (deadline - time.monotonic()) / max(inp.wait_s, 1e-9)))
+    if proc.poll() not in (None, 0):
+        tail = log.read_text(errors="replace")[-2000:]
+        raise ToolFailure(f"the driver exited with code {proc.returncode}; end of its log ({log}):\n{tail}")
+    cur = await ws.search(s.id)
+    attempts = await ws.store.list_attempts(s.id)
+    best = next((a for a in attempts if a.id == cur.best_attempt_id), None)
+    running = proc.poll() is None
+    return RunSearchOut(
+        search_id=s.id, pid=proc.pid, log=str(log), running=running, round=cur.round, attempts=len(attempts),
+        best_speedup_vs_eager=best.speedup if best else None,
+        message=("driver running in the background; call get_tree or list_searches to follow it"
+                 if running else "driver finished"),
+    )

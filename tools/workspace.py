@@ -1,0 +1,75 @@
+"""The state every tool runs over: the world-model store and (lazily) the GPU sandbox.
+
+The sandbox starts worker processes, so it is created on first use only: reading the tree never
+starts a worker, and the process that hosts the tools never imports torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from gpu.sandbox import LocalSandbox, Sandbox
+from gpu.task import Task, TaskError
+from gpu.tasks import load_task
+from tools.errors import ToolFailure
+from worldmodel.models import Search
+from worldmodel.store import NotFound, Store
+
+
+class StoreCache:
+    """The sandbox's key-value cache (baselines, ceilings per environment), kept in the database."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        return await self._store.cache_get(key)
+
+    async def put(self, key: str, value: dict[str, Any]) -> None:
+        await self._store.cache_put(key, value)
+
+
+class Workspace:
+    def __init__(self, store: Store, sandbox: Sandbox | None = None, *, n_workers: int | None = None) -> None:
+        self.store = store
+        self._sandbox = sandbox
+        self._n_workers = n_workers
+        self._lock = asyncio.Lock()
+        self._tasks: dict[str, Task] = {}
+
+    @classmethod
+    async def open(cls, db: Path, *, sandbox: Sandbox | None = None, n_workers: int | None = None) -> Workspace:
+        return cls(await Store.open(db), sandbox, n_workers=n_workers)
+
+    async def sandbox(self) -> Sandbox:
+        async with self._lock:
+            if self._sandbox is None:
+                self._sandbox = LocalSandbox(n_workers=self._n_workers, cache=StoreCache(self.store))
+            return self._sandbox
+
+    def task(self, ref: str) -> Task:
+        if ref not in self._tasks:
+            try:
+                self._tasks[ref] = load_task(ref)
+            except TaskError as e:
+                raise ToolFailure(str(e)) from e
+        return self._tasks[ref]
+
+    async def search(self, ref: int | str) -> Search:
+        try:
+            return await self.store.get_search(ref)
+        except NotFound as e:
+            raise ToolFailure(str(e)) from e
+
+    async def close(self) -> None:
+        if self._sandbox is not None:
+            await self._sandbox.close()
+        await self.store.close()
+
+    async def __aenter__(self) -> Workspace:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
