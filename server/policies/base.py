@@ -20,6 +20,12 @@ class PolicyError(RuntimeError):
     """The policy cannot go on (provider keeps failing, key rejected, replay exhausted). The driver stops cleanly."""
 
 
+class IntentDeclined(PolicyError):
+    """This policy cannot implement this one intent (e.g. the offline tuner given an intent with no tunable
+    settings, or a base source lacking a tunable's line). The search itself can go on: a driver that knows
+    this class marks the intent failed with the message; one that does not stops cleanly as for PolicyError."""
+
+
 class Ctx(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -57,8 +63,10 @@ class InitContext(Ctx):
 
 
 class InitResult(Ctx):
-    analysis: str  # what the op is, its bound, regimes: stored as the root's notes
-    intents: list[IntentSpec]
+    analysis: str = Field(
+        description="Kernel analysis: what it computes, its bound and regimes (the root's notes)"
+    )
+    intents: list[IntentSpec] = Field(description="The first open intents, under the root")
 
 
 class WriteContext(Ctx):
@@ -76,9 +84,12 @@ class WriteContext(Ctx):
 
 
 class CodeResult(Ctx):
-    source: str
+    source: str = Field(description="The complete candidate module (defines ModelNew), not a diff")
     language: Language = "triton"
-    explanation: str = ""
+    explanation: str = Field("", description="What changed, and the predicted effect on time")
+    # Tunable values the source sets, when the policy knows them (the tuner always does): the driver passes
+    # them back as AttemptOutcome.params, so a refine attempt that moved another parameter is described right.
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class UpdateContext(Ctx):
@@ -86,19 +97,23 @@ class UpdateContext(Ctx):
     round: int
     intent_id: int
     intent_title: str
+    intent_params: dict[str, Any] = Field(default_factory=dict)  # the intent's settings, if it had any
     prediction: float | None = None  # the intent's expected speedup, as predicted
     outcomes: list[AttemptOutcome]  # this round's attempts
-    history: list[AttemptOutcome] = Field(default_factory=list)  # all earlier attempts of the search (compact)
+    # all earlier attempts of the search (compact)
+    history: list[AttemptOutcome] = Field(default_factory=list)
     tree_view: str
-    open_intents: list[dict[str, Any]] = Field(default_factory=list)  # id, title, priority, difficulty, params
+    # id, title, priority, difficulty, params
+    open_intents: list[dict[str, Any]] = Field(default_factory=list)
     rejected: list[str] = Field(default_factory=list)  # problems with the previous answer, to fix
     best_speedup: float | None = None
+    tunables: dict[str, list[Any]] = Field(default_factory=dict)  # the space, for policies that model it
 
 
 class UpdateResult(Ctx):
-    reflection: str = ""
-    new_intents: list[IntentSpec] = Field(default_factory=list)
-    edits: list[EditSpec] = Field(default_factory=list)
+    reflection: str = Field("", description="What the measurement teaches, compared with the prediction")
+    new_intents: list[IntentSpec] = Field(default_factory=list, description="Intents to insert")
+    edits: list[EditSpec] = Field(default_factory=list, description="Changes to existing nodes")
 
 
 class CallRecord(Ctx):
@@ -114,6 +129,7 @@ class CallRecord(Ctx):
     request: str = ""
     response: str = ""
     error: str | None = None
+    priced: bool = True  # False when the model has no known price: cost_usd is then 0, not "free"
 
 
 CallSink = Callable[[CallRecord], Awaitable[None]]

@@ -1,0 +1,160 @@
+"""Recorded answers: `RecordingPolicy` writes every answer of any policy to a JSONL file, and
+`ReplayPolicy` plays such a file back in order (tests, demos, reproducing a run without a model).
+
+One line per call: {"phase": "init" | "write_code" | "update", "result": {...}} plus optional keys
+("model", "policy") that replay ignores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from server.policies.base import (
+    CallRecord,
+    CallSink,
+    CodeResult,
+    InitContext,
+    InitResult,
+    Policy,
+    PolicyError,
+    UpdateContext,
+    UpdateResult,
+    WriteContext,
+)
+from server.policies.prompting import PHASES, Phase
+
+RESULT_MODELS: dict[str, type[BaseModel]] = {
+    "init": InitResult,
+    "write_code": CodeResult,
+    "update": UpdateResult,
+}
+
+
+class ReplayLine(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    phase: Phase
+    result: dict[str, Any]
+
+
+class ReplayPolicy(Policy):
+    name = "replay"
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.model = f"replay:{self.path.name}"
+        self._entries = self._load(self.path)
+        self._pos = 0
+
+    @staticmethod
+    def _load(path: Path) -> list[tuple[int, ReplayLine]]:
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise PolicyError(f"cannot read the replay file {path}: {e.strerror or e}") from e
+        entries: list[tuple[int, ReplayLine]] = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                entries.append((n, ReplayLine.model_validate_json(line)))
+            except ValidationError as e:
+                first = e.errors()[0]
+                where = ".".join(str(x) for x in first["loc"]) or "(line)"
+                raise PolicyError(
+                    f"{path} line {n} is not a replay record ({where}: {first['msg']}); each line must be "
+                    f'{{"phase": one of {", ".join(PHASES)}, "result": {{...}}}}'
+                ) from e
+        return entries
+
+    @property
+    def remaining(self) -> int:
+        return len(self._entries) - self._pos
+
+    async def _next(self, phase: Phase) -> BaseModel:
+        if self._pos >= len(self._entries):
+            raise PolicyError(
+                f"the replay {self.path} is exhausted: all {len(self._entries)} recorded answers were used, "
+                f"and a {phase} answer was asked for"
+            )
+        lineno, entry = self._entries[self._pos]
+        if entry.phase != phase:
+            raise PolicyError(
+                f"{self.path} line {lineno} holds a {entry.phase} answer, but a {phase} answer was asked for: "
+                "the run has diverged from the recording"
+            )
+        try:
+            result = RESULT_MODELS[phase].model_validate(entry.result)
+        except ValidationError as e:
+            raise PolicyError(
+                f"{self.path} line {lineno}: the recorded {phase} answer is invalid: {e}"
+            ) from e
+        self._pos += 1
+        await self._record(
+            CallRecord(
+                phase=phase,
+                provider="replay",
+                model=self.model,
+                request=f"{self.path}:{lineno}",
+                response=json.dumps(entry.result, ensure_ascii=False),
+            )
+        )
+        return result
+
+    async def init(self, ctx: InitContext) -> InitResult:
+        return await self._next("init")  # type: ignore[return-value]
+
+    async def write_code(self, ctx: WriteContext) -> CodeResult:
+        return await self._next("write_code")  # type: ignore[return-value]
+
+    async def update(self, ctx: UpdateContext) -> UpdateResult:
+        return await self._next("update")  # type: ignore[return-value]
+
+
+class RecordingPolicy(Policy):
+    """Wraps a policy and appends each of its answers to `path` (flushed and synced per line, so a crash
+    loses at most the answer in flight). The user-visible name stays the inner policy's."""
+
+    def __init__(self, inner: Policy, path: str | Path) -> None:
+        super().__init__()
+        self.inner = inner
+        self.path = Path(path)
+        self.name = inner.name
+        self.model = inner.model
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def on_call(self, sink: CallSink) -> None:
+        self.inner.on_call(sink)
+
+    def _append(self, phase: Phase, result: BaseModel) -> None:
+        line = {"phase": phase, "result": result.model_dump(mode="json"), "policy": self.inner.name}
+        if self.inner.model:
+            line["model"] = self.inner.model
+        with self.path.open("a") as f:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    async def init(self, ctx: InitContext) -> InitResult:
+        result = await self.inner.init(ctx)
+        self._append("init", result)
+        return result
+
+    async def write_code(self, ctx: WriteContext) -> CodeResult:
+        result = await self.inner.write_code(ctx)
+        self._append("write_code", result)
+        return result
+
+    async def update(self, ctx: UpdateContext) -> UpdateResult:
+        result = await self.inner.update(ctx)
+        self._append("update", result)
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

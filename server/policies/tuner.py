@@ -1,0 +1,477 @@
+"""The offline tuner: a policy with no language model, so a search runs on a machine without a key.
+
+Its space is the `TUNABLES` the seed declares. `init` proposes one-at-a-time moves from the seed's
+values; `write_code` sets those values in the base source; `update` fits a small additive model of each
+(parameter, value)'s effect on the log-speedup to everything measured so far, re-prioritises and prunes
+the open moves by it, and proposes coordinate moves around the best setting plus the combination of the
+best values. Everything is deterministic for a given seed and history.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gpu.tasks.tunables import TunableError, apply_tunables, read_tunables
+from server.policies.base import (
+    AttemptOutcome,
+    CodeResult,
+    InitContext,
+    InitResult,
+    IntentDeclined,
+    Policy,
+    PolicyError,
+    UpdateContext,
+    UpdateResult,
+    WriteContext,
+)
+from worldmodel.models import EditSpec, IntentSpec
+
+Config = dict[str, Any]
+Feature = tuple[str, str]  # (parameter, repr(value))
+
+# Names that grow the work per program: for a compute-bound op, larger is the better first bet.
+_SIZE_LIKE = re.compile(r"BLOCK|TILE|WARP|STAGE|SIZE|GROUP|SPLIT|_[MNK]$", re.IGNORECASE)
+
+
+def ordered(allowed: list[Any]) -> list[Any]:
+    """Allowed values in their natural order: numeric ones sorted, others as declared; duplicates dropped."""
+    seen: list[Any] = []
+    for v in allowed:
+        if v not in seen:
+            seen.append(v)
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen)
+    return sorted(seen) if numeric else seen
+
+
+def config_key(cfg: Config) -> tuple[Feature, ...]:
+    return tuple(sorted((k, repr(v)) for k, v in cfg.items()))
+
+
+def fmt_cfg(cfg: Config) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in cfg.items())
+
+
+def prior(name: str, current: Any, new: Any, allowed: list[Any], bound: str) -> float:
+    """How promising a one-at-a-time move looks before anything is measured: near moves first, and
+    moves to larger tiles / more warps / more stages first for compute-bound work."""
+    order = ordered(allowed)
+    if current in order:
+        step = order.index(new) - order.index(current)
+    else:
+        step = order.index(new) - (len(order) - 1) / 2
+    p = 0.6 - 0.07 * (abs(step) - 1)
+    if _SIZE_LIKE.search(name) and step > 0:
+        p += 0.1 if bound in ("compute", "mixed") else 0.03
+    return round(min(0.95, max(0.05, p)), 4)
+
+
+@dataclass
+class Observation:
+    cfg: Config
+    log_speedup: float | None  # None: the attempt failed (compile error, incorrect, crash, ...)
+    outcome: AttemptOutcome
+
+
+class EffectModel:
+    """Additive model of log-speedup: mean + one effect per (parameter, value), fitted by ridge least
+    squares. With one-at-a-time data it predicts a combination of two good moves as the sum of their gains."""
+
+    def __init__(self, observations: list[tuple[Config, float]], ridge: float = 0.05) -> None:
+        self.features = sorted({(k, repr(v)) for cfg, _ in observations for k, v in cfg.items()})
+        index = {f: i for i, f in enumerate(self.features)}
+        ys = [y for _, y in observations]
+        self.mean = sum(ys) / len(ys) if ys else 0.0
+        n = len(self.features)
+        a = [[0.0] * n for _ in range(n)]
+        b = [0.0] * n
+        for cfg, y in observations:
+            rows = [index[(k, repr(v))] for k, v in cfg.items()]
+            for i in rows:
+                b[i] += y - self.mean
+                for j in rows:
+                    a[i][j] += 1.0
+        for i in range(n):
+            a[i][i] += ridge
+        self.weights = dict(zip(self.features, _solve(a, b), strict=True))
+
+    def knows(self, cfg: Config) -> bool:
+        return all((k, repr(v)) in self.weights for k, v in cfg.items())
+
+    def predict(self, cfg: Config) -> float:
+        return self.mean + sum(self.weights.get((k, repr(v)), 0.0) for k, v in cfg.items())
+
+    def effect(self, name: str, value: Any) -> float | None:
+        return self.weights.get((name, repr(value)))
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (the system is small and, with the ridge, regular)."""
+    n = len(b)
+    m = [[*row, rhs] for row, rhs in zip(a, b, strict=True)]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[piv] = m[piv], m[col]
+        for r in range(col + 1, n):
+            f = m[r][col] / m[col][col]
+            for c in range(col, n + 1):
+                m[r][c] -= f * m[col][c]
+    x = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
+    return x
+
+
+class TunerPolicy(Policy):
+    name = "tuner"
+    model = "tuner"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        max_intents: int = 12,
+        max_new_intents: int = 6,
+        prune_below: float = 0.85,
+    ) -> None:
+        super().__init__()
+        self.seed = seed
+        self.max_intents = max_intents
+        self.max_new_intents = max_new_intents
+        self.prune_below = prune_below  # prune a move predicted (from measured effects) below this x the best
+        self._space: dict[str, list[Any]] = {}
+
+    # ------------------------------------------------------------------ init
+
+    async def init(self, ctx: InitContext) -> InitResult:
+        try:
+            declared = read_tunables(ctx.seed_source)
+        except TunableError as e:
+            raise PolicyError(f"the offline tuner cannot read the seed's tunables: {e}") from e
+        if not declared:
+            raise PolicyError(
+                "the offline tuner needs a seed that declares its tunables, e.g. "
+                'TUNABLES = {"BLOCK": [256, 512, 1024]} with a line BLOCK = 512; this seed declares none. '
+                "Use an LLM policy (anthropic, openai) for this task."
+            )
+        space = {n: t.values for n, t in declared.items()}
+        seed_cfg = {n: t.current for n, t in declared.items()}
+        self._space = space
+        bound = ctx.task.bound
+        moves: dict[str, list[tuple[float, Any]]] = {}
+        for name, allowed in space.items():
+            opts = [(prior(name, seed_cfg[name], v, allowed, bound), v) for v in ordered(allowed)]
+            opts = [o for o in opts if o[1] != seed_cfg[name]]
+            moves[name] = sorted(opts, key=lambda o: -o[0])  # stable: ties keep the natural order
+        # Interleave the parameters' best moves so every parameter's effect gets measured early.
+        params = sorted((n for n in moves if moves[n]), key=lambda n: (-moves[n][0][0], list(space).index(n)))
+        picks: list[tuple[float, str, Any]] = []
+        for rank in range(max((len(m) for m in moves.values()), default=0)):
+            picks += [(moves[n][rank][0], n, moves[n][rank][1]) for n in params if rank < len(moves[n])]
+        picks = picks[: self.max_intents]
+        intents = [
+            IntentSpec(
+                title=f"set {n} = {v!r} (seed: {seed_cfg[n]!r})",
+                rationale=(
+                    f"One-at-a-time move in the declared space: measures the effect of {n} with every other "
+                    "tunable at the seed's value."
+                ),
+                priority=p,
+                difficulty=1,
+                params={**seed_cfg, n: v},
+                notes="tuner prior: near moves first"
+                + (
+                    "; larger tiles/warps/stages first (compute-bound)"
+                    if bound in ("compute", "mixed")
+                    else ""
+                ),
+            )
+            for p, n, v in picks
+        ]
+        size = math.prod(len(ordered(a)) for a in space.values())
+        lines = "\n".join(
+            f"- {n}: " + ", ".join(f"[{v!r}]" if v == seed_cfg[n] else repr(v) for v in ordered(a))
+            for n, a in space.items()
+        )
+        analysis = (
+            "Offline tuner (no language model): this search explores the tunables the seed declares; the "
+            f"seed's values are in brackets.\nTask {ctx.task.name}: {ctx.task.op or 'op unspecified'}, "
+            f"{ctx.task.dtype or 'dtype unspecified'}, {bound}-bound.\n"
+            f"Space: {len(space)} parameters, {size} settings in all.\n{lines}\n"
+            f"Plan: {len(intents)} one-at-a-time moves from the seed first. After each round a model of each "
+            "(parameter, value)'s effect on the measured log-speedup re-prioritises the open moves, prunes "
+            "those predicted clearly worse, and adds moves around the best setting and the combination of "
+            "the best values."
+        )
+        return InitResult(analysis=analysis, intents=intents)
+
+    # ------------------------------------------------------------------ write_code
+
+    async def write_code(self, ctx: WriteContext) -> CodeResult:
+        if not ctx.intent_params:
+            raise IntentDeclined(
+                f"the offline tuner implements only intents that set tunable values (params); "
+                f"intent #{ctx.intent_id} '{ctx.intent_title}' sets none. It needs an LLM policy or a human."
+            )
+        try:
+            declared = read_tunables(ctx.base_source)
+        except TunableError as e:
+            raise IntentDeclined(
+                f"intent #{ctx.intent_id}: the base code's tunables cannot be read: {e}"
+            ) from e
+        space = {n: t.values for n, t in declared.items()}
+        base = {n: t.current for n, t in declared.items()}
+        absent = [k for k in ctx.intent_params if k not in base]
+        if absent:
+            raise IntentDeclined(
+                f"intent #{ctx.intent_id} sets {', '.join(absent)}, which the base code does not declare in "
+                f"TUNABLES (declared: {', '.join(base) or 'none'})"
+            )
+        target = base | dict(ctx.intent_params)
+        changed = [k for k, v in ctx.intent_params.items() if base[k] != v]
+        notes = [f"{k} {base[k]!r} -> {ctx.intent_params[k]!r}" for k in changed]
+        if ctx.attempt_index > 0:
+            move = self._refine_move(ctx.attempt_index, target, changed, space)
+            if move is None:
+                raise IntentDeclined(
+                    f"intent #{ctx.intent_id}: no neighbouring setting is left to try at refine attempt "
+                    f"{ctx.attempt_index} (space: {fmt_cfg(space)})"
+                )
+            name, new = move
+            notes.append(f"refine attempt {ctx.attempt_index}: also {name} {target[name]!r} -> {new!r}")
+            target[name] = new
+        writes = {k: v for k, v in target.items() if base.get(k) != v}
+        if not writes:
+            raise IntentDeclined(
+                f"intent #{ctx.intent_id}: the base code already has these settings ({fmt_cfg(target)}); "
+                "there is nothing new to measure"
+            )
+        try:
+            source = apply_tunables(ctx.base_source, writes)
+            params = {n: t.current for n, t in read_tunables(source).items()}
+        except TunableError as e:
+            raise IntentDeclined(f"intent #{ctx.intent_id}: {e}") from e
+        return CodeResult(
+            source=source,
+            language=ctx.task.language,
+            explanation="tuner: " + "; ".join(notes),
+            params=params,
+        )
+
+    def _refine_move(
+        self, attempt_index: int, target: Config, changed: list[str], space: dict[str, list[Any]]
+    ) -> tuple[str, Any] | None:
+        """The attempt_index-th move (1-based) in a fixed sequence of moves of one parameter the intent
+        does not set: one step up for each parameter, one step down, two up, ... The seed rotates which
+        parameter comes first."""
+        cands = [n for n in space if n not in changed and n in target] or [n for n in space if n in target]
+        cands = [n for n in cands if target[n] in ordered(space[n])]
+        if not cands:
+            return None
+        shift = self.seed % len(cands)
+        cands = cands[shift:] + cands[:shift]
+        longest = max(len(space[n]) for n in cands)
+        seq: list[tuple[str, Any]] = []
+        for step in range(1, longest):
+            for direction in (1, -1):
+                for n in cands:
+                    order = ordered(space[n])
+                    j = order.index(target[n]) + direction * step
+                    if 0 <= j < len(order):
+                        seq.append((n, order[j]))
+        return seq[attempt_index - 1] if attempt_index <= len(seq) else None
+
+    # ------------------------------------------------------------------ update
+
+    async def update(self, ctx: UpdateContext) -> UpdateResult:
+        space = dict(ctx.tunables) or self._space or self._infer_space(ctx)
+        obs = self._observations(ctx, space)
+        ok = [o for o in obs if o.log_speedup is not None]
+        good = {(k, repr(v)) for o in ok for k, v in o.cfg.items()}
+        bad = sorted({(k, repr(v)) for o in obs if o.log_speedup is None for k, v in o.cfg.items()} - good)
+        edits: list[EditSpec] = []
+        reflection = [
+            f"tuner, round {ctx.round}: {len(ctx.outcomes)} attempt(s) on #{ctx.intent_id}; "
+            f"{len(ok)} of {len(obs)} measured settings ran correctly."
+        ]
+        if bad:
+            reflection.append("Values that only ever failed: " + ", ".join(f"{k}={v}" for k, v in bad) + ".")
+        if not ok:
+            edits = [
+                EditSpec(op="prune", node_id=int(i["id"]), reason=f"sets {k}={v}, which only ever failed")
+                for i in self._open_with_params(ctx)
+                for k, v in [self._first_bad(i["params"], bad)]
+                if k is not None
+            ]
+            reflection.append("No correct measurement yet: nothing to fit.")
+            return UpdateResult(reflection=" ".join(reflection), edits=edits)
+
+        model = EffectModel([(o.cfg, o.log_speedup) for o in ok if o.log_speedup is not None])
+        best = max(ok, key=lambda o: (o.log_speedup, -(o.outcome.attempt_id or 0)))
+        best_y = best.log_speedup
+        assert best_y is not None
+        reflection.append(f"Best: {math.exp(best_y):.3f}x vs eager with {fmt_cfg(best.cfg)}.")
+        ranked = sorted(
+            ((model.effect(k, v), k, v) for k, vs in space.items() for v in ordered(vs)),
+            key=lambda t: -(t[0] or 0.0),
+        )
+        known = [f"{k}={v!r} {e:+.3f}" for e, k, v in ranked if e is not None]
+        reflection.append("Fitted effects on log-speedup: " + ", ".join(known) + ".")
+
+        open_keys: set[tuple[Feature, ...]] = set()
+        pruned = updated = 0
+        for i in self._open_with_params(ctx):
+            cfg = best.cfg | {k: v for k, v in i["params"].items() if k in space}
+            open_keys.add(config_key(cfg))
+            k_bad, v_bad = self._first_bad(cfg, bad)
+            pred = model.predict(cfg)
+            if k_bad is not None:
+                edits.append(
+                    EditSpec(
+                        op="prune",
+                        node_id=int(i["id"]),
+                        reason=f"sets {k_bad}={v_bad}, which only ever failed",
+                    )
+                )
+                pruned += 1
+                continue
+            if model.knows(cfg) and pred - best_y < math.log(self.prune_below):
+                edits.append(
+                    EditSpec(
+                        op="prune",
+                        node_id=int(i["id"]),
+                        reason=f"predicted {math.exp(pred - best_y):.2f}x of the best from measured effects",
+                    )
+                )
+                pruned += 1
+                continue
+            pri = self._priority(pred, best_y, model.knows(cfg))
+            if abs(pri - float(i.get("priority", 0.5))) >= 0.02:
+                edits.append(
+                    EditSpec(
+                        op="update",
+                        node_id=int(i["id"]),
+                        priority=pri,
+                        expected_speedup=round(math.exp(pred - best_y), 4) if model.knows(cfg) else None,
+                        reason=f"effect model: predicted {math.exp(pred):.3f}x vs eager (best {math.exp(best_y):.3f}x)",
+                    )
+                )
+                updated += 1
+
+        new = self._new_intents(space, model, best, best_y, bad, {config_key(o.cfg) for o in obs} | open_keys)
+        reflection.append(f"Re-prioritised {updated}, pruned {pruned}, proposed {len(new)} new setting(s).")
+        return UpdateResult(reflection=" ".join(reflection), new_intents=new, edits=edits)
+
+    def _new_intents(
+        self,
+        space: dict[str, list[Any]],
+        model: EffectModel,
+        best: Observation,
+        best_y: float,
+        bad: list[Feature],
+        taken: set[tuple[Feature, ...]],
+    ) -> list[IntentSpec]:
+        proposals: list[tuple[Config, str, str]] = []
+        combo = dict(best.cfg)
+        for n in space:
+            scored = [(model.effect(n, v), v) for v in ordered(space[n]) if model.effect(n, v) is not None]
+            if scored:
+                combo[n] = max(scored, key=lambda t: t[0])[1]
+        if combo != best.cfg:
+            proposals.append(
+                (
+                    combo,
+                    "combine the best measured value of each tunable",
+                    "each value was the best measured for its parameter",
+                )
+            )
+        for n, allowed in space.items():
+            order = ordered(allowed)
+            if best.cfg.get(n) not in order:
+                continue
+            j = order.index(best.cfg[n])
+            for k in (j + 1, j - 1):
+                if 0 <= k < len(order):
+                    proposals.append(
+                        (
+                            best.cfg | {n: order[k]},
+                            f"from the best: {n} {best.cfg[n]!r} -> {order[k]!r}",
+                            "coordinate move around the best measured setting",
+                        )
+                    )
+        scored_props: list[tuple[float, str, IntentSpec]] = []
+        for cfg, title, why in proposals:
+            key = config_key(cfg)
+            if key in taken or self._first_bad(cfg, bad)[0] is not None:
+                continue
+            taken.add(key)
+            pred = model.predict(cfg)
+            knows = model.knows(cfg)
+            if knows and pred - best_y < math.log(self.prune_below):
+                continue
+            pri = self._priority(pred, best_y, knows)
+            spec = IntentSpec(
+                title=title[:200],
+                rationale=f"{why}; the effect model predicts {math.exp(pred):.3f}x vs eager"
+                + ("" if knows else " (some values not measured yet)"),
+                priority=pri,
+                difficulty=1,
+                expected_speedup=round(math.exp(pred - best_y), 4) if knows else None,
+                params=cfg,
+                parent_id=best.outcome.node_id,
+                base_attempt_id=best.outcome.attempt_id,
+            )
+            scored_props.append((pri, title, spec))
+        scored_props.sort(key=lambda t: (-t[0], t[1]))
+        return [s for _, _, s in scored_props[: self.max_new_intents]]
+
+    @staticmethod
+    def _priority(pred: float, best_y: float, knows: bool) -> float:
+        # +10% predicted over the best -> ~0.74; unmeasured values get an exploration bonus.
+        p = 0.5 + 2.5 * (pred - best_y) + (0.0 if knows else 0.1)
+        return round(min(0.95, max(0.05, p)), 4)
+
+    @staticmethod
+    def _first_bad(cfg: Config, bad: list[Feature]) -> tuple[str | None, str | None]:
+        for k, v in cfg.items():
+            if (k, repr(v)) in bad:
+                return k, repr(v)
+        return None, None
+
+    @staticmethod
+    def _open_with_params(ctx: UpdateContext) -> list[dict[str, Any]]:
+        return [i for i in ctx.open_intents if i.get("params") and i.get("id") is not None]
+
+    @staticmethod
+    def _observations(ctx: UpdateContext, space: dict[str, list[Any]]) -> list[Observation]:
+        """Each attempt once (history and this round may overlap), with its settings: its own params, or the
+        intent's when the driver did not pass them."""
+        seen: set[int] = set()
+        out: list[Observation] = []
+        for o in [*ctx.history, *ctx.outcomes]:
+            if o.attempt_id is not None:
+                if o.attempt_id in seen:
+                    continue
+                seen.add(o.attempt_id)
+            params = o.params or (ctx.intent_params if o.node_id == ctx.intent_id else {})
+            cfg = {k: v for k, v in params.items() if k in space}
+            if not cfg:
+                continue
+            ok = o.status == "ok" and o.speedup_vs_eager is not None and o.speedup_vs_eager > 0
+            out.append(Observation(cfg, math.log(o.speedup_vs_eager) if ok else None, o))  # type: ignore[arg-type]
+        return out
+
+    @staticmethod
+    def _infer_space(ctx: UpdateContext) -> dict[str, list[Any]]:
+        """Without declared tunables (e.g. after a resume with an old driver), the values seen so far."""
+        space: dict[str, list[Any]] = {}
+        sources = [o.params for o in [*ctx.history, *ctx.outcomes]] + [
+            i.get("params") or {} for i in ctx.open_intents
+        ]
+        for params in [*sources, ctx.intent_params]:
+            for k, v in params.items():
+                if v not in space.setdefault(k, []):
+                    space[k].append(v)
+        return space
