@@ -79,6 +79,14 @@ class Task(BaseModel):
     # Seed candidates, by language: source text of a correct, deliberately plain implementation.
     seeds: dict[str, str] = Field(default_factory=dict)
     description: str = ""
+    # What a candidate module must define: `ModelNew` (native/KernelBench), `run` (FlashInfer-Bench),
+    # `custom_kernel` (GPU MODE).
+    candidate_entry: str = "ModelNew"
+    # True when the task gave no smoke workload and one was derived (it may be slow on the CPU).
+    smoke_derived: bool = False
+    has_cost: bool = False  # a cost model (FLOPs, bytes) exists for the roofline
+    # Format-specific facts the runtime needs (FlashInfer axes/tensors/reference, GPU MODE files/ranking).
+    extras: dict[str, Any] = Field(default_factory=dict)
 
     def by_split(self, split: Split) -> list[Workload]:
         return [w for w in self.workloads if w.split == split]

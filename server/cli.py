@@ -15,9 +15,10 @@ app = typer.Typer(
 
 def _register() -> None:
     # Each area owns one module and adds its commands to the app.
-    from server import cli_tree
+    from server import cli_tasks, cli_tree
 
     cli_tree.register(app)
+    cli_tasks.register(app)
 
 
 def main() -> None:

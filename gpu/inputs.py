@@ -1,0 +1,228 @@
+"""Inputs for tasks: deterministic per seed, signed and varied by default, every dtype a task may use.
+
+All draws use torch's global generators, so `torch.manual_seed(seed)` before a task's `get_inputs`
+fixes every value; tensors are made on the current default device (the runtime makes inputs inside
+`with torch.device(device)`), so large inputs never travel through host memory.
+
+Why not `torch.rand`: uniform [0, 1) inputs make ReLU the identity, keep softmax rows flat and let
+many wrong kernels pass. `signed` draws a normal with a random scale and mean shift, plus rare large
+outliers, so sign handling, numerical stability and masking all get exercised.
+
+`degenerate_outputs` flags a task whose correctness rule would accept all zeros, a constant or the
+input itself as the answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from gpu.task import TaskError, Tolerance
+from gpu.tasks.dtypes import FP8_DTYPES, accepted_dtypes, canonical_dtype
+
+if TYPE_CHECKING:
+    from gpu.task import Task
+
+DTypeLike = str | torch.dtype
+ShapeArg = int | Sequence[int]
+
+OUTLIER_GAIN = 8.0  # outliers are this many times the typical magnitude
+
+
+def torch_dtype(dtype: DTypeLike) -> torch.dtype:
+    """torch dtype for a name ('bfloat16', 'bf16', 'torch.float32', ...) or a torch dtype."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = canonical_dtype(dtype)
+    if name is None or not hasattr(torch, name):
+        raise TaskError(f"unknown dtype {dtype!r}; accepted: {accepted_dtypes()}")
+    return getattr(torch, name)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _shape(shape: tuple[ShapeArg, ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], Sequence):
+        shape = tuple(shape[0])
+    out = tuple(int(s) for s in shape)  # type: ignore[arg-type]
+    if any(s < 0 for s in out):
+        raise TaskError(f"negative dimension in shape {out}")
+    return out
+
+
+def _cpu_uniform(low: float, high: float) -> float:
+    # Scalar draws come from the CPU generator: no device sync, still fixed by torch.manual_seed.
+    return low + (high - low) * float(torch.rand((), device="cpu"))
+
+
+def signed(
+    *shape: ShapeArg,
+    dtype: DTypeLike = "float32",
+    scale: float | None = None,
+    shift: float | None = None,
+    outliers: float = 1e-3,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Signed, varied values: normal * scale + shift, with a fraction `outliers` of them x8.
+
+    scale defaults to a random 2**U(-1, 1) (0.5 to 2), shift to a random U(-0.25, 0.25) * scale.
+    """
+    dims = _shape(shape)
+    dt = torch_dtype(dtype)
+    s = scale if scale is not None else 2.0 ** _cpu_uniform(-1.0, 1.0)
+    m = shift if shift is not None else _cpu_uniform(-0.25, 0.25) * s
+    x = torch.randn(dims, dtype=torch.float32, device=device) * s + m
+    if outliers > 0:
+        x = torch.where(torch.rand(dims, device=device) < outliers, x * OUTLIER_GAIN, x)
+    if dtype_name(dt) in FP8_DTYPES:
+        x = x.clamp(-torch.finfo(dt).max, torch.finfo(dt).max)
+    return x.to(dt)
+
+
+def integers(
+    *shape: ShapeArg,
+    high: int,
+    low: int = 0,
+    dtype: DTypeLike = "int64",
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Integers uniform in [low, high): indices, labels, token ids."""
+    if high <= low:
+        raise TaskError(f"integers: high ({high}) must be greater than low ({low})")
+    return torch.randint(low, high, _shape(shape), dtype=torch_dtype(dtype), device=device)
+
+
+def mask(*shape: ShapeArg, p: float = 0.5, device: torch.device | str | None = None) -> torch.Tensor:
+    """Booleans, True with probability p."""
+    return torch.rand(_shape(shape), device=device) < p
+
+
+def scalar(low: float = -1.0, high: float = 1.0) -> float:
+    """A Python float uniform in [low, high)."""
+    return _cpu_uniform(low, high)
+
+
+DEFAULT_INT_HIGH = 128  # random integer inputs without stated bounds draw from [0, 128)
+
+
+def random_tensor(
+    shape: ShapeArg,
+    dtype: DTypeLike,
+    device: torch.device | str | None = None,
+    low: int | None = None,
+    high: int | None = None,
+) -> torch.Tensor:
+    """A random tensor of any supported dtype: signed floats, bounded integers, booleans."""
+    dt = torch_dtype(dtype)
+    if dt == torch.bool:
+        return mask(shape, device=device)
+    if dt.is_floating_point:
+        return signed(shape, dtype=dt, device=device)
+    lo = 0 if low is None else int(low)
+    hi = DEFAULT_INT_HIGH if high is None else int(high)
+    info = torch.iinfo(dt)
+    return integers(shape, low=max(lo, info.min), high=min(hi, info.max), dtype=dt, device=device)
+
+
+def poisoned(shape: ShapeArg, dtype: DTypeLike, device: torch.device | str | None = None) -> torch.Tensor:
+    """An output buffer pre-filled so that unwritten elements fail: NaN for floats, the minimum for ints."""
+    dt = torch_dtype(dtype)
+    dims = _shape((shape,))
+    if dt.is_floating_point:
+        return torch.full(dims, float("nan"), dtype=dt, device=device)
+    if dt == torch.bool:
+        return torch.zeros(dims, dtype=dt, device=device)
+    return torch.full(dims, torch.iinfo(dt).min, dtype=dt, device=device)
+
+
+# --------------------------------------------------------------------------- degenerate rules
+
+
+def as_outputs(value: Any) -> tuple[Any, ...]:
+    """A reference's or candidate's result as a tuple of outputs."""
+    if isinstance(value, tuple | list):
+        return tuple(value)
+    if isinstance(value, dict):
+        return tuple(value.values())
+    return (value,)
+
+
+def accepted_by(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> bool:
+    """Whether `got` passes the tolerance rule against `expected` (shape, then elementwise)."""
+    if got.shape != expected.shape:
+        return False
+    exp = expected.detach().to("cpu")
+    g = got.detach().to("cpu")
+    if exp.numel() == 0:
+        return True
+    if exp.is_floating_point():
+        atol, rtol = tol.for_dtype(dtype_name(expected.dtype))
+        e64, g64 = exp.double(), g.double()
+        bad = (g64 - e64).abs() > atol + rtol * e64.abs()
+        both_nan = e64.isnan() & g64.isnan()
+        bad = (bad | g64.isnan() | e64.isnan()) & ~both_nan
+    else:
+        bad = g.to(exp.dtype) != exp
+    return int(bad.sum()) <= math.floor(tol.mismatch_ratio * exp.numel())
+
+
+def _fakes(expected: torch.Tensor, inputs: list[Any]) -> dict[str, torch.Tensor]:
+    fakes = {"all zeros": torch.zeros_like(expected)}
+    if expected.is_floating_point() and expected.numel():
+        fakes["a constant (the output's mean)"] = torch.full_like(
+            expected, float(expected.double().nanmean())
+        )
+    for i, x in enumerate(_tensors(inputs)):
+        if x.shape == expected.shape:
+            fakes[f"input {i} itself"] = x.to(expected.dtype)
+            break
+    return fakes
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def degenerate_outputs(task: Task, seed: int = 0, device: str = "cpu") -> list[str]:
+    """Warnings for each fake answer (zeros, a constant, an input) that the task's rule would accept.
+
+    Runs the reference once on the smoke workload; an empty list means the rule rejects all fakes.
+    """
+    from gpu.runtime import TaskRuntime  # the runtime imports this module
+
+    rt = TaskRuntime(task)
+    wl = task.smoke()
+    inputs = rt.make_inputs(wl, seed, device)
+    with torch.no_grad():
+        expected = as_outputs(rt.build_reference(wl, device)(inputs))
+    tol = rt.tolerance()
+    warnings: list[str] = []
+    for idx, exp in enumerate(expected):
+        if not isinstance(exp, torch.Tensor):
+            continue
+        for label, fake in _fakes(exp, inputs).items():
+            parts = list(expected)
+            parts[idx] = fake
+            got = tuple(parts) if len(parts) > 1 else parts[0]
+            custom = rt.check(got, expected if len(expected) > 1 else expected[0], wl, inputs=inputs)
+            passes = custom.passed if custom is not None else accepted_by(fake, exp, tol)
+            if passes:
+                atol, rtol = tol.for_dtype(dtype_name(exp.dtype))
+                rule = "the task's own check" if custom is not None else f"atol={atol:g}, rtol={rtol:g}"
+                warnings.append(
+                    f"output {idx} ({dtype_name(exp.dtype)}, shape {tuple(exp.shape)}): {label} passes "
+                    f"the correctness rule ({rule}) on workload {wl.name!r}; tighten the tolerance or "
+                    "make inputs whose output is not near that value"
+                )
+    return warnings

@@ -1,0 +1,92 @@
+"""Running a task inside a worker: make inputs, build the reference and a candidate, cost, custom checks.
+
+This module imports torch; only sandbox workers and tests import it, never the MCP server.
+
+Weights: for native (KernelBench-style) tasks the reference `Model(*get_init_inputs(**params))`
+and the candidate `ModelNew(*same)` are each built on the CPU right after
+`torch.manual_seed(INIT_SEED)` and then moved to the device, so parameters created in the same
+order with the same shapes get identical values. A candidate that needs the weights must create
+them exactly as `Model` does (e.g. the same `nn.Linear`s in the same order).
+
+Inputs: `make_inputs` is deterministic for a (workload, seed, device) and draws tensors directly
+on the device (inside `with torch.device(device)` after `torch.manual_seed(seed)`).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpu.task import Cost, Task, Tolerance, Workload
+from gpu.tasks.rt_common import INIT_SEED, CandidateError, exec_module, module_name
+from worldmodel.models import WorkloadCorrectness
+
+__all__ = ["INIT_SEED", "CandidateError", "TaskRuntime", "load_candidate_module"]
+
+
+class TaskRuntime:
+    """One task's executable side. Build once per worker and task; reuse across candidates."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        if task.style == "flashinfer":
+            from gpu.tasks.rt_flashinfer import FlashInferRuntime
+
+            self._impl: Any = FlashInferRuntime(task)
+        elif task.style == "gpumode":
+            from gpu.tasks.rt_gpumode import GpuModeRuntime
+
+            self._impl = GpuModeRuntime(task)
+        else:
+            from gpu.tasks.rt_native import NativeRuntime
+
+            self._impl = NativeRuntime(task)
+
+    def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
+        """Forward inputs for one trial: the same seed gives the same values, signed and varied."""
+        return self._impl.make_inputs(workload, seed, device)
+
+    def build_reference(self, workload: Workload, device: str) -> Callable[[list], Any]:
+        """A callable inputs -> output (tensor or tuple of tensors) computing the reference."""
+        return self._impl.build_reference(workload, device)
+
+    def build_candidate(
+        self, module: types.ModuleType, workload: Workload, device: str
+    ) -> Callable[[list], Any]:
+        """A callable inputs -> output for a loaded candidate module (ModelNew / run / custom_kernel).
+
+        Raises CandidateError when the module lacks the entry point the task needs.
+        """
+        return self._impl.build_candidate(module, workload, device)
+
+    def tolerance(self) -> Tolerance:
+        return self.task.tolerance
+
+    def check(
+        self, got: Any, expected: Any, workload: Workload, inputs: list | None = None
+    ) -> WorkloadCorrectness | None:
+        """The task's own correctness check (GPU MODE check_implementation), else None: apply tolerance().
+
+        `inputs` are the ones the outputs were computed from; when omitted, the last inputs this
+        runtime made for the workload are used.
+        """
+        fn = getattr(self._impl, "check", None)
+        return fn(got, expected, workload, inputs) if fn else None
+
+    def cost(self, workload: Workload) -> Cost | None:
+        """FLOPs and minimum bytes for one call on this workload, when the task has a cost model."""
+        return self._impl.cost(workload)
+
+
+def load_candidate_module(source: str, name: str, directory: Path | None = None) -> types.ModuleType:
+    """Execute candidate source as a module, from a real file `<directory or cwd>/<name>.py`.
+
+    The file gives tracebacks and Triton (which reads kernel source) real line numbers. The
+    worker's cwd is its scratch directory.
+    """
+    mod = module_name(name)
+    path = (directory or Path.cwd()) / f"{mod}.py"
+    path.write_text(source)
+    return exec_module(source, mod, path)

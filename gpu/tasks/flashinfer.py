@@ -1,0 +1,380 @@
+"""FlashInfer-Bench importer: a definition JSON plus its workloads JSONL -> Task.
+
+Definition: named const/var axes, ordered named inputs and outputs (dtype, shape over axes, or
+shape null for a Python scalar), optional constraints between axes, and a PyTorch reference
+defining `run(...)` that takes the inputs by name. Workloads JSONL: one workload a line (bare, or
+wrapped as {"definition": ..., "workload": {...}}) giving every var axis a value and each input a
+source: {"type": "random"}, {"type": "scalar", "value": ...} or {"type": "safetensors", "path":
+..., "tensor_key": ...}. As an extension, a random integer input may state "low"/"high" bounds.
+
+Splits: with three or more workloads every third one is held out; the smoke workload is derived
+from the smallest one (var axes capped at SMOKE_AXIS_CAP when all its inputs are random).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from gpu.task import Task, TaskError, Workload
+from gpu.tasks.dtypes import FLOAT_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
+from gpu.tasks.specs import task_error
+
+SMOKE_AXIS_CAP = 16
+INPUT_TYPES = ("random", "scalar", "safetensors")
+
+
+# --------------------------------------------------------------------------- definition
+
+
+def _axes(raw: Any, path: Path) -> dict[str, dict[str, Any]]:
+    if not isinstance(raw, dict) or not raw:
+        raise task_error(path, "axes", 'must be a mapping of axis name -> {"type": "const"|"var", ...}')
+    axes: dict[str, dict[str, Any]] = {}
+    for name, spec in raw.items():
+        if not isinstance(spec, dict) or spec.get("type") not in ("const", "var"):
+            got = spec.get("type") if isinstance(spec, dict) else spec
+            raise task_error(path, f"axes.{name}.type", f"{got!r} is not one of const, var")
+        if spec["type"] == "const":
+            v = spec.get("value")
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise task_error(
+                    path, f"axes.{name}.value", f"a const axis needs an integer value >= 0, got {v!r}"
+                )
+            axes[name] = {"type": "const", "value": v}
+        else:
+            axes[name] = {"type": "var"}
+    return axes
+
+
+def _tensors(raw: Any, path: Path, field: str, axes: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    if not isinstance(raw, dict) or not raw:
+        raise task_error(
+            path, field, 'must be a mapping of name -> {"shape": [axis, ...] | null, "dtype": ...}'
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in raw.items():
+        if not isinstance(spec, dict):
+            raise task_error(path, f"{field}.{name}", "must be a mapping with shape and dtype")
+        if "dtype" not in spec:
+            raise task_error(path, f"{field}.{name}.dtype", "missing")
+        dtype = canonical_dtype(spec["dtype"])
+        if dtype is None:
+            raise task_error(
+                path,
+                f"{field}.{name}.dtype",
+                f"unknown dtype {spec['dtype']!r}; accepted: {accepted_dtypes()}",
+            )
+        if "shape" not in spec:
+            raise task_error(
+                path, f"{field}.{name}.shape", "missing (a list of axis names, or null for a scalar)"
+            )
+        shape = spec["shape"]
+        if shape is not None:
+            if not isinstance(shape, list) or not all(isinstance(a, str) for a in shape):
+                raise task_error(
+                    path, f"{field}.{name}.shape", f"must be a list of axis names or null, got {shape!r}"
+                )
+            for a in shape:
+                if a not in axes:
+                    raise task_error(
+                        path,
+                        f"{field}.{name}.shape",
+                        f"axis {a!r} is not declared in axes ({', '.join(axes)})",
+                    )
+        out[name] = {"shape": shape, "dtype": dtype}
+    return out
+
+
+def _reference(raw: Any, path: Path, inputs: dict[str, Any]) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise task_error(path, "reference", "missing; it is PyTorch source defining run(...)")
+    try:
+        tree = ast.parse(raw)
+    except SyntaxError as exc:
+        raise task_error(path, "reference", f"line {exc.lineno}: syntax error: {exc.msg}") from None
+    run = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run"), None)
+    if run is None:
+        raise task_error(path, "reference", "defines no top-level function `run`")
+    params = {a.arg for a in [*run.args.posonlyargs, *run.args.args, *run.args.kwonlyargs]}
+    missing = [n for n in inputs if n not in params]
+    if missing and run.args.kwarg is None:
+        raise task_error(
+            path, "reference", f"run(...) must take every input by name; missing: {', '.join(missing)}"
+        )
+    return raw
+
+
+def _constraints(raw: Any, path: Path, axes: dict[str, Any]) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+        raise task_error(
+            path, "constraints", 'must be a list of expressions over axes, e.g. "H_qo == H_kv * 4"'
+        )
+    for i, expr in enumerate(raw):
+        try:
+            names = {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+        except SyntaxError:
+            raise task_error(path, f"constraints[{i}]", f"not an expression: {expr!r}") from None
+        unknown = names - set(axes)
+        if unknown:
+            raise task_error(path, f"constraints[{i}]", f"unknown axis {sorted(unknown)[0]!r} in {expr!r}")
+    return list(raw)
+
+
+def eval_constraint(expr: str, values: dict[str, int]) -> bool:
+    """Evaluate a constraint with only axis names, numbers, arithmetic and comparisons."""
+    allowed = (
+        ast.Expression, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load,
+        ast.And, ast.Or, ast.Not, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Add, ast.Sub,
+        ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub,
+    )  # fmt: skip
+    tree = ast.parse(expr, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, allowed):
+            raise TaskError(f"constraint {expr!r}: {type(node).__name__} is not allowed")
+    return bool(eval(compile(tree, "<constraint>", "eval"), {"__builtins__": {}}, dict(values)))
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+def _bind_axes(raw: Any, where: str, axes: dict[str, Any]) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        raise TaskError(f"{where}: axes: must be a mapping of var axis -> integer")
+    values: dict[str, int] = {}
+    for name, spec in axes.items():
+        if spec["type"] == "const":
+            if name in raw and raw[name] != spec["value"]:
+                raise TaskError(
+                    f"{where}: axes.{name}: const axis is {spec['value']}, the workload says {raw[name]!r}"
+                )
+            continue
+        if name not in raw:
+            raise TaskError(f"{where}: axes.{name}: var axis {name!r} has no value in this workload")
+        v = raw[name]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise TaskError(f"{where}: axes.{name}: must be an integer >= 0, got {v!r}")
+        values[name] = v
+    unknown = set(raw) - set(axes)
+    if unknown:
+        raise TaskError(
+            f"{where}: axes.{sorted(unknown)[0]}: not an axis of the definition ({', '.join(axes)})"
+        )
+    return values
+
+
+def _bind_inputs(
+    raw: Any, where: str, inputs: dict[str, Any], bases: list[Path]
+) -> dict[str, dict[str, Any]]:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise TaskError(f"{where}: inputs: must be a mapping of input name -> descriptor")
+    unknown = set(raw) - set(inputs)
+    if unknown:
+        raise TaskError(
+            f"{where}: inputs.{sorted(unknown)[0]}: not an input of the definition ({', '.join(inputs)})"
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in inputs.items():
+        desc = raw.get(name, {"type": "random"})
+        field = f"{where}: inputs.{name}"
+        if not isinstance(desc, dict) or desc.get("type") not in INPUT_TYPES:
+            got = desc.get("type") if isinstance(desc, dict) else desc
+            raise TaskError(f"{field}.type: {got!r} is not one of {', '.join(INPUT_TYPES)}")
+        kind = desc["type"]
+        if spec["shape"] is None and kind != "scalar":
+            raise TaskError(
+                f'{field}: a scalar input needs {{"type": "scalar", "value": ...}}, got type {kind!r}'
+            )
+        if kind == "scalar":
+            if "value" not in desc or not isinstance(desc["value"], int | float | bool):
+                raise TaskError(f"{field}.value: a scalar input needs a number or bool value")
+            out[name] = {"type": "scalar", "value": desc["value"]}
+        elif kind == "safetensors":
+            for key in ("path", "tensor_key"):
+                if not isinstance(desc.get(key), str) or not desc[key]:
+                    raise TaskError(f"{field}.{key}: required for a safetensors input")
+            out[name] = {"type": "safetensors", "path": str(_find_file(desc["path"], bases, field)),
+                         "tensor_key": desc["tensor_key"]}  # fmt: skip
+        else:
+            entry: dict[str, Any] = {"type": "random"}
+            for key in ("low", "high"):
+                if key in desc:
+                    if not isinstance(desc[key], int):
+                        raise TaskError(f"{field}.{key}: must be an integer")
+                    entry[key] = desc[key]
+            out[name] = entry
+    return out
+
+
+def _find_file(ref: str, bases: list[Path], field: str) -> Path:
+    p = Path(ref).expanduser()
+    candidates = [p] if p.is_absolute() else [b / p for b in bases]
+    for c in candidates:
+        if c.is_file():
+            return c.resolve()
+    looked = ", ".join(str(c) for c in candidates)
+    raise TaskError(f"{field}.path: safetensors file not found (looked at: {looked})")
+
+
+def find_workloads_file(definition: Path) -> Path:
+    """The JSONL next to a definition, or at the same place under a FlashInfer-Trace workloads/ tree."""
+    stem = definition.stem
+    tried = [
+        definition.with_suffix(".jsonl"),
+        definition.parent / f"{stem}.workloads.jsonl",
+        definition.parent / "workloads.jsonl",
+    ]
+    parts = definition.parts
+    if "definitions" in parts:
+        i = len(parts) - 1 - parts[::-1].index("definitions")
+        tried.append(Path(*parts[:i], "workloads", *parts[i + 1 :]).with_suffix(".jsonl"))
+    for p in tried:
+        if p.is_file():
+            return p
+    raise TaskError(
+        f"{definition}: no workloads JSONL found for this definition; looked for: {', '.join(str(p) for p in tried)}"
+    )
+
+
+def _read_jsonl(path: Path, definition_name: str) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path} line {lineno}: not valid JSON: {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise TaskError(f"{path} line {lineno}: each line must be a JSON object")
+        if "workload" in obj:
+            if obj.get("definition") not in (None, definition_name):
+                continue  # a shared file: another definition's workload
+            obj = obj["workload"]
+            if not isinstance(obj, dict):
+                raise TaskError(f"{path} line {lineno}: workload: must be a JSON object")
+        rows.append((lineno, obj))
+    if not rows:
+        raise TaskError(f"{path}: no workloads for definition {definition_name!r}")
+    return rows
+
+
+def _input_numel(inputs: dict[str, Any], axes: dict[str, Any], values: dict[str, int]) -> int:
+    total = 0
+    for spec in inputs.values():
+        if spec["shape"] is not None:
+            total += math.prod(axis_value(a, axes, values) for a in spec["shape"])
+    return total
+
+
+def axis_value(name: str, axes: dict[str, Any], values: dict[str, int]) -> int:
+    spec = axes[name]
+    return int(spec["value"]) if spec["type"] == "const" else int(values[name])
+
+
+def _smoke(
+    workloads: list[Workload], axes: dict[str, Any], inputs: dict[str, Any], constraints: list[str]
+) -> tuple[Workload, str]:
+    smallest = min(workloads, key=lambda w: _input_numel(inputs, axes, w.params["axes"]))
+    params = json.loads(json.dumps(smallest.params))
+    if all(d["type"] != "safetensors" for d in params["inputs"].values()):
+        capped = {k: min(v, SMOKE_AXIS_CAP) for k, v in params["axes"].items()}
+        if all(eval_constraint(c, {**_consts(axes), **capped}) for c in constraints):
+            params["axes"] = capped
+            return (Workload(name="smoke", params=params, split="smoke"),
+                    f"derived from {smallest.name!r} with var axes capped at {SMOKE_AXIS_CAP}")  # fmt: skip
+    return (Workload(name="smoke", params=params, split="smoke"),
+            f"a copy of {smallest.name!r} (file inputs or constraints prevent shrinking; may be slow on the CPU)")  # fmt: skip
+
+
+def _consts(axes: dict[str, Any]) -> dict[str, int]:
+    return {k: v["value"] for k, v in axes.items() if v["type"] == "const"}
+
+
+# --------------------------------------------------------------------------- entry
+
+
+def load_definition(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"{path}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise TaskError(f"{path}: a FlashInfer-Bench definition is a JSON object")
+    return raw
+
+
+def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
+    path = path.resolve()
+    raw = load_definition(path)
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise task_error(path, "name", "missing; a definition needs a unique name")
+    axes = _axes(raw.get("axes"), path)
+    inputs = _tensors(raw.get("inputs"), path, "inputs", axes)
+    outputs = _tensors(raw.get("outputs"), path, "outputs", axes)
+    reference = _reference(raw.get("reference"), path, inputs)
+    constraints = _constraints(raw.get("constraints"), path, axes)
+
+    wpath = (workloads_path or find_workloads_file(path)).resolve()
+    bases = [wpath.parent, path.parent, Path.cwd()]
+    workloads: list[Workload] = []
+    seen: set[str] = set()
+    for lineno, obj in _read_jsonl(wpath, name):
+        where = f"{wpath} line {lineno}"
+        values = _bind_axes(obj.get("axes", {}), where, axes)
+        for c in constraints:
+            if not eval_constraint(c, {**_consts(axes), **values}):
+                raise TaskError(f"{where}: axes: constraint {c!r} does not hold for {values}")
+        descs = _bind_inputs(obj.get("inputs"), where, inputs, bases)
+        wname = str(obj.get("uuid") or f"w{len(workloads)}")[:8]
+        if wname in seen:
+            wname = f"{wname}-{len(workloads)}"
+        seen.add(wname)
+        workloads.append(Workload(name=wname, params={"axes": values, "inputs": descs}, split="search"))
+    if len(workloads) >= 3:
+        for i, w in enumerate(workloads):
+            if i % 3 == 2:
+                w.split = "heldout"
+    smoke, smoke_note = _smoke(workloads, axes, inputs, constraints)
+    workloads.append(smoke)
+
+    out_dtypes = [o["dtype"] for o in outputs.values()]
+    dtype = next((d for d in out_dtypes if d in (*FLOAT_DTYPES, *FP8_DTYPES)), out_dtypes[0])
+    description = str(raw.get("description") or "")
+    return Task(
+        name=name,
+        title=description.splitlines()[0] if description else name,
+        op=str(raw.get("op_type") or raw.get("type") or ""),
+        dtype=dtype,
+        style="flashinfer",
+        source_path=path,
+        workloads=workloads,
+        description=description,
+        candidate_entry="run",
+        smoke_derived=True,
+        has_cost=True,
+        extras={
+            "axes": axes,
+            "inputs": inputs,
+            "outputs": outputs,
+            "reference": reference,
+            "constraints": constraints,
+            "workloads_path": str(wpath),
+            "tags": list(raw.get("tags") or []),
+            "smoke_note": smoke_note,
+        },
+    )

@@ -1,0 +1,169 @@
+"""The native task format: a KernelBench problem file, optionally with ksearch extras.
+
+A file defining `Model`, `get_inputs()` and `get_init_inputs()` is a task as it stands. Optional
+module-level extras: `WORKLOADS` (named parameter sets, split into search / heldout / smoke),
+`TOLERANCE`, `COST` (a callable: params -> {"flops", "bytes", "dtype"}) and `META` (op, dtype,
+bound, title). Metadata is read with `ast` (the file is not run, torch is not imported); a file
+whose extras are computed rather than literal is probed once in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpu.task import Task, TaskError, Workload
+from gpu.tasks.literals import ModuleFacts, NotLiteral
+from gpu.tasks.specs import parse_meta, parse_tolerance, parse_workloads, task_error
+
+EXTRAS = ("WORKLOADS", "TOLERANCE", "META")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROBE_TIMEOUT_S = 120.0
+
+
+def read_source(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read the task file: {exc.strerror or exc}") from None
+
+
+def parse_module(source: str, path: Path) -> ModuleFacts:
+    try:
+        return ModuleFacts(source, str(path))
+    except SyntaxError as exc:
+        raise TaskError(f"{path}: line {exc.lineno}: syntax error: {exc.msg}") from None
+
+
+def _probe(path: Path, names: list[str]) -> dict[str, Any]:
+    """Run the file in a subprocess (it may import torch) and return the named extras as JSON."""
+    code = (
+        "import importlib.util, json, sys\n"
+        "spec = importlib.util.spec_from_file_location('_ksearch_probe', sys.argv[1])\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "print(json.dumps({n: getattr(mod, n) for n in sys.argv[2:] if hasattr(mod, n)}))\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(path), *names],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            cwd=path.parent,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        raise TaskError(
+            f"{path}: running the file to read {', '.join(names)} took over {PROBE_TIMEOUT_S:.0f} s"
+        ) from None
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        raise TaskError(f"{path}: running the file to read {', '.join(names)} failed: {tail[0]}")
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise TaskError(
+            f"{path}: {', '.join(names)} must be plain data (numbers, strings, lists, mappings)"
+        ) from None
+
+
+def _extras(facts: ModuleFacts, path: Path) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    computed: list[str] = []
+    for name in EXTRAS:
+        if not facts.defines(name):
+            continue
+        try:
+            values[name] = facts.literal(name)
+        except NotLiteral:
+            computed.append(name)
+    if computed:
+        values.update(_probe(path, computed))
+    return values
+
+
+def _check_params(facts: ModuleFacts, workloads: list[Workload], path: Path) -> None:
+    """Each workload parameter must be taken by get_inputs or get_init_inputs."""
+    accepted: set[str] = set()
+    for fn in ("get_inputs", "get_init_inputs"):
+        if fn in facts.functions:
+            names, varkw = facts.param_names(fn)
+            if varkw:
+                return
+            accepted.update(names)
+    for i, w in enumerate(workloads):
+        for key in w.params:
+            if key not in accepted:
+                sig = ", ".join(sorted(accepted)) or "no parameters"
+                raise task_error(
+                    path,
+                    f"WORKLOADS[{i}].params.{key}",
+                    f"neither get_inputs nor get_init_inputs takes it (they take: {sig})",
+                )
+
+
+def _derived_smoke(workloads: list[Workload]) -> Workload:
+    first = next(w for w in workloads if w.split == "search")
+    names = {w.name for w in workloads}
+    name = "smoke" if "smoke" not in names else f"{first.name}-smoke"
+    return Workload(name=name, params=dict(first.params), split="smoke")
+
+
+def _seeds(path: Path) -> dict[str, str]:
+    """Seed candidates next to a task folder's task.py: seed_triton.py, seed_cuda.py, ..."""
+    if path.name != "task.py":
+        return {}
+    return {p.stem.removeprefix("seed_"): p.read_text() for p in sorted(path.parent.glob("seed_*.py"))}
+
+
+def load_native(path: Path, *, name: str | None = None, builtin: bool = False) -> Task:
+    path = path.resolve()
+    source = read_source(path)
+    facts = parse_module(source, path)
+    if not facts.defines("Model"):
+        raise task_error(
+            path,
+            "Model",
+            "no `Model` defined at module level; a task file defines class Model(nn.Module), "
+            "get_inputs() and get_init_inputs()",
+        )
+    if "get_inputs" not in facts.functions and not facts.defines("get_inputs"):
+        raise task_error(
+            path, "get_inputs", "no `get_inputs()` function; it returns the list of forward inputs"
+        )
+    extras = _extras(facts, path)
+    smoke_derived = False
+    if "WORKLOADS" in extras:
+        workloads = parse_workloads(extras["WORKLOADS"], path)
+        _check_params(facts, workloads, path)
+    else:
+        workloads = [Workload(name="default", params={}, split="search")]
+    if not any(w.split == "smoke" for w in workloads):
+        workloads.append(_derived_smoke(workloads))
+        smoke_derived = True
+    meta = parse_meta(extras.get("META"), path)
+    tolerance = parse_tolerance(extras.get("TOLERANCE"), path)
+    task_name = name or (path.parent.name if path.name == "task.py" else path.stem)
+    return Task(
+        name=task_name,
+        title=meta.title or task_name,
+        op=meta.op,
+        dtype=meta.dtype,
+        bound=meta.bound,
+        style="kernelbench",
+        source_path=path,
+        workloads=workloads,
+        tolerance=tolerance,
+        builtin=builtin,
+        seeds=_seeds(path),
+        description=facts.docstring,
+        candidate_entry="ModelNew",
+        smoke_derived=smoke_derived,
+        has_cost=facts.defines("COST"),
+    )

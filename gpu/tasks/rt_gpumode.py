@@ -1,0 +1,136 @@
+"""Running a GPU MODE task: generate_input, ref_kernel, custom_kernel and the task's own check.
+
+GPU MODE data often carries output buffers, so both the reference and the candidate run on a
+fresh copy of the data on every call: neither can see the other's answer, and the original
+stays pristine for `check_implementation(data, output)`. The copy is part of both timings.
+
+Candidates import the folder's helper modules (`from task import input_t`), so constructing this
+runtime makes them importable in the process: the folder goes on sys.path and modules that
+task.yml maps from elsewhere (utils.py from ../utils.py) are loaded under their names.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpu.task import Cost, Task, TaskError, Workload
+from gpu.tasks.rt_common import (
+    CandidateError,
+    as_result,
+    clone_data,
+    load_file_module,
+    seed_everything,
+    to_device,
+)
+from worldmodel.models import WorkloadCorrectness
+
+_SKIP_MODULES = {"reference", "eval", "submission"}
+
+
+class GpuModeRuntime:
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.folder = Path(task.source_path)
+        modules: dict[str, str] = task.extras["modules"]
+        if str(self.folder) not in sys.path:
+            sys.path.insert(0, str(self.folder))
+        for name in modules:
+            if name not in _SKIP_MODULES:
+                sys.modules.pop(name, None)  # another task's helper of the same name
+        for name, path in modules.items():
+            p = Path(path)
+            if name not in _SKIP_MODULES and (p.parent != self.folder or p.stem != name):
+                load_file_module(p, name)
+        self.reference = load_file_module(Path(modules["reference"]))
+        self._last: dict[str, list] = {}
+
+    def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
+        gen = self.reference.generate_input
+        params = dict(workload.params)
+        if "seed" in inspect.signature(gen).parameters or "seed" in params:
+            params["seed"] = seed
+        with torch.device(device):
+            seed_everything(seed)
+            data = gen(**params)
+        inputs = [to_device(data, device)]
+        self._last[workload.name] = inputs
+        return inputs
+
+    @staticmethod
+    def _runner(fn: Callable[[Any], Any]) -> Callable[[list], Any]:
+        def call(inputs: list) -> Any:
+            with torch.no_grad():
+                return as_result(fn(clone_data(inputs[0])))
+
+        return call
+
+    def build_reference(self, workload: Workload, device: str) -> Callable[[list], Any]:
+        return self._runner(self.reference.ref_kernel)
+
+    def build_candidate(
+        self, module: types.ModuleType, workload: Workload, device: str
+    ) -> Callable[[list], Any]:
+        fn = getattr(module, "custom_kernel", None)
+        if fn is None:
+            raise CandidateError("the candidate defines no `custom_kernel(data)`; it receives the data that "
+                                 "generate_input returns and returns the output")  # fmt: skip
+        return self._runner(fn)
+
+    def check(
+        self, got: Any, expected: Any, workload: Workload, inputs: list | None = None
+    ) -> WorkloadCorrectness:
+        data_list = inputs if inputs is not None else self._last.get(workload.name)
+        if data_list is None:
+            raise TaskError(f"{self.task.name}: check needs the inputs of workload {workload.name!r}")
+        errs = _errors(got, expected)
+        try:
+            result = self.reference.check_implementation(clone_data(data_list[0]), got)
+        except Exception as exc:
+            return WorkloadCorrectness(workload=workload.name, passed=False, kind="exception", trials=1,
+                                       message=f"check_implementation raised {type(exc).__name__}: {exc}"[:2000],
+                                       **errs)  # fmt: skip
+        passed, message = _verdict(result)
+        return WorkloadCorrectness(
+            workload=workload.name,
+            passed=passed,
+            kind="ok" if passed else "wrong_values",
+            trials=1,
+            message=message[:2000],
+            **errs,
+        )
+
+    def cost(self, workload: Workload) -> Cost | None:
+        return None
+
+
+def _verdict(result: Any) -> tuple[bool, str]:
+    """GPU MODE checks return (ok, message), a bare bool, or an error string/list (empty = pass)."""
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], bool):
+        msg = result[1]
+        return result[0], "\n".join(map(str, msg)) if isinstance(msg, list | tuple) else str(msg or "")
+    if isinstance(result, bool):
+        return result, ""
+    if isinstance(result, list | tuple):
+        return not result, "\n".join(map(str, result))
+    return not result, str(result or "")
+
+
+def _errors(got: Any, expected: Any) -> dict[str, Any]:
+    if (
+        not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor))
+        or got.shape != expected.shape
+    ):
+        return {}
+    if not expected.is_floating_point() or expected.numel() == 0:
+        return {"numel": expected.numel()}
+    diff = (got.double() - expected.double()).abs()
+    rel = diff / expected.double().abs().clamp_min(1e-12)
+    return {"max_abs_err": float(diff.nan_to_num(float("inf")).max()),
+            "max_rel_err": float(rel.nan_to_num(float("inf")).max()), "numel": expected.numel()}  # fmt: skip
