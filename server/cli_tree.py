@@ -1,0 +1,108 @@
+"""`ksearch searches` and `ksearch tree SEARCH`: look at searches and their intent trees."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from server.cli_common import DbOption, console, default_db, fail, run_async
+from worldmodel.errors import NotFound, SchemaError
+from worldmodel.render import MIN_BUDGET, render_search, tree_json, tree_mermaid
+from worldmodel.store import Store
+
+
+async def _searches(db: str) -> list[dict[str, object]]:
+    async with await Store.open(db) as store:
+        out: list[dict[str, object]] = []
+        for s in await store.list_searches():
+            best = await store.best_attempt(s.id)
+            counts = await store.node_counts(s.id)
+            out.append(
+                {
+                    "id": s.id,
+                    "name": s.name,
+                    "task": s.task,
+                    "status": s.status,
+                    "round": s.round,
+                    "intents": sum(counts.values()),
+                    "open": counts.get("open", 0),
+                    "best_speedup": best.speedup if best else None,
+                    "best_attempt_id": s.best_attempt_id,
+                }
+            )
+        return out
+
+
+async def _tree(db: str, search: str, fmt: str, budget: int) -> str:
+    async with await Store.open(db) as store:
+        found = await store.get_search(search)
+        if fmt == "text":
+            return await render_search(store, found.id, budget)
+        nodes = await store.list_nodes(found.id)
+        speedups = await store.attempt_speedups(found.id)
+        if fmt == "json":
+            data = tree_json(nodes, speedups, best_attempt_id=found.best_attempt_id)
+            data["search"] = found.model_dump(mode="json")
+            return json.dumps(data, indent=2)
+        return tree_mermaid(nodes, speedups, best_attempt_id=found.best_attempt_id)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `searches` and `tree` to the `ksearch` app."""
+
+    @app.command("searches")
+    def searches(
+        db: DbOption = default_db(),
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    ) -> None:
+        """List the searches in the project database."""
+        try:
+            found = run_async(_searches(str(db)))
+        except SchemaError as exc:
+            raise fail(escape(str(exc))) from exc
+        if as_json:
+            typer.echo(json.dumps(found, indent=2))
+            return
+        if not found:
+            typer.echo(f"no searches in {db}")
+            return
+        table = Table("id", "name", "task", "status", "round", "intents", "open", "best")
+        for s in found:
+            speed = s["best_speedup"]
+            table.add_row(
+                str(s["id"]),
+                escape(str(s["name"])),
+                escape(str(s["task"])),
+                str(s["status"]),
+                str(s["round"]),
+                str(s["intents"]),
+                str(s["open"]),
+                f"{speed:.2f}x" if isinstance(speed, float) else "-",
+            )
+        console.print(table)
+
+    @app.command("tree")
+    def tree(
+        search: Annotated[str, typer.Argument(help="Search id or name.")],
+        db: DbOption = default_db(),
+        as_json: Annotated[bool, typer.Option("--json", help="The whole tree as JSON.")] = False,
+        mermaid: Annotated[bool, typer.Option("--mermaid", help="A Mermaid flowchart.")] = False,
+        budget: Annotated[
+            int, typer.Option("--budget", help="Maximum characters of the text view (as sent to a model).")
+        ] = 6000,
+    ) -> None:
+        """Show a search's intent tree: the text a model sees, or JSON, or a Mermaid diagram."""
+        if as_json and mermaid:
+            raise fail("--json and --mermaid exclude each other; accepted: one of them, or neither for text")
+        if budget < MIN_BUDGET + 1:
+            raise fail(f"--budget {budget} is too small; accepted: at least {MIN_BUDGET + 1}")
+        fmt = "json" if as_json else "mermaid" if mermaid else "text"
+        try:
+            text = run_async(_tree(str(db), search, fmt, budget))
+        except (NotFound, SchemaError) as exc:
+            raise fail(escape(str(exc))) from exc
+        typer.echo(text)

@@ -1,0 +1,56 @@
+"""Errors raised by the world model. Each message says what was wrong and what is accepted."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class NotFound(LookupError):
+    """A search, node, attempt or candidate that does not exist (or belongs to another search)."""
+
+
+class Conflict(ValueError):
+    """A write that would break a uniqueness rule, e.g. a second search with the same name."""
+
+
+class InvalidTransition(ValueError):
+    """A node status change the lifecycle does not allow (e.g. closing a node with no correct attempt)."""
+
+
+class SchemaError(RuntimeError):
+    """The database file was written by a newer ksearch, or is not a ksearch database."""
+
+
+class EditProblem(BaseModel):
+    """Why one item of a requested tree change was refused, and what would be accepted instead."""
+
+    index: int  # position of the item in the request (0-based)
+    node_id: int | None = None
+    field: str | None = None
+    problem: str
+    accepted: str
+
+    def __str__(self) -> str:
+        where = f"item {self.index}"
+        if self.node_id is not None:
+            where += f" (node #{self.node_id})"
+        if self.field:
+            where += f" field '{self.field}'"
+        return f"{where}: {self.problem}; accepted: {self.accepted}"
+
+
+class EditRejected(ValueError):
+    """A batch of intents or edits was refused as a whole; nothing was written.
+
+    `problems` lists every item that was wrong (not just the first), so the caller can fix them
+    all in one go.
+    """
+
+    def __init__(self, problems: list[EditProblem]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"- {p}" for p in problems)
+        super().__init__(f"{len(problems)} problem(s); nothing was changed:\n{lines}")
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready form for tool answers."""
+        return {"error": "edit_rejected", "problems": [p.model_dump() for p in self.problems]}

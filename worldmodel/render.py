@@ -1,0 +1,410 @@
+"""Views of the intent tree: a compact text for prompts (with a hard size budget), JSON, and Mermaid.
+
+The text view always keeps, in this order of precedence: the root and its analysis, the best path
+(root → the node holding the search's best attempt), the open frontier (pinned first, then by
+priority), then other nodes (best results first, pruned last). A kept node keeps its notes and
+rationale: lower-value nodes are dropped whole before anyone's reasoning is shortened, and only
+when even that is not enough are the notes of context nodes replaced by "(notes elided: N chars)".
+The output never exceeds the budget; what was left out is counted at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from worldmodel.models import Attempt, Node, NodeStatus
+from worldmodel.store import Store
+
+AttemptsById = Mapping[int, Attempt] | Mapping[int, float | None]
+"""attempt id → Attempt, or → its speedup (None when not ok), e.g. from `Store.attempt_speedups`."""
+
+MIN_BUDGET = 200
+_STATUS_ORDER = ("open", "active", "closed", "failed", "pruned")
+
+
+def _speedup(attempts: AttemptsById, attempt_id: int | None) -> float | None:
+    if attempt_id is None:
+        return None
+    value = attempts.get(attempt_id)
+    if isinstance(value, Attempt):
+        return value.speedup
+    return value
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Tree:
+    """Indexes over a node list shared by the three views."""
+
+    def __init__(self, nodes: Iterable[Node], attempts: AttemptsById, best_attempt_id: int | None) -> None:
+        self.by_id: dict[int, Node] = {}
+        self.children: dict[int, list[int]] = {}
+        self.root: Node | None = None
+        for n in nodes:
+            self.by_id[n.id] = n
+            if n.kind == "root":
+                self.root = n
+            elif n.parent_id is not None:
+                self.children.setdefault(n.parent_id, []).append(n.id)
+        if self.root is None:
+            raise ValueError(
+                "the node list has no root; accepted: all nodes of one search (Store.list_nodes)"
+            )
+        for kids in self.children.values():
+            kids.sort()
+        self.attempts = attempts
+        self.best_node_id = self._find_best(best_attempt_id)
+        self.best_path: list[int] = self.path_to(self.best_node_id) if self.best_node_id is not None else []
+        self._depth: dict[int, int] = {self.root.id: 0}
+
+    def _find_best(self, best_attempt_id: int | None) -> int | None:
+        if best_attempt_id is not None:
+            for n in self.by_id.values():
+                if n.best_attempt_id == best_attempt_id:
+                    return n.id
+            attempt = self.attempts.get(best_attempt_id)
+            if isinstance(attempt, Attempt) and attempt.node_id in self.by_id:
+                return attempt.node_id
+            return None
+        best: tuple[float, int] | None = None
+        for n in self.by_id.values():
+            s = _speedup(self.attempts, n.best_attempt_id)
+            if s is not None and (best is None or (s, -n.id) > (best[0], -best[1])):
+                best = (s, n.id)
+        return best[1] if best else None
+
+    def parent(self, nid: int) -> int | None:
+        p = self.by_id[nid].parent_id
+        return p if p in self.by_id else None
+
+    def path_to(self, nid: int) -> list[int]:
+        path: list[int] = []
+        x: int | None = nid
+        while x is not None:
+            path.append(x)
+            x = self.parent(x)
+        return path[::-1]
+
+    def depth(self, nid: int) -> int:
+        chain: list[int] = []
+        x: int | None = nid
+        while x is not None and x not in self._depth:
+            chain.append(x)
+            x = self.parent(x)
+        d = self._depth[x] if x is not None else -1
+        for y in reversed(chain):
+            d += 1
+            self._depth[y] = d
+        return self._depth[nid]
+
+    def speedup(self, nid: int) -> float | None:
+        return _speedup(self.attempts, self.by_id[nid].best_attempt_id)
+
+    def counts(self, ids: Iterable[int] | None = None) -> dict[str, int]:
+        out = dict.fromkeys(_STATUS_ORDER, 0)
+        for nid in self.by_id if ids is None else ids:
+            n = self.by_id[nid]
+            if n.kind == "intent":
+                out[str(n.status)] += 1
+        return {k: v for k, v in out.items() if v}
+
+    def wanted(self) -> list[int]:
+        """Every intent, most valuable to show first (the root and best path are handled before)."""
+        frontier: list[tuple[Any, ...]] = []
+        rest: list[tuple[Any, ...]] = []
+        for n in self.by_id.values():
+            if n.kind != "intent":
+                continue
+            status = str(n.status)
+            if status in ("open", "active") and not n.vetoed:
+                frontier.append((not n.pinned, -n.priority, n.id))
+            else:
+                s = self.speedup(n.id)
+                tier = 3 if status == "pruned" else 2 if n.vetoed else 0 if s is not None else 1
+                rest.append((tier, -(s or 0.0), -n.priority, n.id))
+        frontier.sort()
+        rest.sort()
+        return [k[-1] for k in frontier] + [k[-1] for k in rest]
+
+
+def _plan(
+    tree: _Tree,
+    budget: int,
+    cost_full: Callable[[int], int],
+    cost_compact: Callable[[int], int],
+    floor: Callable[[int], int],
+    smallest: int,
+) -> dict[int, bool]:
+    """Choose nodes to show (id → shown in full) within `budget`, every kept node with its ancestors."""
+    assert tree.root is not None
+    kept: dict[int, bool] = {tree.root.id: True}
+    left = budget - cost_full(tree.root.id)  # `smallest`: no node costs less; below it nothing fits
+
+    def add(nid: int, compact_ok: bool) -> bool:
+        nonlocal left
+        chain: list[int] = []
+        x: int | None = nid
+        while x is not None and x not in kept:
+            chain.append(x)
+            x = tree.parent(x)
+        if not chain:
+            return True
+        if sum(floor(c) for c in chain) > left:  # even the most compact form cannot fit
+            return False
+        options = [[True] * len(chain)]
+        if compact_ok:
+            options += [[True] + [False] * (len(chain) - 1), [False] * len(chain)]
+        for full in options:
+            cost = sum(cost_full(c) if f else cost_compact(c) for c, f in zip(chain, full, strict=True))
+            if cost <= left:
+                left -= cost
+                kept.update(zip(chain, full, strict=True))
+                return True
+        return False
+
+    if tree.best_node_id is not None:
+        add(tree.best_node_id, compact_ok=True)
+    for nid in tree.wanted():
+        if left < smallest:
+            break
+        n = tree.by_id[nid]
+        must = str(n.status) in ("open", "active") and not n.vetoed
+        add(nid, compact_ok=must)
+    return kept
+
+
+def render_tree(
+    nodes: Sequence[Node],
+    attempts_by_id: AttemptsById,
+    budget_chars: int = 6000,
+    *,
+    best_attempt_id: int | None = None,
+) -> str:
+    """The tree as compact text for a prompt, never longer than `budget_chars`.
+
+    Each line: `#id [status] p<priority> d<difficulty> best <speedup>x <flags> title`, indented by
+    depth; the node's rationale ("why:") and notes follow, indented. `best_attempt_id` is the
+    search's best (it marks the best path); when omitted, the highest speedup among the nodes is used.
+    """
+    if budget_chars < MIN_BUDGET:
+        raise ValueError(f"budget_chars {budget_chars} is too small; accepted: at least {MIN_BUDGET}")
+    tree = _Tree(nodes, attempts_by_id, best_attempt_id)
+    assert tree.root is not None
+    root = tree.root
+    full_lines: dict[int, list[str]] = {}
+    compact_lines: dict[int, list[str]] = {}
+
+    def head(nid: int) -> str:
+        n = tree.by_id[nid]
+        pad = "  " * tree.depth(nid)
+        if n.kind == "root":
+            return f"{pad}#{nid} root: {_one_line(n.title)}"
+        s = tree.speedup(nid)
+        parts = [f"{pad}#{nid} [{n.status}] p{n.priority:.2f} d{n.difficulty}"]
+        if s is not None:
+            parts.append(f"best {s:.2f}x")
+        if n.expected_speedup is not None:
+            parts.append(f"exp {n.expected_speedup:.2g}x")
+        if n.visits:
+            parts.append(f"tries {n.visits}")
+        if n.pinned:
+            parts.append("PINNED")
+        if n.vetoed:
+            parts.append("VETOED")
+        if nid == tree.best_node_id:
+            parts.append("<-BEST")
+        parts.append(_one_line(n.title))
+        return " ".join(parts)
+
+    def body(nid: int) -> list[str]:
+        n = tree.by_id[nid]
+        pad = "  " * tree.depth(nid) + "   "
+        labels = (
+            (("analysis", n.rationale), ("notes", n.notes))
+            if n.kind == "root"
+            else (
+                ("why", n.rationale),
+                ("notes", n.notes),
+            )
+        )
+        out: list[str] = []
+        for label, text in labels:
+            text_lines = text.strip().splitlines()
+            if not text_lines:
+                continue
+            out.append(f"{pad}{label}: {text_lines[0]}")
+            cont = pad + " " * (len(label) + 2)
+            out.extend(cont + line for line in text_lines[1:])
+        return out
+
+    def reserve(nid: int) -> int:
+        kids = tree.children.get(nid)
+        return len(f" [+{len(kids)} hidden]") if kids else 0
+
+    def lines_full(nid: int) -> list[str]:
+        if nid not in full_lines:
+            full_lines[nid] = [head(nid), *body(nid)]
+        return full_lines[nid]
+
+    def lines_compact(nid: int) -> list[str]:
+        if nid not in compact_lines:
+            hidden = sum(len(x) + 1 for x in body(nid))
+            suffix = f" (notes elided: {hidden} chars)" if hidden else ""
+            compact_lines[nid] = [head(nid) + suffix]
+        return compact_lines[nid]
+
+    def cost_full(nid: int) -> int:
+        return sum(len(x) + 1 for x in lines_full(nid)) + reserve(nid)
+
+    def cost_compact(nid: int) -> int:
+        return sum(len(x) + 1 for x in lines_compact(nid)) + reserve(nid)
+
+    def floor(nid: int) -> int:
+        # A cheap lower bound of the compact cost, to skip hopeless candidates without formatting them.
+        return len(tree.by_id[nid].title) + 20
+
+    total_counts = tree.counts()
+    total = len(tree.by_id)
+    best_s = tree.speedup(tree.best_node_id) if tree.best_node_id is not None else None
+    header = f"tree: {total} nodes ({_fmt_counts(total_counts) or 'no intents yet'}); " + (
+        f"best {best_s:.2f}x at #{tree.best_node_id}"
+        if best_s is not None
+        else "no timed correct attempt yet"
+    )
+    header = header[: budget_chars // 4]
+
+    def footer(hidden: int, counts: Mapping[str, int]) -> str:
+        return f"[{hidden} of {total} nodes not shown: {_fmt_counts(counts)}; ask for a larger budget to see more]"
+
+    reserve_footer = len(footer(total, total_counts)) + 1 if total > 1 else 0
+    available = budget_chars - (len(header) + 1) - reserve_footer
+    root_cost = cost_full(root.id)
+    if root_cost > available:
+        # The root analysis alone is over budget: cut it (the only text ever cut mid-way).
+        room = max(0, available - reserve(root.id) - len(head(root.id)) - 60)
+        text = "\n".join(lines_full(root.id)[1:])
+        full_lines[root.id] = [
+            head(root.id),
+            text[:room] + f" …[analysis cut at {room} of {len(text)} chars]",
+        ]
+    kept = _plan(tree, available, cost_full, cost_compact, floor, smallest=24)
+
+    out = [header]
+    stack = [root.id]
+    while stack:
+        nid = stack.pop()
+        lines = list(lines_full(nid) if kept[nid] else lines_compact(nid))
+        kids = tree.children.get(nid, [])
+        shown = [k for k in kids if k in kept]
+        if len(shown) < len(kids):
+            lines[0] += f" [+{len(kids) - len(shown)} hidden]"
+        out.extend(lines)
+        stack.extend(reversed(shown))
+    hidden_ids = [nid for nid in tree.by_id if nid not in kept]
+    if hidden_ids:
+        out.append(footer(len(hidden_ids), tree.counts(hidden_ids)))
+    return "\n".join(out)
+
+
+def _fmt_counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def tree_json(
+    nodes: Sequence[Node], attempts_by_id: AttemptsById, *, best_attempt_id: int | None = None
+) -> dict[str, Any]:
+    """The whole tree as JSON-ready data: a flat node list (each with children ids and best speedup)."""
+    tree = _Tree(nodes, attempts_by_id, best_attempt_id)
+    assert tree.root is not None
+    out_nodes = []
+    for nid in sorted(tree.by_id):
+        data = tree.by_id[nid].model_dump(mode="json")
+        data["best_speedup"] = tree.speedup(nid)
+        data["children"] = tree.children.get(nid, [])
+        out_nodes.append(data)
+    return {
+        "root_id": tree.root.id,
+        "best_node_id": tree.best_node_id,
+        "best_path": tree.best_path,
+        "counts": tree.counts(),
+        "nodes": out_nodes,
+    }
+
+
+_MERMAID_STYLE = {
+    "open": "fill:#eef3ff,stroke:#5577cc",
+    "active": "fill:#fff6d5,stroke:#cc9900",
+    "closed": "fill:#e3f6e3,stroke:#339933",
+    "failed": "fill:#fbe3e3,stroke:#cc3333",
+    "pruned": "fill:#eeeeee,stroke:#999999,color:#888888",
+}
+
+
+def _mermaid_text(text: str) -> str:
+    return _one_line(text).replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+
+
+def tree_mermaid(
+    nodes: Sequence[Node],
+    attempts_by_id: AttemptsById,
+    *,
+    best_attempt_id: int | None = None,
+    max_nodes: int = 150,
+) -> str:
+    """A Mermaid flowchart of the tree, at most `max_nodes` nodes chosen as in the text view."""
+    if max_nodes < 1:
+        raise ValueError(f"max_nodes {max_nodes}; accepted: at least 1")
+    tree = _Tree(nodes, attempts_by_id, best_attempt_id)
+    assert tree.root is not None
+    kept = _plan(tree, max_nodes, lambda _: 1, lambda _: 1, lambda _: 1, smallest=1)
+    lines = ["flowchart TD"]
+    for nid in sorted(kept):
+        n = tree.by_id[nid]
+        if n.kind == "root":
+            label = f"#{nid} root"
+        else:
+            s = tree.speedup(nid)
+            best = f" best {s:.2f}x" if s is not None else ""
+            label = (
+                f"#{nid} {n.status} p{n.priority:.2f} d{n.difficulty}{best}<br/>{_mermaid_text(n.title[:60])}"
+            )
+        lines.append(f'  n{nid}["{label}"]')
+    for nid in sorted(kept):
+        p = tree.parent(nid)
+        if p is not None:
+            lines.append(f"  n{p} --> n{nid}")
+    hidden = len(tree.by_id) - len(kept)
+    if hidden:
+        lines.append(f'  hidden["{hidden} more nodes not shown"]')
+    for status, style in _MERMAID_STYLE.items():
+        members = [
+            f"n{nid}"
+            for nid in sorted(kept)
+            if tree.by_id[nid].kind == "intent" and tree.by_id[nid].status == status
+        ]
+        lines.append(f"  classDef {status} {style}")
+        if members:
+            lines.append(f"  class {','.join(members)} {status}")
+    if tree.best_node_id is not None and tree.best_node_id in kept:
+        lines.append("  classDef best stroke-width:4px")
+        lines.append(f"  class n{tree.best_node_id} best")
+    return "\n".join(lines)
+
+
+async def render_search(store: Store, search_id: int, budget_chars: int = 6000) -> str:
+    """Load a search and render its tree for a prompt (search name, task and round first)."""
+    search = await store.get_search(search_id)
+    nodes = await store.list_nodes(search_id)
+    speedups = await store.attempt_speedups(search_id)
+    title = f"search {search.name!r} on {search.task} (round {search.round}, {search.status})"
+    if budget_chars < MIN_BUDGET + 1:
+        raise ValueError(f"budget_chars {budget_chars} is too small; accepted: at least {MIN_BUDGET + 1}")
+    title = title[: budget_chars - MIN_BUDGET - 1]
+    text = render_tree(nodes, speedups, budget_chars - len(title) - 1, best_attempt_id=search.best_attempt_id)
+    return f"{title}\n{text}"
+
+
+__all__ = ["AttemptsById", "NodeStatus", "render_search", "render_tree", "tree_json", "tree_mermaid"]

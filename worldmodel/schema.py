@@ -1,0 +1,193 @@
+"""The database schema as a list of forward migrations.
+
+`MIGRATIONS[i]` takes a database from version i to version i + 1. A released step is never edited:
+a change to the schema is a new step at the end, so any older file can be brought up to date.
+Each step is a tuple of single SQL statements, run in one transaction together with the version
+bump, so a crash during a migration leaves the old version intact.
+"""
+
+from __future__ import annotations
+
+import aiosqlite
+
+from worldmodel.errors import SchemaError
+
+_V1: tuple[str, ...] = (
+    """CREATE TABLE schema_version (version INTEGER NOT NULL)""",
+    """INSERT INTO schema_version (version) VALUES (0)""",
+    """CREATE TABLE searches (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        task TEXT NOT NULL,
+        config TEXT NOT NULL CHECK (json_valid(config)),
+        status TEXT NOT NULL DEFAULT 'new' CHECK (status IN ('new', 'running', 'stopped', 'done')),
+        round INTEGER NOT NULL DEFAULT 0 CHECK (round >= 0),
+        best_attempt_id INTEGER REFERENCES attempts(id),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE nodes (
+        id INTEGER PRIMARY KEY,
+        search_id INTEGER NOT NULL REFERENCES searches(id),
+        parent_id INTEGER REFERENCES nodes(id),
+        kind TEXT NOT NULL CHECK (kind IN ('root', 'intent')),
+        title TEXT NOT NULL,
+        rationale TEXT NOT NULL DEFAULT '',
+        priority REAL NOT NULL DEFAULT 0.5 CHECK (priority >= 0 AND priority <= 1),
+        difficulty INTEGER NOT NULL DEFAULT 3 CHECK (difficulty BETWEEN 1 AND 5),
+        expected_speedup REAL CHECK (expected_speedup IS NULL OR expected_speedup > 0),
+        notes TEXT NOT NULL DEFAULT '',
+        author TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'open'
+            CHECK (status IN ('open', 'active', 'closed', 'failed', 'pruned')),
+        pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+        vetoed INTEGER NOT NULL DEFAULT 0 CHECK (vetoed IN (0, 1)),
+        round_created INTEGER NOT NULL DEFAULT 0,
+        round_updated INTEGER NOT NULL DEFAULT 0,
+        visits INTEGER NOT NULL DEFAULT 0 CHECK (visits >= 0),
+        best_attempt_id INTEGER REFERENCES attempts(id),
+        base_attempt_id INTEGER REFERENCES attempts(id),
+        params TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(params)),
+        CHECK ((kind = 'root') = (parent_id IS NULL))
+    )""",
+    """CREATE UNIQUE INDEX nodes_one_root ON nodes (search_id) WHERE kind = 'root'""",
+    """CREATE INDEX nodes_by_search_status ON nodes (search_id, status)""",
+    """CREATE INDEX nodes_by_parent ON nodes (parent_id)""",
+    """CREATE TABLE candidates (
+        id TEXT PRIMARY KEY,
+        language TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE attempts (
+        id INTEGER PRIMARY KEY,
+        search_id INTEGER NOT NULL REFERENCES searches(id),
+        node_id INTEGER REFERENCES nodes(id),
+        candidate_id TEXT NOT NULL REFERENCES candidates(id),
+        base_attempt_id INTEGER REFERENCES attempts(id),
+        round INTEGER NOT NULL DEFAULT 0,
+        author TEXT NOT NULL,
+        status TEXT,
+        speedup REAL,
+        evaluation TEXT CHECK (evaluation IS NULL OR json_valid(evaluation)),
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE INDEX attempts_by_search_node ON attempts (search_id, node_id)""",
+    """CREATE TABLE edits (
+        id INTEGER PRIMARY KEY,
+        search_id INTEGER NOT NULL REFERENCES searches(id),
+        op TEXT NOT NULL,
+        node_id INTEGER REFERENCES nodes(id),
+        payload TEXT NOT NULL CHECK (json_valid(payload)),
+        author TEXT NOT NULL,
+        round INTEGER NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE INDEX edits_by_search ON edits (search_id, id)""",
+    """CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY,
+        search_id INTEGER REFERENCES searches(id),
+        phase TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        latency_s REAL NOT NULL DEFAULT 0,
+        request TEXT NOT NULL DEFAULT '',
+        response TEXT NOT NULL DEFAULT '',
+        error TEXT,
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE INDEX llm_calls_by_search ON llm_calls (search_id)""",
+)
+
+# v2: selection needs per-branch visit sums without walking the tree, so every intent records the
+# top-level branch it belongs to (the root's child on its path; its own id for a root child).
+# Also: the sandbox's key-value cache, and triggers that make the edit log append-only and an
+# attempt's evaluation immutable once written.
+_V2: tuple[str, ...] = (
+    """ALTER TABLE nodes ADD COLUMN branch_id INTEGER""",
+    """CREATE TEMP TABLE _branch_fill (id INTEGER PRIMARY KEY, branch INTEGER NOT NULL)""",
+    """INSERT INTO _branch_fill (id, branch)
+        WITH RECURSIVE walk(id, branch) AS (
+            SELECT c.id, c.id FROM nodes AS c JOIN nodes AS r ON c.parent_id = r.id WHERE r.kind = 'root'
+            UNION ALL
+            SELECT n.id, walk.branch FROM nodes AS n JOIN walk ON n.parent_id = walk.id
+        )
+        SELECT id, branch FROM walk""",
+    """UPDATE nodes SET branch_id = (SELECT branch FROM _branch_fill AS b WHERE b.id = nodes.id)
+        WHERE kind = 'intent'""",
+    """DROP TABLE _branch_fill""",
+    """CREATE INDEX nodes_by_search_branch ON nodes (search_id, branch_id, visits)""",
+    # Selection reads only the best open intent per (branch, pinned, difficulty) group; this index
+    # holds exactly the selectable intents, so that read never touches the rest of the tree.
+    """CREATE INDEX nodes_selectable ON nodes (search_id, branch_id, pinned, difficulty, priority)
+        WHERE status = 'open' AND vetoed = 0 AND kind = 'intent'""",
+    """CREATE TABLE cache (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL CHECK (json_valid(value)),
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE TRIGGER edits_no_update BEFORE UPDATE ON edits
+        BEGIN SELECT RAISE(ABORT, 'the edit log is append-only'); END""",
+    """CREATE TRIGGER edits_no_delete BEFORE DELETE ON edits
+        BEGIN SELECT RAISE(ABORT, 'the edit log is append-only'); END""",
+    """CREATE TRIGGER attempts_evaluation_immutable BEFORE UPDATE OF evaluation, status, speedup ON attempts
+        WHEN OLD.evaluation IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once'); END""",
+    """CREATE TRIGGER attempts_no_delete BEFORE DELETE ON attempts
+        BEGIN SELECT RAISE(ABORT, 'attempts are never deleted'); END""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+async def read_version(db: aiosqlite.Connection) -> int:
+    """The schema version of an open database; 0 for an empty file."""
+    async with db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ) as cur:
+        if await cur.fetchone() is None:
+            async with db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'") as cur2:
+                row = await cur2.fetchone()
+            if row is not None and row[0] > 0:
+                raise SchemaError(
+                    "this SQLite file has tables but no ksearch schema_version table: it is not a "
+                    "ksearch database; pass --db with a new or existing ksearch database path"
+                )
+            return 0
+    async with db.execute("SELECT version FROM schema_version") as cur:
+        row = await cur.fetchone()
+    if row is None:
+        raise SchemaError("schema_version table is empty: the database is damaged")
+    return int(row[0])
+
+
+async def migrate(db: aiosqlite.Connection) -> int:
+    """Bring the database to SCHEMA_VERSION. Safe when several processes open the same file at once.
+
+    The connection must be in autocommit mode (isolation_level=None). Returns the final version.
+    """
+    if await read_version(db) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
+    # Take the write lock, then look again: another process may have migrated meanwhile.
+    await db.execute("BEGIN IMMEDIATE")
+    try:
+        version = await read_version(db)
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"the database is at schema version {version}, newer than this ksearch understands "
+                f"({SCHEMA_VERSION}); upgrade ksearch to open it"
+            )
+        for step in MIGRATIONS[version:]:
+            for statement in step:
+                await db.execute(statement)
+        await db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+    except BaseException:
+        await db.execute("ROLLBACK")
+        raise
+    await db.execute("COMMIT")
+    return SCHEMA_VERSION
