@@ -15,10 +15,12 @@ app = typer.Typer(
 
 def _register() -> None:
     # Each area owns one module and adds its commands to the app.
-    from server import cli_tasks, cli_tree
+    from server import cli_steer, cli_tasks, cli_tree, cli_ui
 
     cli_tree.register(app)
     cli_tasks.register(app)
+    cli_steer.register(app)
+    cli_ui.register(app)
 
 
 def main() -> None:

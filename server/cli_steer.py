@@ -1,0 +1,475 @@
+"""Steering a search from the command line: add intents, pin, veto, prune, submit a kernel, look at the best.
+
+Every change goes through tools/ (propose_intents, edit_tree, benchmark) with author "human", so it is
+validated exactly like an edit from the driver's model or an MCP client, and lands in the edit log.
+Refusals print what was wrong and what is accepted, and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from pydantic import ValidationError
+
+from server.cli_common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
+from tools.errors import ToolFailure, describe_validation
+from worldmodel.errors import NotFound, SchemaError
+from worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
+
+if TYPE_CHECKING:  # tools are imported when a command runs, so `ksearch --help` stays fast
+    from tools.run_correctness import EvaluationOut
+    from tools.workspace import Workspace
+    from worldmodel.store import Store
+
+MAX_FILE_BYTES = 200_000  # the tools' limit on a candidate's source (tools.common.MAX_SOURCE_CHARS)
+
+intent_app = typer.Typer(help="Add or change intents of a search's tree.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(intent_app, name="intent")
+    app.command("pin")(pin)
+    app.command("unpin")(unpin)
+    app.command("veto")(veto)
+    app.command("unveto")(unveto)
+    app.command("prune")(prune)
+    app.command("reopen")(reopen)
+    app.command("submit")(submit)
+    app.command("best")(best)
+    app.command("export")(export)
+
+
+# --------------------------------------------------------------------------- shared plumbing
+
+
+def existing_db(db: Path) -> Path:
+    """Refuse a database path that does not exist (rather than silently create an empty one)."""
+    if not db.exists():
+        raise fail(f"no database at {db}; pass --db with an existing ksearch database (or set KSEARCH_DB)")
+    if db.is_dir():
+        raise fail(f"{db} is a directory; pass --db with the database file, e.g. {db / 'ksearch.db'}")
+    return db
+
+
+async def open_store(db: Path) -> Store:
+    """The store of an existing database, or a clear refusal."""
+    from worldmodel.store import Store
+
+    existing_db(db)
+    try:
+        return await Store.open(db)
+    except (SchemaError, sqlite3.DatabaseError) as e:
+        raise fail(f"{db} cannot be opened as a ksearch database: {e}") from e
+
+
+@contextlib.asynccontextmanager
+async def workspace(db: Path) -> AsyncIterator[Workspace]:
+    """An open tools.Workspace on an existing database; store-level refusals become CLI errors."""
+    from tools.workspace import Workspace
+
+    ws = Workspace(await open_store(db))
+    try:
+        yield ws
+    except ToolFailure as e:
+        raise fail(str(e)) from e
+    except NotFound as e:
+        raise fail(str(e)) from e
+    except ValidationError as e:
+        raise fail(str(describe_validation(e, "arguments"))) from e
+    finally:
+        await ws.close()
+
+
+async def node_of(ws: Workspace, s: Search, node_id: int) -> Node:
+    """The node, checked to belong to the search (ids are global, so a typo can hit another search)."""
+    try:
+        n = await ws.store.get_node(node_id)
+    except NotFound as e:
+        raise fail(f"no node #{node_id} in search {s.name!r}; `ksearch tree {s.name}` lists its nodes") from e
+    if n.search_id != s.id:
+        raise fail(
+            f"node #{node_id} belongs to another search, not {s.name!r}; `ksearch tree {s.name}` lists "
+            "its nodes"
+        )
+    return n
+
+
+def describe(n: Node) -> str:
+    flags = [f for f, on in (("pinned", n.pinned), ("vetoed", n.vetoed)) if on]
+    what = "root" if n.kind == "root" else repr(n.title)
+    extra = f", priority {n.priority:.2f}, difficulty {n.difficulty}" if n.kind == "intent" else ""
+    return f"#{n.id} {what}: {n.status.value}{extra}" + (f" [{', '.join(flags)}]" if flags else "")
+
+
+SearchArg = Annotated[str, typer.Argument(help="Search id or name")]
+NodeArg = Annotated[int, typer.Argument(min=1, help="Node id (see `ksearch tree SEARCH`)")]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why; kept in the edit log")]
+
+
+# --------------------------------------------------------------------------- intents and edits
+
+
+@intent_app.command("add")
+def intent_add(
+    search: SearchArg,
+    title: Annotated[str, typer.Argument(help="Short imperative idea, e.g. 'keep the row in registers'")],
+    parent: Annotated[
+        int | None, typer.Option("--parent", min=1, help="Node to put it under (default: root)")
+    ] = None,
+    why: Annotated[str, typer.Option("--why", help="Rationale: why it should help")] = "",
+    priority: Annotated[float, typer.Option(help="0 (least) to 1 (most promising)")] = 0.7,
+    difficulty: Annotated[int, typer.Option(help="1 (a parameter change) to 5 (a rewrite)")] = 3,
+    expected: Annotated[
+        float | None, typer.Option("--expected", help="Predicted speedup over its base")
+    ] = None,
+    notes: Annotated[str, typer.Option(help="Beliefs to re-read later")] = "",
+    reason: ReasonOpt = "",
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Add an open intent under a node; the driver considers it at its next selection."""
+    from tools.propose_intents import ProposeIntentsIn, propose_intents
+
+    async def go() -> list[Node]:
+        async with workspace(db) as ws:
+            s = await ws.search(search)
+            if parent is not None:
+                await node_of(ws, s, parent)
+            try:
+                spec = IntentSpec(
+                    title=title,
+                    rationale=why,
+                    priority=priority,
+                    difficulty=difficulty,
+                    expected_speedup=expected,
+                    notes=notes,
+                    parent_id=parent,
+                )
+            except ValidationError as e:
+                raise fail(str(describe_validation(e, "intent"))) from e
+            return await propose_intents(
+                ws, ProposeIntentsIn(search=s.id, intents=[spec], author="human", reason=reason)
+            )
+
+    for n in run_async(go()):
+        console.print(
+            f"added {describe(n)} under #{n.parent_id}", markup=False, highlight=False, soft_wrap=True
+        )
+
+
+@intent_app.command("edit")
+def intent_edit(
+    search: SearchArg,
+    node: NodeArg,
+    priority: Annotated[float | None, typer.Option(help="0 to 1")] = None,
+    difficulty: Annotated[int | None, typer.Option(help="1 to 5")] = None,
+    title: Annotated[str | None, typer.Option(help="New title")] = None,
+    why: Annotated[str | None, typer.Option("--why", help="New rationale")] = None,
+    notes: Annotated[str | None, typer.Option(help="New notes")] = None,
+    expected: Annotated[float | None, typer.Option("--expected", help="Predicted speedup")] = None,
+    reason: ReasonOpt = "",
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Change an intent's priority, difficulty, title, rationale, notes or predicted speedup."""
+    fields = {
+        "priority": priority,
+        "difficulty": difficulty,
+        "title": title,
+        "rationale": why,
+        "notes": notes,
+        "expected_speedup": expected,
+    }
+    given = {k: v for k, v in fields.items() if v is not None}
+    if not given:
+        raise fail(
+            "nothing to change; give at least one of --priority --difficulty --title --why --notes --expected"
+        )
+    _edit(db, search, node, "update", reason, "updated", **given)
+
+
+def _edit(db: Path, search: str, node: int, op: str, reason: str, done: str, **fields: object) -> None:
+    from tools.edit_tree import EditTreeIn, edit_tree
+
+    async def go() -> list[Node]:
+        async with workspace(db) as ws:
+            s = await ws.search(search)
+            await node_of(ws, s, node)
+            try:
+                spec = EditSpec(op=op, node_id=node, reason=reason, **fields)
+            except ValidationError as e:
+                raise fail(str(describe_validation(e, "edit"))) from e
+            return await edit_tree(ws, EditTreeIn(search=s.id, edits=[spec], author="human"))
+
+    for n in run_async(go()):
+        console.print(f"{done}: {describe(n)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def pin(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
+    """Pin an open intent: it is selected before every unpinned one."""
+    _edit(db, search, node, "pin", reason, "pinned")
+
+
+def unpin(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
+    """Remove a pin."""
+    _edit(db, search, node, "unpin", reason, "unpinned")
+
+
+def veto(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
+    """Veto a node: it is never selected and nothing grows under it (until unvetoed)."""
+    _edit(db, search, node, "veto", reason, "vetoed")
+
+
+def unveto(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
+    """Lift a veto."""
+    _edit(db, search, node, "unveto", reason, "unvetoed")
+
+
+def prune(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
+    """Prune a node and its whole subtree (their attempts stay recorded; `reopen` undoes it)."""
+    _edit(db, search, node, "prune", reason, "pruned")
+
+
+def reopen(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
+    """Reopen a closed, failed or pruned node so it can be selected again."""
+    _edit(db, search, node, "reopen", reason, "reopened")
+
+
+# --------------------------------------------------------------------------- a human's kernel
+
+
+def read_source(path: Path) -> str:
+    """A candidate file's text, or a clear refusal."""
+    if not path.exists():
+        raise fail(f"file {path} not found; give the path of a Python file that defines ModelNew")
+    if path.is_dir():
+        raise fail(f"{path} is a directory; give the path of a Python file that defines ModelNew")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise fail(f"{path} is {size} bytes; a candidate may be at most {MAX_FILE_BYTES} bytes")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise fail(
+            f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); accepted: a UTF-8 Python file"
+        ) from e
+    if not text.strip():
+        raise fail(f"{path} is empty; accepted: a Python module that defines ModelNew")
+    return text
+
+
+def submit(
+    search: SearchArg,
+    file: Annotated[
+        Path, typer.Argument(help="Python file defining ModelNew (Triton, or CUDA via gpu.nvrtc)")
+    ],
+    node: Annotated[
+        int | None,
+        typer.Option(
+            "--node",
+            min=1,
+            help="Intent it implements (recorded there); "
+            "without it the attempt belongs to the search but to no node",
+        ),
+    ] = None,
+    language: Annotated[
+        str | None,
+        typer.Option("--language", help="triton | cuda | cpp_ext (default: the search's language)"),
+    ] = None,
+    base: Annotated[
+        int | None,
+        typer.Option(
+            "--base",
+            min=1,
+            help="Attempt this code was edited from (for the "
+            "diff; default: the node's best, else the search's best)",
+        ),
+    ] = None,
+    trials: Annotated[int, typer.Option(min=1, max=20, help="Correctness trials per workload")] = 3,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Evaluate your own kernel and record it as an attempt (author "human"), like any other.
+
+    Exit code 0 when it ran correctly and was timed, 1 when it was recorded but failed (compile error,
+    wrong values, crash...), 2 when the input was refused.
+    """
+    from tools.benchmark import BenchmarkIn, benchmark
+    from tools.common import CandidateRef
+
+    source = read_source(file)
+    if language is not None and language not in LANGUAGES:
+        raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
+
+    async def progress(message: str, fraction: float) -> None:
+        err_console.print(f"[dim]{100 * fraction:3.0f}% {message}[/dim]", highlight=False)
+
+    async def go() -> tuple[EvaluationOut, str, bool]:
+        async with workspace(db) as ws:
+            s = await ws.search(search)
+            base_id, base_why = base, "--base"
+            if node is not None:
+                n = await node_of(ws, s, node)
+                if base_id is None and n.best_attempt_id is not None:
+                    base_id, base_why = n.best_attempt_id, "the node's best"
+                elif base_id is None and n.base_attempt_id is not None:
+                    base_id, base_why = n.base_attempt_id, "the intent's starting code"
+            if base_id is None and s.best_attempt_id is not None:
+                base_id, base_why = s.best_attempt_id, "the search's best"
+            if base is not None:
+                try:
+                    b = await ws.store.get_attempt(base)
+                except NotFound as e:
+                    raise fail(
+                        f"no attempt #{base}; `ksearch best {s.name}` or the UI show attempt ids"
+                    ) from e
+                if b.search_id != s.id:
+                    raise fail(f"attempt #{base} belongs to another search, not {s.name!r}")
+            lang = language or s.config.language
+            out = await benchmark(
+                ws,
+                BenchmarkIn(
+                    search=s.id,
+                    node_id=node,
+                    candidate=CandidateRef(source=source, language=lang),
+                    base_attempt_id=base_id,
+                    trials=trials,
+                    author="human",
+                ),
+                progress,
+            )
+            after = await ws.search(s.id)
+            note = f"base: attempt #{base_id} ({base_why})" if base_id is not None else "base: none"
+            return out, note, after.best_attempt_id == out.attempt_id
+
+    out, note, is_best = run_async(go())
+    console.print(out.summary, markup=False, highlight=False, soft_wrap=True)
+    where = f"node #{node}" if node is not None else "the search (no node)"
+    console.print(
+        f"recorded as attempt #{out.attempt_id} on {where}; {note}"
+        + ("; it is now the search's best" if is_best else ""),
+        markup=False,
+        highlight=False,
+    )
+    if out.evaluation.status != "ok":
+        raise typer.Exit(1)
+
+
+# --------------------------------------------------------------------------- looking
+
+
+def best(
+    search: SearchArg,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the source to this file")
+    ] = None,
+    source_only: Annotated[bool, typer.Option("--source-only", help="Print only the source")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Attempt, node and source as JSON")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """The search's best kernel: its source and its numbers (per workload, vs eager and torch.compile)."""
+    import json
+
+    from tools.common import summarize
+
+    if output is not None:
+        _check_output(output)
+
+    async def go() -> tuple[Search, Attempt, Candidate, Node | None]:
+        async with workspace(db) as ws:
+            s = await ws.search(search)
+            a = await ws.store.best_attempt(s.id)
+            if a is None:
+                raise fail(f"search {s.name!r} has no correct, timed attempt yet", code=1)
+            cand = await ws.store.get_candidate(a.candidate_id)
+            n = await ws.store.get_node(a.node_id) if a.node_id is not None else None
+            return s, a, cand, n
+
+    s, a, cand, n = run_async(go())
+    if output is not None:
+        output.write_text(cand.source)
+        err_console.print(f"wrote {output}", highlight=False)
+    if as_json:
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "search": s.name,
+                    "attempt": a.model_dump(mode="json"),
+                    "node": n.model_dump(mode="json") if n else None,
+                    "language": cand.language,
+                    "source": cand.source,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+        return
+    if source_only:
+        sys.stdout.write(cand.source)
+        return
+    where = (
+        f"node #{n.id} {n.title!r}"
+        if n is not None and n.kind == "intent"
+        else ("the root" if n else "no node")
+    )
+    console.print(
+        f"best of {s.name!r}: attempt #{a.id} on {where}, round {a.round}, by {a.author}, "
+        f"{cand.language} candidate {cand.id}",
+        markup=False,
+        highlight=False,
+    )
+    console.print(summarize(a.evaluation), markup=False, highlight=False, soft_wrap=True)
+    if output is None:
+        console.rule("source")
+        sys.stdout.flush()
+        sys.stdout.write(cand.source if cand.source.endswith("\n") else cand.source + "\n")
+
+
+def _check_output(path: Path) -> None:
+    if path.is_dir():
+        raise fail(f"{path} is a directory; give a file path for -o")
+    if not path.parent.exists():
+        raise fail(f"directory {path.parent} does not exist; create it or give another -o path")
+
+
+def export(
+    search: SearchArg,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON of the whole search (the default)")] = False,
+    as_html: Annotated[bool, typer.Option("--html", help="A self-contained HTML report")] = False,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="File to write (default: stdout)")
+    ] = None,
+    no_llm_text: Annotated[
+        bool, typer.Option("--no-llm-text", help="JSON: leave out prompts and responses")
+    ] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Export a search: JSON (tree, attempts, sources, edits, LLM calls) or an HTML report (tree, score over
+    rounds, best path, best kernel and its evaluation, every attempt, spend)."""
+    from server.export import export_html, export_json
+
+    if as_json and as_html:
+        raise fail("give one of --json or --html, not both")
+    html = as_html or (not as_json and output is not None and output.suffix.lower() in (".html", ".htm"))
+    if output is not None:
+        _check_output(output)
+
+    async def go() -> str:
+        async with workspace(db) as ws:
+            s = await ws.search(search)
+            store = ws.store
+            return (
+                await export_html(store, s.id)
+                if html
+                else await export_json(store, s.id, llm_text=not no_llm_text)
+            )
+
+    text = run_async(go())
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        output.write_text(text, encoding="utf-8")
+        err_console.print(f"wrote {output} ({len(text):,} characters)", highlight=False)

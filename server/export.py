@@ -1,0 +1,216 @@
+"""`ksearch export`: a whole search as JSON, or as one self-contained HTML report.
+
+The JSON holds everything the database knows about the search (tree, attempts with evaluations,
+candidate sources, edit log, LLM calls). The report is one file with no script and no external
+resource: summary, the score over rounds, the tree, the best path with its reasoning, the best
+kernel with its evaluation and diff, every attempt, and the spend per phase.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from server.web import render
+from server.web.html import Markup, h
+from server.web.snapshot import SearchView, load_view, resolve_base
+from worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, Search, utcnow
+from worldmodel.store import LLMTotals, Store
+
+EXPORT_FORMAT = "ksearch.search/1"
+STYLE_FILE = Path(__file__).parent / "web" / "static" / "style.css"
+
+
+class SearchExport(BaseModel):
+    format: str = EXPORT_FORMAT
+    exported_at: datetime
+    search: Search
+    nodes: list[Node]
+    attempts: list[Attempt]
+    candidates: dict[str, Candidate]
+    edits: list[Edit]
+    llm_calls: list[LLMCall]
+    llm_totals: LLMTotals
+
+
+async def export_data(store: Store, ref: int | str, *, llm_text: bool = True) -> SearchExport:
+    """Everything about one search. `llm_text=False` leaves out the prompts and responses (large)."""
+    view = await load_view(store, ref)
+    sid = view.search.id
+    cands: dict[str, Candidate] = {}
+    for a in view.attempts:
+        if a.candidate_id not in cands:
+            cands[a.candidate_id] = await store.get_candidate(a.candidate_id)
+    calls = await store.list_llm_calls(sid)
+    if not llm_text:
+        calls = [c.model_copy(update={"request": "", "response": ""}) for c in calls]
+    return SearchExport(
+        exported_at=utcnow(),
+        search=view.search,
+        nodes=view.nodes,
+        attempts=view.attempts,
+        candidates=cands,
+        edits=await store.list_edits(sid),
+        llm_calls=calls,
+        llm_totals=view.llm,
+    )
+
+
+async def export_json(store: Store, ref: int | str, *, llm_text: bool = True) -> str:
+    return (await export_data(store, ref, llm_text=llm_text)).model_dump_json(indent=1)
+
+
+def _phase_table(calls: list[LLMCall]) -> Markup:
+    by: dict[tuple[str, str], list[LLMCall]] = {}
+    for c in calls:
+        by.setdefault((c.phase, c.model), []).append(c)
+    rows: list[list[object]] = []
+    for (phase, model), cs in sorted(by.items()):
+        rows.append(
+            [
+                phase,
+                model,
+                str(len(cs)),
+                f"{sum(c.tokens_in for c in cs):,}",
+                f"{sum(c.tokens_out for c in cs):,}",
+                f"${sum(c.cost_usd for c in cs):.2f}",
+                f"{sum(c.latency_s for c in cs):.0f}s",
+                str(sum(1 for c in cs if c.error)),
+            ]
+        )
+    return render.table(
+        ["phase", "model", "calls", "tokens in", "tokens out", "cost", "latency", "errors"], rows
+    )
+
+
+def _attempts_table(view: SearchView) -> Markup:
+    rows: list[list[object]] = []
+    for a in view.attempts:
+        node = view.by_id.get(a.node_id) if a.node_id is not None else None
+        ev = a.evaluation
+        rows.append(
+            [
+                f"#{a.id}" + (" (best)" if a.id == view.search.best_attempt_id else ""),
+                str(a.round),
+                f"#{node.id} {node.title}" if node and node.kind == "intent" else ("root" if node else "–"),
+                a.author,
+                render.status_badge(render.attempt_status(a)),
+                render.speed(a.speedup),
+                render.speed(ev.speedup_vs_compile if ev and ev.status == "ok" else None),
+                (ev.error or "")[:200] if ev else "",
+            ]
+        )
+    return render.table(
+        ["attempt", "round", "node", "author", "status", "vs eager", "vs compile", "error"], rows
+    )
+
+
+def _best_path(view: SearchView) -> Markup | None:
+    best = view.best_attempt
+    if best is None or best.node_id is None:
+        return None
+    chain: list[Node] = []
+    node: Node | None = view.by_id.get(best.node_id)
+    while node is not None:
+        chain.append(node)
+        node = view.by_id.get(node.parent_id) if node.parent_id is not None else None
+    items = []
+    for n in reversed(chain):
+        items.append(
+            h(
+                "li",
+                None,
+                h("strong", None, f"#{n.id} " + (n.title if n.kind == "intent" else "root")),
+                h("span", {"class": "muted"}, f" · best here {render.speed(view.stats[n.id].best_speedup)}"),
+                render.text_block("Rationale" if n.kind == "intent" else "Kernel analysis", n.rationale),
+                render.text_block("Model's notes", n.notes),
+            )
+        )
+    return h("ol", {"class": "best-path"}, items)
+
+
+async def export_html(store: Store, ref: int | str) -> str:
+    view = await load_view(store, ref)
+    s = view.search
+    edits = await store.list_edits(s.id)
+    calls = await store.list_llm_calls(s.id)
+    best = view.best_attempt
+    best_html: Markup
+    if best is not None:
+        cand = await store.get_candidate(best.candidate_id)
+        best_html = render.attempt_detail(best, cand, await resolve_base(store, best))
+    else:
+        best_html = h("p", {"class": "muted"}, "No correct, timed attempt yet.")
+    nodes_html = [
+        h(
+            "details",
+            {"id": f"node-{n.id}", "class": "panel"},
+            h(
+                "summary",
+                None,
+                f"#{n.id} " + (n.title if n.kind == "intent" else "root"),
+                " ",
+                render.status_badge(n.status.value),
+            ),
+            render.node_detail(view, n, edits),
+        )
+        for n in view.nodes
+    ]
+    body = h(
+        "body",
+        {"class": "report"},
+        h(
+            "header",
+            {"class": "topbar"},
+            h("span", {"class": "home"}, "ksearch report"),
+            h("h1", None, s.name),
+            h("span", {"class": "live"}, f"exported {utcnow():%Y-%m-%d %H:%M} UTC"),
+        ),
+        h(
+            "main",
+            None,
+            h("section", {"class": "panel"}, render.summary(view)),
+            h(
+                "section",
+                {"class": "panel chart-panel"},
+                h("h2", None, "Score over rounds"),
+                render.chart(view),
+            ),
+            h(
+                "section",
+                {"class": "panel tree-panel"},
+                h("h2", None, "World model"),
+                render.tree(view, link=True),
+            ),
+            h(
+                "section",
+                {"class": "panel"},
+                h("h2", None, "Best path"),
+                _best_path(view) or h("p", {"class": "muted"}, "No best attempt on an intent yet."),
+            ),
+            h("section", {"class": "panel"}, h("h2", None, "Best kernel"), best_html),
+            h(
+                "section",
+                {"class": "panel"},
+                h("h2", None, f"All attempts ({len(view.attempts)})"),
+                _attempts_table(view),
+            ),
+            h(
+                "section",
+                {"class": "panel"},
+                h("h2", None, "LLM spend"),
+                h(
+                    "p",
+                    None,
+                    f"{view.llm.calls} calls · {view.llm.tokens_in:,} tokens in · {view.llm.tokens_out:,} "
+                    f"tokens out · ${view.llm.usd:.2f}",
+                ),
+                _phase_table(calls) if calls else None,
+            ),
+            h("section", None, h("h2", {"class": "panel"}, "Nodes"), nodes_html),
+        ),
+    )
+    style = Markup("<style>\n" + STYLE_FILE.read_text().replace("</", "<\\/") + "\n</style>")
+    return render.document(f"{s.name} · ksearch report", style, body)

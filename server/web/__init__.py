@@ -1,0 +1,1 @@
+"""`ksearch ui`: a local web page that shows a search live and steers it through tools/."""

@@ -1,0 +1,349 @@
+"""The web app behind `ksearch ui`: a page per search, small JSON endpoints, steering through tools/.
+
+Reads go straight to the store; writes go through `tools.propose_intents` and `tools.edit_tree`, the
+same functions the CLI, the MCP server and the driver use, so a click is validated like any edit.
+
+The page polls `/api/s/{search}/version` (a fingerprint of what it shows) and fetches the fragments
+again only when it changed, so another process writing to the same database shows up within a poll.
+
+Safety: everything rendered is escaped (server.web.html) and a strict Content-Security-Policy allows
+only this origin's own script and style. Writes need a JSON body (so a form on another site cannot
+post one without a CORS preflight, which this app never grants), a same-origin `Origin` when one is
+sent, and a Host header naming this server (against DNS rebinding).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.web import render
+from server.web.snapshot import SearchView, find_search, fingerprint, load_view, resolve_base
+from tools.edit_tree import EditTreeIn, edit_tree
+from tools.errors import ToolFailure, describe_validation
+from tools.list_searches import list_searches
+from tools.propose_intents import ProposeIntentsIn, propose_intents
+from tools.workspace import Workspace
+from worldmodel.errors import NotFound
+from worldmodel.models import EditSpec, IntentSpec, Node
+
+STATIC_DIR = Path(__file__).parent / "static"
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+MAX_BODY = 64 * 1024
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+class AddIntentIn(BaseModel):
+    """What the page's "add intent" form sends."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    parent_id: int = Field(ge=1)
+    title: str
+    rationale: str = ""
+    priority: float = 0.5
+    difficulty: int = 3
+    expected_speedup: float | None = None
+    reason: str = Field("", max_length=2000)
+
+
+class EditsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    edits: list[EditSpec] = Field(min_length=1, max_length=100)
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.problems = problems or []
+
+
+class SecurityHeaders:
+    """Adds CSP and friends to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"content-security-policy", CSP.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"x-frame-options", b"DENY"),
+                    (b"cache-control", b"no-store"),
+                ]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class UiState:
+    """The app's workspace and a one-entry-per-search cache of the last full view."""
+
+    def __init__(self, db: Path, default_search: int | None) -> None:
+        self.db = db
+        self.default_search = default_search
+        self._ws: Workspace | None = None
+        self._views: dict[int, SearchView] = {}
+
+    @property
+    def ws(self) -> Workspace:
+        if self._ws is None:
+            raise RuntimeError("the UI's workspace is not open (the app's lifespan did not run)")
+        return self._ws
+
+    async def open(self) -> None:
+        self._ws = await Workspace.open(self.db)
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+            self._ws = None
+
+    async def view(self, ref: int | str) -> SearchView:
+        s = await find_search(self.ws.store, ref)
+        cached = self._views.get(s.id)
+        if cached is not None and cached.version == await fingerprint(self.ws.store, s.id):
+            return cached
+        v = await load_view(self.ws.store, s.id)
+        self._views[s.id] = v
+        return v
+
+
+def _ref(raw: str) -> int | str:
+    return int(raw) if raw.isdigit() else raw
+
+
+def _int(raw: str, what: str) -> int:
+    if not raw.isdigit():
+        raise HttpError(404, f"{what} must be a number, got {raw!r}")
+    return int(raw)
+
+
+def _error(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "problems": problems or []}, status_code=status)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _guard(fn: Handler) -> Handler:
+    """Turn the tools' and the store's refusals into JSON errors a page can show."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except HttpError as e:
+            return _error(e.status, str(e), e.problems)
+        except ToolFailure as e:
+            first, *_ = str(e).split("\n", 1)
+            return _error(404 if first.startswith("no search") else 400, first, e.problems)
+        except NotFound as e:
+            return _error(404, str(e))
+        except ValidationError as e:
+            tf = describe_validation(e, "request")
+            return _error(400, "invalid request", tf.problems)
+
+    return wrapped
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's JSON body, refusing what a cross-site form or script could send."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        raise HttpError(415, "send the body as application/json")
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+        raise HttpError(403, f"cross-origin write refused (origin {origin!r})")
+    body = await request.body()
+    if len(body) > MAX_BODY:
+        raise HttpError(413, f"request body over {MAX_BODY} bytes")
+    try:
+        return json.loads(body or b"null")
+    except ValueError as e:
+        raise HttpError(400, f"the body is not valid JSON: {e}") from e
+
+
+def _node_json(n: Node) -> dict[str, Any]:
+    return n.model_dump(mode="json")
+
+
+def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.1") -> Starlette:
+    """The app for one database; `host` is the bind address (it decides which Host headers are accepted)."""
+    state = UiState(db, default_search)
+
+    async def index(request: Request) -> Response:
+        if state.default_search is not None:
+            return RedirectResponse(f"/s/{state.default_search}", status_code=307)
+        rows = await list_searches(state.ws)
+        return HTMLResponse(
+            render.searches_page(
+                [(r.id, r.name, r.task, r.status, r.round, r.attempts, r.best_speedup_vs_eager) for r in rows]
+            )
+        )
+
+    async def page(request: Request) -> Response:
+        try:
+            s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+        except ToolFailure as e:
+            return HTMLResponse(
+                render.document(
+                    "not found",
+                    render.Markup(""),
+                    render.h(
+                        "body",
+                        None,
+                        render.h("p", None, str(e)),
+                        render.h("p", None, render.h("a", {"href": "/"}, "all searches")),
+                    ),
+                ),
+                404,
+            )
+        return HTMLResponse(render.live_page(s.id, s.name))
+
+    async def api_searches(request: Request) -> Response:
+        return JSONResponse([r.model_dump(mode="json") for r in await list_searches(state.ws)])
+
+    async def api_version(request: Request) -> Response:
+        s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+        return JSONResponse({"search_id": s.id, "version": await fingerprint(state.ws.store, s.id)})
+
+    async def api_view(request: Request) -> Response:
+        v = await state.view(_ref(request.path_params["ref"]))
+        best = v.best_attempt
+        return JSONResponse(
+            {
+                "version": v.version,
+                "search": {
+                    "id": v.search.id,
+                    "name": v.search.name,
+                    "status": v.search.status,
+                    "round": v.search.round,
+                    "best_attempt_id": v.search.best_attempt_id,
+                    "best_speedup": best.speedup if best else None,
+                    "attempts": len(v.attempts),
+                    "root_id": v.root.id,
+                },
+                "summary_html": render.summary(v),
+                "chart_html": render.chart(v),
+                "tree_html": render.tree(v),
+            }
+        )
+
+    async def api_node(request: Request) -> Response:
+        v = await state.view(_ref(request.path_params["ref"]))
+        nid = _int(request.path_params["node"], "node id")
+        n = v.by_id.get(nid)
+        if n is None:
+            raise HttpError(404, f"no node #{nid} in search {v.search.name!r}")
+        edits = await state.ws.store.list_edits(v.search.id)
+        return JSONResponse(
+            {
+                "version": v.version,
+                "node": _node_json(n),
+                "html": render.node_detail(v, n, edits),
+                "default_attempt": render.default_attempt(v, n),
+            }
+        )
+
+    async def api_attempt(request: Request) -> Response:
+        s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+        aid = _int(request.path_params["attempt"], "attempt id")
+        store = state.ws.store
+        a = await store.get_attempt(aid)
+        if a.search_id != s.id:
+            raise HttpError(404, f"attempt #{aid} belongs to another search, not {s.name!r}")
+        cand = await store.get_candidate(a.candidate_id)
+        base = await resolve_base(store, a)
+        return JSONResponse(
+            {"attempt_id": a.id, "node_id": a.node_id, "html": render.attempt_detail(a, cand, base)}
+        )
+
+    async def api_add_intent(request: Request) -> Response:
+        s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+        body = AddIntentIn.model_validate(await _json_body(request))
+        spec = IntentSpec.model_validate(body.model_dump(exclude={"reason"}))
+        nodes = await propose_intents(
+            state.ws, ProposeIntentsIn(search=s.id, intents=[spec], author="human", reason=body.reason)
+        )
+        return JSONResponse(
+            {
+                "ok": True,
+                "nodes": [_node_json(n) for n in nodes],
+                "version": await fingerprint(state.ws.store, s.id),
+            }
+        )
+
+    async def api_edits(request: Request) -> Response:
+        s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+        raw = await _json_body(request)
+        body = EditsIn.model_validate(raw if isinstance(raw, dict) and "edits" in raw else {"edits": [raw]})
+        nodes = await edit_tree(state.ws, EditTreeIn(search=s.id, edits=body.edits, author="human"))
+        return JSONResponse(
+            {
+                "ok": True,
+                "nodes": [_node_json(n) for n in nodes],
+                "version": await fingerprint(state.ws.store, s.id),
+            }
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await state.open()
+        try:
+            yield
+        finally:
+            await state.close()
+
+    g = _guard
+    routes = [
+        Route("/", g(index)),
+        Route("/s/{ref}", g(page)),
+        Route("/api/searches", g(api_searches)),
+        Route("/api/s/{ref}/version", g(api_version)),
+        Route("/api/s/{ref}/view", g(api_view)),
+        Route("/api/s/{ref}/nodes/{node}", g(api_node)),
+        Route("/api/s/{ref}/attempts/{attempt}", g(api_attempt)),
+        Route("/api/s/{ref}/intents", g(api_add_intent), methods=["POST"]),
+        Route("/api/s/{ref}/edits", g(api_edits), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host)),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+
+
+def allowed_hosts(host: str) -> list[str]:
+    """Host names the app answers to: loopback names, plus the bind address when it is not a wildcard."""
+    if host in ("0.0.0.0", "::", ""):
+        return ["*"]
+    return sorted({*LOOPBACK, host})

@@ -1,0 +1,199 @@
+"""The score over rounds as an inline SVG: every attempt, the best so far, round bands.
+
+Drawn on the server from numbers only (labels escaped), so the page and the exported report show the
+same chart with no script and no external resource. Colours come from CSS classes.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import groupby
+
+from server.web.html import Markup, h, join
+from worldmodel.models import Attempt
+
+WIDTH, HEIGHT = 1000, 210
+LEFT, RIGHT, TOP, BOTTOM = 46, 14, 16, 34
+
+
+def _nice_step(span: float, target_ticks: int = 5) -> float:
+    raw = span / max(target_ticks, 1)
+    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    for m in (1, 2, 2.5, 5, 10):
+        if m * mag >= raw:
+            return m * mag
+    return 10 * mag
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".") if x < 10 else f"{x:.0f}"
+
+
+def _label(a: Attempt) -> str:
+    ev = a.evaluation
+    where = f"node #{a.node_id}" if a.node_id is not None else "no node"
+    what = f"{a.speedup:.3f}x vs eager" if a.speedup is not None else (ev.status if ev else "not evaluated")
+    return f"attempt #{a.id} · round {a.round} · {where} · {a.author} · {what}"
+
+
+def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
+    """SVG of speedup vs eager per attempt (in order), the running best, and the search's best ringed."""
+    atts = sorted(attempts, key=lambda a: a.id)
+    if not atts:
+        return h(
+            "svg",
+            {
+                "class": "chart",
+                "viewBox": f"0 0 {WIDTH} 60",
+                "role": "img",
+                "aria-label": "score over rounds: no attempts yet",
+            },
+            h("text", {"x": 12, "y": 34, "class": "chart-empty"}, "No attempts yet."),
+        )
+    n = len(atts)
+    pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    speeds = [a.speedup for a in atts if a.speedup is not None]
+    ymax = max([1.0, *speeds]) * 1.12
+    step = _nice_step(ymax)
+    ymax = math.ceil(ymax / step) * step
+
+    def x(i: int) -> float:
+        return LEFT + (i + 0.5) * pw / n
+
+    def y(v: float) -> float:
+        return TOP + ph * (1 - v / ymax)
+
+    parts: list[Markup] = []
+    # Round bands, alternating shade, labelled when wide enough.
+    i0 = 0
+    for k, (rnd, grp) in enumerate(groupby(atts, key=lambda a: a.round)):
+        cnt = len(list(grp))
+        bx, bw = LEFT + i0 * pw / n, cnt * pw / n
+        parts.append(
+            h(
+                "rect",
+                {
+                    "class": f"band band{k % 2}",
+                    "x": f"{bx:.1f}",
+                    "y": TOP,
+                    "width": f"{bw:.1f}",
+                    "height": ph,
+                },
+            )
+        )
+        if bw >= 22 or n <= 40:
+            parts.append(
+                h(
+                    "text",
+                    {
+                        "class": "tick",
+                        "x": f"{bx + bw / 2:.1f}",
+                        "y": HEIGHT - BOTTOM + 14,
+                        "text-anchor": "middle",
+                    },
+                    f"r{rnd}",
+                )
+            )
+        i0 += cnt
+    # Horizontal grid with speedup labels; the eager line (1x) dashed.
+    v = 0.0
+    while v <= ymax + 1e-9:
+        parts.append(
+            h(
+                "line",
+                {"class": "grid", "x1": LEFT, "x2": WIDTH - RIGHT, "y1": f"{y(v):.1f}", "y2": f"{y(v):.1f}"},
+            )
+        )
+        parts.append(
+            h(
+                "text",
+                {"class": "tick", "x": LEFT - 6, "y": f"{y(v) + 4:.1f}", "text-anchor": "end"},
+                f"{_fmt(v)}x",
+            )
+        )
+        v += step
+    parts.append(
+        h(
+            "line",
+            {"class": "eager", "x1": LEFT, "x2": WIDTH - RIGHT, "y1": f"{y(1.0):.1f}", "y2": f"{y(1.0):.1f}"},
+        )
+    )
+    # Best so far: a step line through the running maximum of measured speedups.
+    pts: list[str] = []
+    best: float | None = None
+    for i, a in enumerate(atts):
+        if a.speedup is not None and (best is None or a.speedup > best):
+            if best is not None:
+                pts.append(f"{x(i):.1f},{y(best):.1f}")
+            best = a.speedup
+        if best is not None:
+            pts.append(f"{x(i):.1f},{y(best):.1f}")
+    if pts:
+        if len(pts) == 1:
+            pts.append(pts[0])
+        last = pts[-1].split(",")[1]
+        pts.append(f"{WIDTH - RIGHT:.1f},{last}")
+        parts.append(h("polyline", {"class": "best-line", "points": " ".join(pts)}))
+    # One mark per attempt: a dot when it ran correctly and was timed, a cross at the floor otherwise.
+    for i, a in enumerate(atts):
+        tip = h("title", None, _label(a))
+        cls = "human" if a.author == "human" else "auto"
+        if a.speedup is not None:
+            parts.append(
+                h(
+                    "circle",
+                    {
+                        "class": f"pt {cls}",
+                        "cx": f"{x(i):.1f}",
+                        "cy": f"{y(a.speedup):.1f}",
+                        "r": 3.6,
+                        "data-attempt": a.id,
+                    },
+                    tip,
+                )
+            )
+            if a.id == best_attempt_id:
+                parts.append(
+                    h(
+                        "circle",
+                        {"class": "pt-best", "cx": f"{x(i):.1f}", "cy": f"{y(a.speedup):.1f}", "r": 7.5},
+                        h("title", None, "search best: " + _label(a)),
+                    )
+                )
+        else:
+            cx, cy = x(i), y(0) - 5
+            d = f"M{cx - 3:.1f},{cy - 3:.1f}L{cx + 3:.1f},{cy + 3:.1f}M{cx - 3:.1f},{cy + 3:.1f}L{cx + 3:.1f},{cy - 3:.1f}"
+            parts.append(h("path", {"class": "pt-fail", "d": d, "data-attempt": a.id}, tip))
+    parts.append(
+        h(
+            "text",
+            {"class": "axis-label", "x": LEFT, "y": TOP - 4},
+            "speedup vs eager, per attempt (bands: rounds)",
+        )
+    )
+    legend = join(
+        [
+            h("circle", {"class": "pt auto", "cx": WIDTH - 300, "cy": TOP - 8, "r": 3.6}),
+            h("text", {"class": "tick", "x": WIDTH - 292, "y": TOP - 4}, "attempt"),
+            h("circle", {"class": "pt human", "cx": WIDTH - 240, "cy": TOP - 8, "r": 3.6}),
+            h("text", {"class": "tick", "x": WIDTH - 232, "y": TOP - 4}, "human"),
+            h("path", {"class": "pt-fail", "d": f"M{WIDTH - 183},{TOP - 11}l6,6m-6,0l6,-6"}),
+            h("text", {"class": "tick", "x": WIDTH - 172, "y": TOP - 4}, "failed"),
+            h(
+                "line",
+                {"class": "best-line", "x1": WIDTH - 128, "x2": WIDTH - 110, "y1": TOP - 8, "y2": TOP - 8},
+            ),
+            h("text", {"class": "tick", "x": WIDTH - 104, "y": TOP - 4}, "best so far"),
+        ]
+    )
+    return h(
+        "svg",
+        {
+            "class": "chart",
+            "viewBox": f"0 0 {WIDTH} {HEIGHT}",
+            "role": "img",
+            "aria-label": f"score over rounds: {n} attempts",
+        },
+        parts,
+        legend,
+    )

@@ -1,0 +1,273 @@
+// ksearch ui: keeps the page current by polling a fingerprint, and sends steering edits as JSON.
+// Fragments come from the server already escaped; anything this script writes itself uses textContent.
+"use strict";
+
+(() => {
+  const SEARCH = document.body.dataset.search;
+  const API = `/api/s/${SEARCH}`;
+  const POLL_MS = 1500;
+  const HIDDEN_POLL_MS = 6000;
+  const $ = (sel) => document.querySelector(sel);
+
+  const st = { version: null, node: null, nodeData: null, attempt: null, busy: false };
+
+  async function getJSON(url) {
+    const r = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" });
+    const data = await r.json().catch(() => ({ error: `HTTP ${r.status}` }));
+    if (!r.ok) throw Object.assign(new Error(data.error || `HTTP ${r.status}`), { data });
+    return data;
+  }
+
+  async function postJSON(url, body) {
+    const r = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(body),
+    });
+    const data = await r.json().catch(() => ({ error: `HTTP ${r.status}` }));
+    if (!r.ok) throw Object.assign(new Error(data.error || `HTTP ${r.status}`), { data });
+    return data;
+  }
+
+  function setLive(ok, text) {
+    const el = $("#live");
+    el.textContent = text;
+    el.classList.toggle("offline", !ok);
+  }
+
+  function saveHash() {
+    const parts = [];
+    if (st.node !== null) parts.push(`node=${st.node}`);
+    if (st.attempt !== null) parts.push(`attempt=${st.attempt}`);
+    history.replaceState(null, "", parts.length ? `#${parts.join("&")}` : location.pathname);
+  }
+
+  function markSelected() {
+    document.querySelectorAll("#tree .node.selected").forEach((el) => {
+      el.classList.remove("selected");
+      el.setAttribute("aria-selected", "false");
+    });
+    if (st.node !== null) {
+      const el = document.querySelector(`#tree .node[data-node="${st.node}"]`);
+      if (el) {
+        el.classList.add("selected");
+        el.setAttribute("aria-selected", "true");
+      }
+    }
+    document.querySelectorAll("#node .attempt-row.selected").forEach((el) => el.classList.remove("selected"));
+    if (st.attempt !== null) {
+      const row = document.querySelector(`#node .attempt-row[data-attempt="${st.attempt}"]`);
+      if (row) row.classList.add("selected");
+    }
+  }
+
+  async function refreshView() {
+    const v = await getJSON(`${API}/view`);
+    $("#summary").innerHTML = v.summary_html;
+    $("#chart").innerHTML = v.chart_html;
+    $("#tree").innerHTML = v.tree_html;
+    st.version = v.version;
+    if (st.node === null) st.node = v.search.root_id;
+    markSelected();
+  }
+
+  function fillSteer(n) {
+    const panel = $("#steer");
+    panel.hidden = false;
+    $("#steer-target").textContent = `#${n.id} ${n.kind === "root" ? "root" : n.title}`;
+    const intent = n.kind === "intent";
+    document.querySelectorAll("#steer .intent-only").forEach((el) => { el.hidden = !intent; });
+    $("#pin").textContent = n.pinned ? "Unpin" : "Pin";
+    $("#veto").textContent = n.vetoed ? "Unveto" : "Veto";
+    $("#prune").disabled = n.status === "pruned";
+    $("#reopen").disabled = !(n.status === "pruned" || n.status === "failed" || n.status === "closed");
+    if (document.activeElement !== $("#prio")) $("#prio").value = n.priority.toFixed(2);
+  }
+
+  async function refreshNode(openDefault) {
+    if (st.node === null) return;
+    const want = st.node;
+    const d = await getJSON(`${API}/nodes/${want}`);
+    if (st.node !== want) return; // the user moved on meanwhile
+    $("#node").innerHTML = d.html;
+    st.nodeData = d.node;
+    fillSteer(d.node);
+    if (openDefault) {
+      if (d.default_attempt !== null) await selectAttempt(d.default_attempt);
+      else {
+        st.attempt = null;
+        $("#attempt").replaceChildren();
+      }
+    }
+    markSelected();
+    saveHash();
+  }
+
+  async function selectNode(id, attempt) {
+    st.node = id;
+    st.attempt = null;
+    markSelected();
+    try {
+      await refreshNode(attempt === undefined);
+      if (attempt !== undefined && attempt !== null) await selectAttempt(attempt);
+    } catch (e) {
+      $("#node").textContent = `Could not load node #${id}: ${e.message}`;
+    }
+  }
+
+  async function selectAttempt(id) {
+    st.attempt = id;
+    markSelected();
+    saveHash();
+    try {
+      const d = await getJSON(`${API}/attempts/${id}`);
+      if (st.attempt !== id) return;
+      $("#attempt").innerHTML = d.html;
+    } catch (e) {
+      $("#attempt").textContent = `Could not load attempt #${id}: ${e.message}`;
+    }
+  }
+
+  async function tick() {
+    if (st.busy) return;
+    st.busy = true;
+    try {
+      const v = await getJSON(`${API}/version`);
+      if (v.version !== st.version) {
+        await refreshView();
+        if (st.node !== null) await refreshNode(false);
+      }
+      setLive(true, `live · ${new Date().toLocaleTimeString()}`);
+    } catch (e) {
+      setLive(false, `offline (${e.message}) · retrying`);
+    } finally {
+      st.busy = false;
+    }
+  }
+
+  function loop() {
+    const wait = document.hidden ? HIDDEN_POLL_MS : POLL_MS;
+    setTimeout(async () => {
+      await tick();
+      loop();
+    }, wait);
+  }
+
+  function say(text, ok, problems) {
+    const el = $("#steer-msg");
+    el.replaceChildren();
+    el.classList.toggle("err", !ok);
+    const p = document.createElement("div");
+    p.textContent = text;
+    el.appendChild(p);
+    if (problems && problems.length) {
+      const ul = document.createElement("ul");
+      for (const pr of problems) {
+        const li = document.createElement("li");
+        li.textContent = pr;
+        ul.appendChild(li);
+      }
+      el.appendChild(ul);
+    }
+  }
+
+  async function steer(edit, done) {
+    if (st.nodeData === null) return;
+    const reason = $("#reason").value.trim();
+    try {
+      await postJSON(`${API}/edits`, { edits: [{ node_id: st.nodeData.id, reason, ...edit }] });
+      say(done, true);
+      st.version = null; // force the next tick to reload
+      await tick();
+    } catch (e) {
+      say(e.message, false, e.data && e.data.problems);
+    }
+  }
+
+  // ---------------------------------------------------------------- wiring
+
+  $("#tree").addEventListener("click", (ev) => {
+    const card = ev.target.closest(".node[data-node]");
+    if (card) selectNode(Number(card.dataset.node));
+  });
+  $("#tree").addEventListener("keydown", (ev) => {
+    const card = ev.target.closest(".node[data-node]");
+    if (card && (ev.key === "Enter" || ev.key === " ")) {
+      ev.preventDefault();
+      selectNode(Number(card.dataset.node));
+    }
+  });
+  $("#node").addEventListener("click", (ev) => {
+    const row = ev.target.closest(".attempt-row[data-attempt]");
+    if (row) selectAttempt(Number(row.dataset.attempt));
+  });
+  $("#node").addEventListener("keydown", (ev) => {
+    const row = ev.target.closest(".attempt-row[data-attempt]");
+    if (row && ev.key === "Enter") selectAttempt(Number(row.dataset.attempt));
+  });
+  $("#chart").addEventListener("click", async (ev) => {
+    const pt = ev.target.closest("[data-attempt]");
+    if (!pt) return;
+    const id = Number(pt.dataset.attempt);
+    const d = await getJSON(`${API}/attempts/${id}`).catch(() => null);
+    if (d === null) return;
+    const v = await getJSON(`${API}/view`).catch(() => null);
+    await selectNode(d.node_id !== null ? d.node_id : v.search.root_id, id);
+  });
+
+  $("#set-prio").addEventListener("click", () => {
+    const p = Number($("#prio").value);
+    steer({ op: "update", priority: p }, `priority set to ${p.toFixed(2)}`);
+  });
+  $("#pin").addEventListener("click", () => {
+    const on = st.nodeData && st.nodeData.pinned;
+    steer({ op: on ? "unpin" : "pin" }, on ? "unpinned" : "pinned: selected before other intents");
+  });
+  $("#veto").addEventListener("click", () => {
+    const on = st.nodeData && st.nodeData.vetoed;
+    steer({ op: on ? "unveto" : "veto" }, on ? "unvetoed" : "vetoed: never selected");
+  });
+  $("#prune").addEventListener("click", () => steer({ op: "prune" }, "pruned"));
+  $("#reopen").addEventListener("click", () => steer({ op: "reopen" }, "reopened"));
+
+  $("#add-intent").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    if (st.nodeData === null) return;
+    const body = {
+      parent_id: st.nodeData.id,
+      title: $("#intent-title").value.trim(),
+      rationale: $("#intent-why").value.trim(),
+      priority: Number($("#intent-prio").value),
+      difficulty: Number($("#intent-diff").value),
+      reason: $("#reason").value.trim(),
+    };
+    try {
+      const d = await postJSON(`${API}/intents`, body);
+      const n = d.nodes[0];
+      say(`added intent #${n.id} under #${body.parent_id}`, true);
+      $("#intent-title").value = "";
+      $("#intent-why").value = "";
+      st.version = null;
+      await tick();
+    } catch (e) {
+      say(e.message, false, e.data && e.data.problems);
+    }
+  });
+
+  // ---------------------------------------------------------------- start
+
+  (async () => {
+    const hash = new URLSearchParams(location.hash.slice(1));
+    try {
+      await refreshView();
+      setLive(true, `live · ${new Date().toLocaleTimeString()}`);
+    } catch (e) {
+      setLive(false, `offline (${e.message}) · retrying`);
+    }
+    const node = Number(hash.get("node"));
+    const attempt = Number(hash.get("attempt"));
+    if (node) await selectNode(node, attempt || undefined);
+    else if (st.node !== null) await selectNode(st.node);
+    loop();
+  })();
+})();
