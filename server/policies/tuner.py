@@ -77,9 +77,14 @@ class Observation:
 
 class EffectModel:
     """Additive model of log-speedup: mean + one effect per (parameter, value), fitted by ridge least
-    squares. With one-at-a-time data it predicts a combination of two good moves as the sum of their gains."""
+    squares. With one-at-a-time data it predicts a combination of two good moves as the sum of their gains.
+    An unmeasured value of a numeric parameter is estimated from its measured neighbours (interpolated
+    between them, or continued past the last one at half the slope), so a trend is followed."""
 
-    def __init__(self, observations: list[tuple[Config, float]], ridge: float = 0.05) -> None:
+    def __init__(
+        self, observations: list[tuple[Config, float]], space: dict[str, list[Any]], ridge: float = 0.05
+    ) -> None:
+        self.space = space
         self.features = sorted({(k, repr(v)) for cfg, _ in observations for k, v in cfg.items()})
         index = {f: i for i, f in enumerate(self.features)}
         ys = [y for _, y in observations]
@@ -101,10 +106,35 @@ class EffectModel:
         return all((k, repr(v)) in self.weights for k, v in cfg.items())
 
     def predict(self, cfg: Config) -> float:
-        return self.mean + sum(self.weights.get((k, repr(v)), 0.0) for k, v in cfg.items())
+        return self.mean + sum(self.estimate(k, v) for k, v in cfg.items())
 
     def effect(self, name: str, value: Any) -> float | None:
+        """The fitted effect of a measured value; None when the value was never measured."""
         return self.weights.get((name, repr(value)))
+
+    def estimate(self, name: str, value: Any) -> float:
+        known = self.effect(name, value)
+        if known is not None:
+            return known
+        order = ordered(self.space.get(name, []))
+        numeric = order and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in order)
+        if not numeric or value not in order:
+            return 0.0
+        j = order.index(value)
+        measured = [(i, e) for i, v in enumerate(order) if (e := self.effect(name, v)) is not None]
+        below = [(i, e) for i, e in measured if i < j]
+        above = [(i, e) for i, e in measured if i > j]
+        if below and above:
+            (i0, e0), (i1, e1) = below[-1], above[0]
+            return e0 + (e1 - e0) * (j - i0) / (i1 - i0)
+        side = below[-2:] if below else above[:2]
+        if not side:
+            return 0.0
+        (i_near, e_near) = side[-1] if below else side[0]
+        if len(side) < 2:
+            return e_near
+        slope = (side[1][1] - side[0][1]) / (side[1][0] - side[0][0])
+        return e_near + 0.5 * slope * (j - i_near)
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
@@ -233,11 +263,11 @@ class TunerPolicy(Policy):
         changed = [k for k, v in ctx.intent_params.items() if base[k] != v]
         notes = [f"{k} {base[k]!r} -> {ctx.intent_params[k]!r}" for k in changed]
         if ctx.attempt_index > 0:
-            move = self._refine_move(ctx.attempt_index, target, changed, space)
+            move = self._refine_move(ctx.attempt_index, target, changed, space, base)
             if move is None:
                 raise IntentDeclined(
-                    f"intent #{ctx.intent_id}: no neighbouring setting is left to try at refine attempt "
-                    f"{ctx.attempt_index} (space: {fmt_cfg(space)})"
+                    f"intent #{ctx.intent_id}: the one-parameter moves around {fmt_cfg(target)} are used up "
+                    f"at refine attempt {ctx.attempt_index}; nothing new is left to try for this intent"
                 )
             name, new = move
             notes.append(f"refine attempt {ctx.attempt_index}: also {name} {target[name]!r} -> {new!r}")
@@ -261,26 +291,32 @@ class TunerPolicy(Policy):
         )
 
     def _refine_move(
-        self, attempt_index: int, target: Config, changed: list[str], space: dict[str, list[Any]]
+        self,
+        attempt_index: int,
+        target: Config,
+        changed: list[str],
+        space: dict[str, list[Any]],
+        base: Config,
     ) -> tuple[str, Any] | None:
-        """The attempt_index-th move (1-based) in a fixed sequence of moves of one parameter the intent
-        does not set: one step up for each parameter, one step down, two up, ... The seed rotates which
-        parameter comes first."""
-        cands = [n for n in space if n not in changed and n in target] or [n for n in space if n in target]
-        cands = [n for n in cands if target[n] in ordered(space[n])]
-        if not cands:
-            return None
-        shift = self.seed % len(cands)
-        cands = cands[shift:] + cands[:shift]
-        longest = max(len(space[n]) for n in cands)
+        """The attempt_index-th move (1-based) in a fixed sequence of one-parameter moves from `target`: first
+        the parameters the intent leaves alone (one step up for each, one step down, two up, ...; the seed
+        rotates which comes first), then further steps of the intent's own parameters. A move back to the
+        base's value is skipped: that setting is the base itself."""
+        others = [n for n in space if n not in changed and target.get(n) in ordered(space[n])]
+        own = [n for n in changed if target.get(n) in ordered(space.get(n, []))]
+        if others:
+            shift = self.seed % len(others)
+            others = others[shift:] + others[:shift]
         seq: list[tuple[str, Any]] = []
-        for step in range(1, longest):
-            for direction in (1, -1):
-                for n in cands:
-                    order = ordered(space[n])
-                    j = order.index(target[n]) + direction * step
-                    if 0 <= j < len(order):
-                        seq.append((n, order[j]))
+        for group in (others, own):
+            longest = max((len(space[n]) for n in group), default=0)
+            for step in range(1, longest):
+                for direction in (1, -1):
+                    for n in group:
+                        order = ordered(space[n])
+                        j = order.index(target[n]) + direction * step
+                        if 0 <= j < len(order) and not (n in changed and order[j] == base.get(n)):
+                            seq.append((n, order[j]))
         return seq[attempt_index - 1] if attempt_index <= len(seq) else None
 
     # ------------------------------------------------------------------ update
@@ -289,8 +325,7 @@ class TunerPolicy(Policy):
         space = dict(ctx.tunables) or self._space or self._infer_space(ctx)
         obs = self._observations(ctx, space)
         ok = [o for o in obs if o.log_speedup is not None]
-        good = {(k, repr(v)) for o in ok for k, v in o.cfg.items()}
-        bad = sorted({(k, repr(v)) for o in obs if o.log_speedup is None for k, v in o.cfg.items()} - good)
+        bad = self._blamed(obs)
         edits: list[EditSpec] = []
         reflection = [
             f"tuner, round {ctx.round}: {len(ctx.outcomes)} attempt(s) on #{ctx.intent_id}; "
@@ -299,16 +334,12 @@ class TunerPolicy(Policy):
         if bad:
             reflection.append("Values that only ever failed: " + ", ".join(f"{k}={v}" for k, v in bad) + ".")
         if not ok:
-            edits = [
-                EditSpec(op="prune", node_id=int(i["id"]), reason=f"sets {k}={v}, which only ever failed")
-                for i in self._open_with_params(ctx)
-                for k, v in [self._first_bad(i["params"], bad)]
-                if k is not None
-            ]
-            reflection.append("No correct measurement yet: nothing to fit.")
-            return UpdateResult(reflection=" ".join(reflection), edits=edits)
+            reflection.append(
+                "No correct measurement yet: nothing to fit, and no failure can be blamed on a value."
+            )
+            return UpdateResult(reflection=" ".join(reflection))
 
-        model = EffectModel([(o.cfg, o.log_speedup) for o in ok if o.log_speedup is not None])
+        model = EffectModel([(o.cfg, o.log_speedup) for o in ok if o.log_speedup is not None], space)
         best = max(ok, key=lambda o: (o.log_speedup, -(o.outcome.attempt_id or 0)))
         best_y = best.log_speedup
         assert best_y is not None
@@ -426,6 +457,22 @@ class TunerPolicy(Policy):
             scored_props.append((pri, title, spec))
         scored_props.sort(key=lambda t: (-t[0], t[1]))
         return [s for _, _, s in scored_props[: self.max_new_intents]]
+
+    @staticmethod
+    def _blamed(obs: list[Observation]) -> list[Feature]:
+        """Values that explain a failure on their own: the one value of a failed setting that no correct
+        setting ever had. A failed setting with several such values blames none of them (ambiguous), and
+        without any correct setting nothing is blamed."""
+        good = {(k, repr(v)) for o in obs if o.log_speedup is not None for k, v in o.cfg.items()}
+        if not good:
+            return []
+        bad: set[Feature] = set()
+        for o in obs:
+            if o.log_speedup is None:
+                unseen = {(k, repr(v)) for k, v in o.cfg.items()} - good
+                if len(unseen) == 1:
+                    bad |= unseen
+        return sorted(bad)
 
     @staticmethod
     def _priority(pred: float, best_y: float, knows: bool) -> float:

@@ -1,0 +1,107 @@
+"""Recording any policy's answers to JSONL, and playing them back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from server.policies.anthropic import AnthropicPolicy
+from server.policies.base import CallRecord, InitContext, PolicyError, UpdateContext, WriteContext
+from server.policies.replay import RecordingPolicy, ReplayPolicy
+from server.policies.tuner import TunerPolicy
+from tests.policies.policy_data import VALID_CODE, VALID_INIT, VALID_UPDATE
+from tests.stubs import StubAnthropic
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_record_then_replay_round_trip(
+    tmp_path: Path, init_ctx: InitContext, update_ctx: UpdateContext
+) -> None:
+    path = tmp_path / "runs" / "tuner.jsonl"
+    rec = RecordingPolicy(TunerPolicy(), path)
+    assert rec.name == "tuner"
+    init = await rec.init(init_ctx)
+    first = init.intents[0]
+    code = await rec.write_code(
+        WriteContext(
+            task=init_ctx.task,
+            intent_id=2,
+            intent_title=first.title,
+            intent_params=first.params,
+            base_source=init_ctx.seed_source,
+        )
+    )
+    upd = await rec.update(update_ctx)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["phase"] for line in lines] == ["init", "write_code", "update"]
+    assert lines[0]["policy"] == "tuner"
+
+    calls: list[CallRecord] = []
+
+    async def sink(r: CallRecord) -> None:
+        calls.append(r)
+
+    replay = ReplayPolicy(path)
+    replay.on_call(sink)
+    assert replay.remaining == 3
+    assert await replay.init(init_ctx) == init
+    assert (
+        await replay.write_code(
+            WriteContext(task=init_ctx.task, intent_id=2, intent_title="x", base_source="")
+        )
+        == code
+    )
+    assert await replay.update(update_ctx) == upd
+    assert [c.phase for c in calls] == ["init", "write_code", "update"]
+    assert calls[1].provider == "replay" and calls[1].request.endswith("tuner.jsonl:2")
+    with pytest.raises(PolicyError, match=r"exhausted: all 3 recorded answers.*init answer"):
+        await replay.init(init_ctx)
+
+
+async def test_recording_an_llm_policy_keeps_its_accounting(tmp_path: Path, init_ctx: InitContext) -> None:
+    path = tmp_path / "claude.jsonl"
+    calls: list[CallRecord] = []
+
+    async def sink(r: CallRecord) -> None:
+        calls.append(r)
+
+    with StubAnthropic([StubAnthropic.tool_call(VALID_INIT)]) as s:
+        inner = AnthropicPolicy(base_url=s.base_url, api_key="test", max_retries=0)
+        policy = RecordingPolicy(inner, path)
+        policy.on_call(sink)
+        result = await policy.init(init_ctx)
+        await policy.aclose()
+    assert calls[0].provider == "anthropic" and calls[0].tokens_in == 1200  # the inner policy still reports
+    line = json.loads(path.read_text())
+    assert line["model"] == "claude-sonnet-4-5" and line["phase"] == "init"
+    assert await ReplayPolicy(path).init(init_ctx) == result
+
+
+async def test_phase_mismatch_is_reported_with_the_line(tmp_path: Path, write_ctx: WriteContext) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"phase": "init", "result": VALID_INIT}) + "\n")
+    with pytest.raises(PolicyError, match=r"r.jsonl line 1 holds a init answer, but a write_code answer"):
+        await ReplayPolicy(path).write_code(write_ctx)
+
+
+async def test_invalid_recorded_answer_is_an_error(tmp_path: Path, update_ctx: UpdateContext) -> None:
+    path = tmp_path / "r.jsonl"
+    bad = {**VALID_UPDATE, "edits": [{"op": "explode", "node_id": 3}]}
+    path.write_text("\n" + json.dumps({"phase": "update", "result": bad}) + "\n")
+    with pytest.raises(PolicyError, match=r"line 2: the recorded update answer is invalid"):
+        await ReplayPolicy(path).update(update_ctx)
+
+
+def test_malformed_files_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"phase": "write_code", "result": VALID_CODE}) + "\nnot json\n")
+    with pytest.raises(PolicyError, match="line 2 is not a replay record"):
+        ReplayPolicy(path)
+    path.write_text(json.dumps({"phase": "refine", "result": {}}) + "\n")
+    with pytest.raises(PolicyError, match=r"line 1 .*phase"):
+        ReplayPolicy(path)
+    with pytest.raises(PolicyError, match="cannot read the replay file"):
+        ReplayPolicy(tmp_path / "missing.jsonl")

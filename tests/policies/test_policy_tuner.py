@@ -1,0 +1,278 @@
+"""The offline tuner: intents from the seed's TUNABLES, code by rewriting settings, updates from a fitted
+model of each parameter's effect."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import math
+
+import pytest
+
+from gpu.tasks.tunables import read_tunables
+from server.policies.base import (
+    AttemptOutcome,
+    InitContext,
+    IntentDeclined,
+    PolicyError,
+    UpdateContext,
+    WriteContext,
+)
+from server.policies.tuner import EffectModel, TunerPolicy, config_key
+from tests.policies.policy_data import SEED, brief
+
+pytestmark = pytest.mark.anyio
+
+SEED_CFG = {"BLOCK_SIZE": 512, "NUM_WARPS": 4, "NUM_STAGES": 2}
+SPACE = {"BLOCK_SIZE": [256, 512, 1024, 2048], "NUM_WARPS": [2, 4, 8], "NUM_STAGES": [1, 2, 3]}
+
+
+def write_ctx(params: dict[str, object], attempt_index: int = 0, base: str = SEED) -> WriteContext:
+    return WriteContext(
+        task=brief(),
+        intent_id=7,
+        intent_title="tune",
+        intent_params=params,
+        base_source=base,
+        attempt_index=attempt_index,
+    )
+
+
+def changed_lines(a: str, b: str) -> list[str]:
+    return [
+        line
+        for line in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
+async def test_init_proposes_one_move_per_intent_covering_every_parameter() -> None:
+    res = await TunerPolicy().init(InitContext(task=brief("compute"), seed_source=SEED))
+    assert "Offline tuner" in res.analysis
+    for line in ("BLOCK_SIZE: 256, [512], 1024, 2048", "NUM_WARPS: 2, [4], 8", "NUM_STAGES: 1, [2], 3"):
+        assert line in res.analysis
+    assert "36 settings" in res.analysis
+    # 3 + 2 + 2 = 7 moves away from the seed, each changing exactly one value to an allowed one.
+    assert len(res.intents) == 7
+    keys = set()
+    for intent in res.intents:
+        diff = {k: v for k, v in intent.params.items() if SEED_CFG[k] != v}
+        assert len(diff) == 1 and set(intent.params) == set(SEED_CFG)
+        ((name, value),) = diff.items()
+        assert value in SPACE[name] and name in intent.title and intent.difficulty == 1
+        keys.add(config_key(intent.params))
+    assert len(keys) == 7  # no duplicates
+    # The first intents cover every parameter before any gets a second move.
+    first = [next(k for k, v in i.params.items() if SEED_CFG[k] != v) for i in res.intents[:3]]
+    assert sorted(first) == sorted(SPACE)
+    # Compute-bound prior: larger tiles first, near moves before far ones.
+    pri = {(k, v): i.priority for i in res.intents for k, v in i.params.items() if SEED_CFG[k] != v}
+    assert pri[("BLOCK_SIZE", 1024)] > pri[("BLOCK_SIZE", 256)]
+    assert pri[("BLOCK_SIZE", 1024)] > pri[("BLOCK_SIZE", 2048)]
+    assert [i.priority for i in res.intents] == sorted((i.priority for i in res.intents), reverse=True)
+
+
+async def test_init_is_deterministic_and_capped() -> None:
+    a = await TunerPolicy(max_intents=4).init(InitContext(task=brief(), seed_source=SEED))
+    b = await TunerPolicy(max_intents=4).init(InitContext(task=brief(), seed_source=SEED))
+    assert len(a.intents) == 4 and a.model_dump() == b.model_dump()
+
+
+async def test_init_without_tunables_says_what_is_needed() -> None:
+    plain = SEED.split("TUNABLES =")[0] + "\nclass ModelNew: ...\n"
+    with pytest.raises(PolicyError, match=r"TUNABLES.*declares none"):
+        await TunerPolicy().init(InitContext(task=brief(), seed_source=plain))
+
+
+async def test_write_code_rewrites_exactly_the_settings() -> None:
+    code = await TunerPolicy().write_code(write_ctx({**SEED_CFG, "BLOCK_SIZE": 1024, "NUM_WARPS": 8}))
+    ast.parse(code.source)
+    assert changed_lines(SEED, code.source) == [
+        "-BLOCK_SIZE = 512  # columns per program",
+        "-NUM_WARPS = 4",
+        "+BLOCK_SIZE = 1024  # columns per program",
+        "+NUM_WARPS = 8",
+    ]
+    assert {n: t.current for n, t in read_tunables(code.source).items()} == {
+        "BLOCK_SIZE": 1024,
+        "NUM_WARPS": 8,
+        "NUM_STAGES": 2,
+    }
+    assert code.params == {"BLOCK_SIZE": 1024, "NUM_WARPS": 8, "NUM_STAGES": 2}
+    assert code.language == "triton" and "BLOCK_SIZE 512 -> 1024" in code.explanation
+
+
+async def test_refine_attempts_move_one_other_parameter_deterministically() -> None:
+    params = {**SEED_CFG, "BLOCK_SIZE": 1024}
+    seen = []
+    for i in range(1, 5):
+        code = await TunerPolicy().write_code(write_ctx(params, attempt_index=i))
+        again = await TunerPolicy().write_code(write_ctx(params, attempt_index=i))
+        assert code.source == again.source
+        ast.parse(code.source)
+        assert code.params["BLOCK_SIZE"] == 1024  # the intent's own setting is kept
+        moved = {k: v for k, v in code.params.items() if params[k] != v}
+        assert len(moved) == 1
+        ((name, value),) = moved.items()
+        order = SPACE[name]
+        assert abs(order.index(value) - order.index(params[name])) == 1  # a neighbouring value
+        seen.append(config_key(code.params))
+    assert len(set(seen)) == 4  # each refine attempt tries something new
+    # The seed decides which parameter moves first.
+    a = await TunerPolicy(seed=0).write_code(write_ctx(params, attempt_index=1))
+    b = await TunerPolicy(seed=1).write_code(write_ctx(params, attempt_index=1))
+    assert a.params != b.params
+
+
+async def test_refine_runs_out_with_a_clear_decline() -> None:
+    params = {**SEED_CFG, "BLOCK_SIZE": 1024}
+    with pytest.raises(IntentDeclined, match="used up"):
+        await TunerPolicy().write_code(write_ctx(params, attempt_index=50))
+
+
+async def test_write_code_declines_what_it_cannot_implement() -> None:
+    tuner = TunerPolicy()
+    with pytest.raises(IntentDeclined, match="sets none"):
+        await tuner.write_code(write_ctx({}))
+    with pytest.raises(IntentDeclined, match=r"TILE_K.*does not declare"):
+        await tuner.write_code(write_ctx({"TILE_K": 64}))
+    with pytest.raises(IntentDeclined, match="not allowed"):
+        await tuner.write_code(write_ctx({"BLOCK_SIZE": 4096}))
+    with pytest.raises(IntentDeclined, match="already has these settings"):
+        await tuner.write_code(write_ctx(dict(SEED_CFG)))
+
+
+def outcome(aid: int, node: int, status: str, speedup: float | None, **params: object) -> AttemptOutcome:
+    return AttemptOutcome(
+        attempt_id=aid, node_id=node, params={**SEED_CFG, **params}, status=status, speedup_vs_eager=speedup
+    )
+
+
+def update_ctx() -> UpdateContext:
+    history = [outcome(1, 1, "ok", 1.0)]
+    outcomes = [
+        outcome(2, 2, "ok", 1.3, BLOCK_SIZE=1024),
+        outcome(3, 3, "ok", 1.1, NUM_WARPS=8),
+        outcome(4, 4, "ok", 0.7, BLOCK_SIZE=256),
+        outcome(5, 5, "compile_error", None, NUM_STAGES=3),
+    ]
+    open_intents = [
+        {"id": 6, "title": "BLOCK_SIZE 2048", "priority": 0.5, "params": {**SEED_CFG, "BLOCK_SIZE": 2048}},
+        {
+            "id": 8,
+            "title": "stages 3 + 1024",
+            "priority": 0.5,
+            "params": {**SEED_CFG, "NUM_STAGES": 3, "BLOCK_SIZE": 1024},
+        },
+        {
+            "id": 9,
+            "title": "256 with 8 warps",
+            "priority": 0.5,
+            "params": {**SEED_CFG, "BLOCK_SIZE": 256, "NUM_WARPS": 8},
+        },
+        {
+            "id": 10,
+            "title": "from best: stages 1",
+            "priority": 0.5,
+            "params": {**SEED_CFG, "BLOCK_SIZE": 1024, "NUM_STAGES": 1},
+        },
+        {"id": 11, "title": "use tensor cores", "priority": 0.9, "params": {}},
+    ]
+    return UpdateContext(
+        task=brief(),
+        round=3,
+        intent_id=2,
+        intent_title="tune",
+        outcomes=outcomes,
+        history=history,
+        tree_view="",
+        open_intents=open_intents,
+        tunables=SPACE,
+    )
+
+
+async def test_update_reprioritises_prunes_and_combines() -> None:
+    res = await TunerPolicy().update(update_ctx())
+    edits = {e.node_id: e for e in res.edits}
+    # A setting that only ever failed, and one predicted far below the best from measured effects, go.
+    assert edits[8].op == "prune" and "NUM_STAGES=3" in edits[8].reason
+    assert edits[9].op == "prune" and "of the best" in edits[9].reason
+    # The measured trend (256 < 512 < 1024) makes the next larger block the best open bet.
+    assert edits[6].op == "update" and edits[6].priority is not None and edits[6].priority > 0.75
+    assert 11 not in edits  # intents that set no tunables are not the tuner's to judge
+    # New intents: the combination of the best values first, then moves around the best setting.
+    combo = res.new_intents[0]
+    assert combo.params == {"BLOCK_SIZE": 1024, "NUM_WARPS": 8, "NUM_STAGES": 2}
+    assert combo.expected_speedup is not None and 1.02 < combo.expected_speedup < 1.2  # ~1.1 = 1.3*1.1/1.3
+    assert combo.parent_id == 2 and combo.base_attempt_id == 2  # builds on the best attempt
+    taken = {config_key(i["params"]) for i in update_ctx().open_intents if i["params"]}
+    measured = {config_key(o.params) for o in [*update_ctx().history, *update_ctx().outcomes]}
+    new_keys = [config_key(i.params) for i in res.new_intents]
+    assert len(set(new_keys)) == len(new_keys)
+    assert not set(new_keys) & (taken | measured)  # never an open intent's or a measured setting again
+    for i in res.new_intents:
+        assert ("NUM_STAGES", "3") not in config_key(i.params)
+    assert "Best: 1.300x" in res.reflection and "BLOCK_SIZE=1024 +" in res.reflection
+
+
+async def test_update_is_deterministic() -> None:
+    a = await TunerPolicy().update(update_ctx())
+    b = await TunerPolicy().update(update_ctx())
+    assert a.model_dump() == b.model_dump()
+
+
+async def test_update_uses_the_intent_params_when_outcomes_lack_them() -> None:
+    ctx = update_ctx()
+    bare = [o.model_copy(update={"params": {}}) if o.attempt_id == 2 else o for o in ctx.outcomes]
+    ctx = ctx.model_copy(update={"outcomes": bare, "intent_params": {**SEED_CFG, "BLOCK_SIZE": 1024}})
+    res = await TunerPolicy().update(ctx)
+    assert "Best: 1.300x" in res.reflection and "BLOCK_SIZE=1024" in res.reflection
+
+
+async def test_update_blames_a_failure_only_on_an_unambiguous_value() -> None:
+    opens = [
+        {
+            "id": 3,
+            "title": "2048 + 8 warps",
+            "priority": 0.5,
+            "params": {**SEED_CFG, "BLOCK_SIZE": 2048, "NUM_WARPS": 8},
+        },
+        {"id": 4, "title": "8 warps", "priority": 0.5, "params": {**SEED_CFG, "NUM_WARPS": 8}},
+        {"id": 5, "title": "1 stage", "priority": 0.5, "params": {**SEED_CFG, "NUM_STAGES": 1}},
+    ]
+
+    def ctx(outcomes: list[AttemptOutcome]) -> UpdateContext:
+        return UpdateContext(
+            task=brief(),
+            round=1,
+            intent_id=2,
+            intent_title="tune",
+            outcomes=outcomes,
+            tree_view="",
+            open_intents=opens,
+            tunables=SPACE,
+        )
+
+    # Nothing ran correctly: there is no baseline, so no value can be blamed and nothing is pruned.
+    res = await TunerPolicy().update(ctx([outcome(2, 2, "compile_error", None, BLOCK_SIZE=2048)]))
+    assert res.edits == [] and res.new_intents == [] and "nothing to fit" in res.reflection
+    # With the seed measured, the one new value of the failed setting is to blame.
+    seed_ok = outcome(1, 1, "ok", 1.0)
+    res = await TunerPolicy().update(ctx([seed_ok, outcome(2, 2, "compile_error", None, BLOCK_SIZE=2048)]))
+    assert [(e.op, e.node_id) for e in res.edits if e.op == "prune"] == [("prune", 3)]
+    assert all(i.params.get("BLOCK_SIZE") != 2048 for i in res.new_intents)
+    # A failed setting with two new values blames neither.
+    both = outcome(2, 2, "crash", None, BLOCK_SIZE=2048, NUM_STAGES=1)
+    res = await TunerPolicy().update(ctx([seed_ok, both]))
+    assert [e for e in res.edits if e.op == "prune"] == []
+
+
+def test_effect_model_adds_independent_gains() -> None:
+    obs = [
+        ({"A": 1, "B": 1}, 0.0),
+        ({"A": 2, "B": 1}, math.log(1.3)),
+        ({"A": 1, "B": 2}, math.log(1.2)),
+    ]
+    model = EffectModel(obs, {"A": [1, 2], "B": [1, 2]}, ridge=1e-6)
+    assert math.exp(model.predict({"A": 2, "B": 2})) == pytest.approx(1.3 * 1.2, rel=1e-3)
+    assert model.knows({"A": 2, "B": 2}) and not model.knows({"A": 3, "B": 1})
