@@ -175,6 +175,8 @@ def schema_for(phase: Phase) -> OutputSchema:
 # --------------------------------------------------------------------------- parsing
 
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+_JSON_FENCE = re.compile(r"```(?:json)?[ \t]*\n(\{.*?\})\s*```", re.DOTALL)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
 def strip_fences(text: str) -> str:
@@ -183,8 +185,11 @@ def strip_fences(text: str) -> str:
 
 
 def extract_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in a model's text answer: fences stripped, surrounding prose tolerated."""
-    body = strip_fences(text.strip())
+    """The JSON object in a model's text answer: reasoning blocks (`<think>`) dropped, a fenced JSON block
+    preferred, else the first object in the text; surrounding prose tolerated."""
+    body = _THINK.sub("", text).strip()
+    fenced = _JSON_FENCE.search(body)
+    body = fenced.group(1) if fenced else body
     start = body.find("{")
     if start < 0:
         raise OutputInvalid(["the answer holds no JSON object (expected one object, no prose around it)"])

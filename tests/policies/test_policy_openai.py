@@ -184,3 +184,15 @@ def test_chat_url() -> None:
     assert chat_url("https://openrouter.ai/api/v1") == "https://openrouter.ai/api/v1/chat/completions"
     with pytest.raises(ValueError, match="http"):
         OpenAIPolicy("localhost:8000", "m")
+
+
+async def test_reasoning_and_prose_around_a_fenced_answer(init_ctx: InitContext) -> None:
+    records: list[CallRecord] = []
+    text = (
+        "<think>The kernel {maybe} reads x twice...</think>\nHere you go:\n```json\n"
+        + json.dumps(VALID_INIT)
+        + "\n```\nLet me know."
+    )
+    with StubOpenAI([StubOpenAI.chat(text)]) as s:
+        result = await make(s, records).init(init_ctx)
+    assert len(result.intents) == 2 and len(s.requests) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import difflib
 import math
+from pathlib import Path
 
 import pytest
 
@@ -276,3 +277,29 @@ def test_effect_model_adds_independent_gains() -> None:
     model = EffectModel(obs, {"A": [1, 2], "B": [1, 2]}, ridge=1e-6)
     assert math.exp(model.predict({"A": 2, "B": 2})) == pytest.approx(1.3 * 1.2, rel=1e-3)
     assert model.knows({"A": 2, "B": 2}) and not model.knows({"A": 3, "B": 1})
+
+
+BUILTIN_SEEDS = sorted(
+    (Path(__file__).resolve().parents[2] / "gpu" / "tasks" / "builtin").glob("*/seed_triton.py")
+)
+
+
+@pytest.mark.skipif(not BUILTIN_SEEDS, reason="no built-in task seeds in this checkout")
+async def test_every_builtin_seed_can_be_tuned() -> None:
+    for path in BUILTIN_SEEDS:
+        seed = path.read_text()
+        declared = read_tunables(seed)
+        if not declared:
+            continue
+        tuner = TunerPolicy()
+        res = await tuner.init(InitContext(task=brief("compute"), seed_source=seed))
+        assert res.intents, path
+        for intent in res.intents:
+            for attempt in (0, 1):
+                code = await tuner.write_code(write_ctx(intent.params, attempt_index=attempt, base=seed))
+                ast.parse(code.source)
+                now = {n: t.current for n, t in read_tunables(code.source).items()}
+                assert now == code.params, path
+                moved = {k for k in now if now[k] != intent.params[k]}
+                assert len(moved) == attempt, (path, intent.title, attempt)
+                assert all(now[n] in declared[n].values for n in now)
