@@ -95,8 +95,10 @@ class AnthropicPolicy(LLMPolicy):
             raise ProviderError("the request timed out", retryable=True) from e
         except anthropic.APIConnectionError as e:
             raise ProviderError(f"connection failed: {e}", retryable=True) from e
-        except anthropic.AnthropicError as e:  # e.g. a response the SDK could not parse
+        except anthropic.APIError as e:  # e.g. a response the SDK could not parse: may pass on a retry
             raise ProviderError(f"{type(e).__name__}: {e}", retryable=True) from e
+        except anthropic.AnthropicError as e:  # client-side configuration (credentials, options): permanent
+            raise ProviderError(f"{type(e).__name__}: {e}", retryable=False) from e
 
         usage = msg.usage
         tokens_in = (usage.input_tokens or 0) + (getattr(usage, "cache_creation_input_tokens", 0) or 0)

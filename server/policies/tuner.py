@@ -410,11 +410,13 @@ class TunerPolicy(Policy):
             scored = [(model.effect(n, v), v) for v in ordered(space[n]) if model.effect(n, v) is not None]
             if scored:
                 combo[n] = max(scored, key=lambda t: t[0])[1]
+        where = f"attempt {best.outcome.attempt_id}" if best.outcome.attempt_id else "the best so far"
         if combo != best.cfg:
+            moved = {k: v for k, v in combo.items() if best.cfg.get(k) != v}
             proposals.append(
                 (
                     combo,
-                    "combine the best measured value of each tunable",
+                    f"combine the best measured values: {fmt_cfg(moved)} (on {where})",
                     "each value was the best measured for its parameter",
                 )
             )
@@ -428,7 +430,7 @@ class TunerPolicy(Policy):
                     proposals.append(
                         (
                             best.cfg | {n: order[k]},
-                            f"from the best: {n} {best.cfg[n]!r} -> {order[k]!r}",
+                            f"{n} {best.cfg[n]!r} -> {order[k]!r} (on {where})",
                             "coordinate move around the best measured setting",
                         )
                     )

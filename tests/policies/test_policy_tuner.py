@@ -303,3 +303,72 @@ async def test_every_builtin_seed_can_be_tuned() -> None:
                 moved = {k for k in now if now[k] != intent.params[k]}
                 assert len(moved) == attempt, (path, intent.title, attempt)
                 assert all(now[n] in declared[n].values for n in now)
+
+
+async def test_tuner_loop_finds_the_optimum_of_a_separable_landscape() -> None:
+    """A miniature driver loop (select the top open intent, write, 'measure', update, apply the edits) on a
+    synthetic landscape whose optimum needs a trend followed past the first moves and a combination."""
+    effect = {
+        "BLOCK_SIZE": {256: -0.3, 512: 0.0, 1024: 0.2, 2048: 0.3},
+        "NUM_WARPS": {2: -0.1, 4: 0.0, 8: 0.1},
+        "NUM_STAGES": {1: 0.05, 2: 0.0},  # 3 does not compile
+    }
+
+    def measure(cfg: dict[str, int]) -> tuple[str, float | None]:
+        if cfg["NUM_STAGES"] == 3:
+            return "compile_error", None
+        return "ok", math.exp(sum(effect[k][v] for k, v in cfg.items()))
+
+    tuner = TunerPolicy()
+    init = await tuner.init(InitContext(task=brief(), seed_source=SEED))
+    open_: dict[int, dict[str, object]] = {}
+    next_id = 2
+    for spec in init.intents:
+        open_[next_id] = {
+            "id": next_id,
+            "title": spec.title,
+            "priority": spec.priority,
+            "params": spec.params,
+        }
+        next_id += 1
+    history = [outcome(1, 1, "ok", 1.0)]
+    best = 1.0
+    for rnd in range(1, 16):
+        if not open_:
+            break
+        nid = max(open_, key=lambda i: (open_[i]["priority"], -i))
+        intent = open_.pop(nid)
+        code = await tuner.write_code(write_ctx(dict(intent["params"])))  # type: ignore[arg-type]
+        status, speedup = measure(code.params)
+        best = max(best, speedup or 0.0)
+        done = AttemptOutcome(
+            attempt_id=rnd + 1, node_id=nid, params=code.params, status=status, speedup_vs_eager=speedup
+        )
+        ctx = UpdateContext(
+            task=brief(),
+            round=rnd,
+            intent_id=nid,
+            intent_title=str(intent["title"]),
+            outcomes=[done],
+            history=list(history),
+            tree_view="",
+            open_intents=list(open_.values()),
+            tunables=SPACE,
+        )
+        history.append(done)
+        res = await tuner.update(ctx)
+        for e in res.edits:
+            if e.op == "prune":
+                open_.pop(e.node_id)
+            elif e.priority is not None:
+                open_[e.node_id]["priority"] = e.priority
+        for spec in res.new_intents:
+            open_[next_id] = {
+                "id": next_id,
+                "title": spec.title,
+                "priority": spec.priority,
+                "params": spec.params,
+            }
+            next_id += 1
+    optimum = math.exp(0.3 + 0.1 + 0.05)
+    assert best == pytest.approx(optimum), f"best {best:.3f} after 15 rounds, optimum {optimum:.3f}"
