@@ -99,6 +99,10 @@ class OpenAIPolicy(LLMPolicy):
             raise ProviderError(
                 f"connection to {self.url} failed: {type(e).__name__}: {e}", retryable=True
             ) from e
+        except httpx.HTTPError as e:  # e.g. a body that cannot be decoded: may pass on a retry
+            raise ProviderError(
+                f"the request to {self.url} failed: {type(e).__name__}: {e}", retryable=True
+            ) from e
 
         if r.status_code >= 400:
             text = r.text
