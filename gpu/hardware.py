@@ -1,0 +1,126 @@
+"""Measure what this GPU can actually do: copy bandwidth and matmul rate per dtype (worker side).
+
+These are the roofline ceilings: measured once per environment and cached by the sandbox. They are
+what a well-tuned library reaches here, not datasheet peaks, so a roofline fraction near or above
+1.0 means "as fast as cuBLAS / a device copy", and well above 1.0 means something is wrong.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from typing import Any
+
+import torch
+
+from gpu.stats import summarize
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    try:
+        import triton
+
+        triton_version: str | None = triton.__version__
+    except ImportError:
+        triton_version = None
+    facts: dict[str, Any] = {
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "python": platform.python_version(),
+        "cuda": torch.version.cuda,
+    }
+    if device.type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        facts.update(
+            device=p.name,
+            cpu_mode=False,
+            sm_count=p.multi_processor_count,
+            compute_capability=f"{p.major}.{p.minor}",
+            memory_gb=round(p.total_memory / 2**30, 1),
+            l2_bytes=int(getattr(p, "L2_cache_size", 0)) or None,
+        )
+    else:
+        facts.update(device="cpu-interpreter", cpu_mode=True, cuda=None)
+    return facts
+
+
+def _time_ms(fn: Any, reps: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    return summarize(times).median
+
+
+def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:
+    """Bytes per second of a device-to-device copy (read + write counted)."""
+    bufs = [torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0) for _ in range(2)]
+    ms = _time_ms(lambda: bufs[1].copy_(bufs[0]), reps=15)
+    bufs.clear()
+    return 2 * nbytes / (ms * 1e-3)
+
+
+def matmul_rates(device: torch.device, n: int = 8192) -> dict[str, float]:
+    """FLOP/s of an n^3 matmul per dtype (float32 is true FP32; 'tf32' allows TensorFloat-32)."""
+    rates: dict[str, float] = {}
+    flops = 2.0 * n**3
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for name, dt in (
+            ("float16", torch.float16),
+            ("bfloat16", torch.bfloat16),
+            ("float32", torch.float32),
+            ("tf32", torch.float32),
+        ):
+            torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+            a = torch.randn(n, n, device=device, dtype=dt)
+            b = torch.randn(n, n, device=device, dtype=dt)
+            ms = _time_ms(lambda a=a, b=b: torch.mm(a, b), reps=5 if dt == torch.float32 else 10)
+            rates[name] = flops / (ms * 1e-3)
+            del a, b
+        try:
+            a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+            b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # column-major as required
+            one = torch.tensor(1.0, device=device)
+            ms = _time_ms(
+                lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), reps=10
+            )
+            rates["float8_e4m3fn"] = flops / (ms * 1e-3)
+        except (RuntimeError, AttributeError, TypeError):
+            pass  # no FP8 matmul on this GPU / torch: the ceiling is simply not reported
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+        torch.cuda.empty_cache()
+    return rates
+
+
+def measure_ceilings(device: torch.device) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    if device.type != "cuda":
+        return {"copy_bandwidth_Bps": None, "matmul_flops": {}, "seconds": 0.0}
+    bw = copy_bandwidth(device)
+    rates = matmul_rates(device)
+    return {"copy_bandwidth_Bps": bw, "matmul_flops": rates, "seconds": time.perf_counter() - t0}
+
+
+def roofline_fraction(
+    median_us: float, flops: float, nbytes: float, dtype: str, ceilings: dict[str, Any]
+) -> float | None:
+    """Attainable time (max of compute and memory time at the measured ceilings) / measured time."""
+    bw = ceilings.get("copy_bandwidth_Bps")
+    rates: dict[str, float] = ceilings.get("matmul_flops") or {}
+    if median_us <= 0:
+        return None
+    t_mem = nbytes / bw if (bw and nbytes) else 0.0
+    rate = rates.get(dtype) or (rates.get("tf32") if dtype == "tfloat32" else None) or rates.get("float32")
+    t_comp = flops / rate if (rate and flops) else 0.0
+    attainable = max(t_mem, t_comp)
+    if attainable <= 0:
+        return None
+    return attainable / (median_us * 1e-6)

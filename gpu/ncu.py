@@ -1,0 +1,247 @@
+"""Nsight Compute: build the command, parse its CSV "details" page into a ProfileSummary.
+
+The profiled program is `python -m gpu.profile_driver SPEC`, which runs one workload of a candidate
+with the profiler range opened around a single call (after warm-up), so only the candidate's own
+launches are measured. GPU clocks are left alone (`--clock-control none`), like in timing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from worldmodel.models import ProfileSummary
+
+SECTIONS = [
+    "SpeedOfLight",
+    "Occupancy",
+    "LaunchStats",
+    "MemoryWorkloadAnalysis",
+    "WarpStateStats",
+    "SourceCounters",
+]
+STALL_REASONS = [
+    "barrier",
+    "branch_resolving",
+    "dispatch_stall",
+    "drain",
+    "imc_miss",
+    "lg_throttle",
+    "long_scoreboard",
+    "math_pipe_throttle",
+    "membar",
+    "mio_throttle",
+    "misc",
+    "no_instruction",
+    "not_selected",
+    "selected",
+    "short_scoreboard",
+    "sleeping",
+    "tex_throttle",
+    "wait",
+]
+STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+EXTRA_METRICS = ["gpu__time_duration.sum"] + [STALL_METRIC.format(r) for r in STALL_REASONS]
+
+
+class ProfileError(RuntimeError):
+    """Profiling could not run or produced nothing; the message says why and what to do."""
+
+
+def find_ncu() -> str | None:
+    found = shutil.which("ncu")
+    if found:
+        return found
+    candidates = [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "ncu"]
+    candidates += sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"), reverse=True)
+    candidates += sorted(Path("/usr/local/cuda").glob("nsight-compute*/ncu"), reverse=True)
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    return None
+
+
+def ncu_command(ncu: str, target: list[str], kernel_regex: str | None = None) -> list[str]:
+    cmd = [
+        ncu,
+        "--profile-from-start",
+        "off",
+        "--clock-control",
+        "none",
+        "--csv",
+        "--page",
+        "details",
+        "--print-units",
+        "base",
+        "--target-processes",
+        "all",
+    ]
+    for s in SECTIONS:
+        cmd += ["--section", s]
+    cmd += ["--metrics", ",".join(EXTRA_METRICS)]
+    if kernel_regex:
+        cmd += ["--kernel-name", f"regex:{kernel_regex}"]  # case-sensitive, like all ncu regex filters
+    return cmd + target
+
+
+_TIME_UNITS = {
+    "ns": 1e-3,
+    "nsecond": 1e-3,
+    "us": 1.0,
+    "usecond": 1.0,
+    "ms": 1e3,
+    "msecond": 1e3,
+    "s": 1e6,
+    "second": 1e6,
+}
+_BYTE_UNITS = {
+    "byte": 1,
+    "b": 1,
+    "kbyte": 1e3,
+    "kb": 1e3,
+    "kib": 1024,
+    "mbyte": 1e6,
+    "mb": 1e6,
+    "mib": 2**20,
+    "gbyte": 1e9,
+    "gb": 1e9,
+}
+
+
+def _num(text: str) -> float | None:
+    t = (text or "").strip().replace(",", "")
+    if not t or t.lower() in ("n/a", "nan"):
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def _to_us(value: float | None, unit: str) -> float | None:
+    if value is None:
+        return None
+    return value * _TIME_UNITS.get(unit.strip().lower(), 1.0)
+
+
+def _to_bytes(value: float | None, unit: str) -> float | None:
+    if value is None:
+        return None
+    u = unit.strip().lower().split("/")[0]
+    return value * _BYTE_UNITS.get(u, 1.0)
+
+
+def _csv_rows(text: str) -> list[dict[str, str]]:
+    """Rows of the CSV table inside ncu's stdout (which also carries ==PROF== lines and program output)."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        return []
+    body = [ln for ln in lines[start:] if ln.startswith('"')]
+    return list(csv.DictReader(io.StringIO("\n".join(body))))
+
+
+def parse_details(text: str, workload: str, kernel_regex: str | None = None) -> ProfileSummary:
+    """A ProfileSummary for the main kernel (the longest, or the first matching `kernel_regex`)."""
+    rows = _csv_rows(text)
+    if not rows:
+        raise ProfileError("ncu produced no kernel data" + _explain(text))
+    kernels: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        kernels.setdefault(r.get("ID", "0"), []).append(r)
+
+    def duration(rs: Iterable[dict[str, str]]) -> float:
+        best = None
+        for r in rs:
+            name = r.get("Metric Name", "")
+            if name in ("gpu__time_duration.sum", "Duration"):
+                v = _to_us(_num(r.get("Metric Value", "")), r.get("Metric Unit", ""))
+                if v is not None and (best is None or name == "gpu__time_duration.sum"):
+                    best = v
+        return best or 0.0
+
+    ids = list(kernels)
+    if kernel_regex:
+        pat = re.compile(kernel_regex)
+        matching = [i for i in ids if pat.search(kernels[i][0].get("Kernel Name", ""))]
+        ids = matching or ids
+    main_id = max(ids, key=lambda i: duration(kernels[i]))
+    rs = kernels[main_id]
+    name = rs[0].get("Kernel Name", "?")
+    metrics: dict[str, str] = {}
+    values: dict[str, tuple[float | None, str]] = {}
+    advice: list[tuple[float, str]] = []
+    for r in rs:
+        mname, unit, val = r.get("Metric Name", ""), r.get("Metric Unit", ""), r.get("Metric Value", "")
+        if mname:
+            values.setdefault(mname, (_num(val), unit))
+            if len(metrics) < 80:
+                metrics[f"{r.get('Section Name', '')}: {mname}"] = f"{val} {unit}".strip()
+        rule, desc = r.get("Rule Name", ""), r.get("Rule Description", "")
+        if rule and desc and r.get("Rule Type", "") in ("OPT", "WRN", "ERR", "Warning", "Optimization"):
+            est = _num(r.get("Estimated Speedup", "")) or 0.0
+            text_ = re.sub(r"\s+", " ", desc).strip()
+            tag = f" (est. speedup {est:.0f}%)" if est else ""
+            advice.append((est, f"{rule}: {text_}{tag}"))
+
+    def pct(*names: str) -> float | None:
+        for n in names:
+            if n in values and values[n][0] is not None:
+                return values[n][0]
+        return None
+
+    stalls = []
+    for reason in STALL_REASONS:
+        v = values.get(STALL_METRIC.format(reason), (None, ""))[0]
+        if v:
+            stalls.append((reason, round(v, 3)))
+    stalls.sort(key=lambda kv: kv[1], reverse=True)
+    smem = 0.0
+    have_smem = False
+    for n in ("Static Shared Memory Per Block", "Dynamic Shared Memory Per Block"):
+        if n in values and values[n][0] is not None:
+            smem += _to_bytes(values[n][0], values[n][1]) or 0.0
+            have_smem = True
+    regs = pct("Registers Per Thread")
+    others = [
+        f"{kernels[i][0].get('Kernel Name', '?')[:60]}: {duration(kernels[i]):.2f} us"
+        for i in kernels
+        if i != main_id
+    ]
+    if others:
+        metrics["other kernels in the call"] = "; ".join(others[:10])
+    return ProfileSummary(
+        workload=workload,
+        kernel=name,
+        duration_us=duration(rs) or None,
+        dram_throughput_pct=pct("DRAM Throughput"),
+        sm_throughput_pct=pct("Compute (SM) Throughput", "SM Throughput", "Compute (SM) [%]"),
+        achieved_occupancy_pct=pct("Achieved Occupancy"),
+        registers_per_thread=int(regs) if regs is not None else None,
+        shared_bytes_per_block=int(smem) if have_smem else None,
+        l1_hit_rate_pct=pct("L1/TEX Hit Rate"),
+        l2_hit_rate_pct=pct("L2 Hit Rate"),
+        top_stalls=stalls[:5],
+        advice=[a for _, a in sorted(advice, key=lambda x: -x[0])][:8],
+        metrics=metrics,
+    )
+
+
+def _explain(text: str) -> str:
+    if "ERR_NVGPUCTRPERM" in text:
+        return (
+            ": the GPU performance counters are restricted to administrators on this machine "
+            "(ERR_NVGPUCTRPERM); run as root or set NVreg_RestrictProfilingToAdminUsers=0"
+        )
+    if "No kernels were profiled" in text:
+        return (
+            ": no kernel ran inside the profiled call (or the kernel-name filter matched none; "
+            "ncu regex filters are case-sensitive)"
+        )
+    tail = "\n".join(ln for ln in text.splitlines()[-15:] if ln.strip())
+    return f"; ncu said:\n{tail}" if tail else ""

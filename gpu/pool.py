@@ -1,0 +1,387 @@
+"""Worker processes and the pool that hands them out (parent side; never imports torch).
+
+One long-lived worker per visible GPU (one in CPU mode), each pinned with CUDA_VISIBLE_DEVICES,
+started with a scrubbed environment in its own scratch directory and process group. A call that
+does not answer within its timeout, a worker that dies (segfault, abort, CUDA context lost) or one
+that grows past the host-memory limit is killed; the caller gets a `WorkerError` saying which,
+and a fresh worker is started in the background for the next caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import resource
+import shutil
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+from gpu.scrub import scrubbed_env
+
+log = logging.getLogger("ksearch.sandbox")
+
+FaultKind = Literal["crash", "timeout", "memory", "start"]
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class WorkerError(Exception):
+    """The worker could not answer: it crashed, timed out, ran out of host memory, or never started."""
+
+    def __init__(
+        self, kind: FaultKind, message: str, *, returncode: int | None = None, stderr: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def _group_rss(pgid: int) -> int:
+    """Resident bytes of every process in a process group (the worker and anything it started)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        # fields[0] is state (field 3); pgrp is field 5, rss (pages) field 24
+        if len(fields) > 21 and int(fields[2]) == pgid:
+            total += int(fields[21]) * _PAGE
+    return total
+
+
+def _child_limits() -> None:  # runs in the child between fork and exec
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfaulting candidate leaves no core file
+
+
+class WorkerProcess:
+    def __init__(
+        self,
+        slot: int,
+        gpu: str | None,
+        root: Path,
+        *,
+        cpu_mode: bool,
+        gpu_mem_fraction: float,
+        memory_limit_bytes: int,
+        start_timeout_s: float = 180.0,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.slot = slot
+        self.gpu = gpu
+        self.root = root
+        self.cpu_mode = cpu_mode
+        self.gpu_mem_fraction = gpu_mem_fraction
+        self.memory_limit_bytes = memory_limit_bytes
+        self.start_timeout_s = start_timeout_s
+        self.extra_env = dict(extra_env or {})
+        self.hello: dict[str, Any] | None = None
+        self.starts = 0
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        self._stderr: deque[str] = deque(maxlen=300)
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._hello_fut: asyncio.Future[dict[str, Any]] | None = None
+        self._death: WorkerError | None = None
+        self._killed_for: FaultKind | None = None
+        self._starting: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None and self._death is None
+
+    @property
+    def scratch(self) -> Path:
+        return self.root / f"w{self.slot}"
+
+    def _env(self) -> dict[str, str]:
+        shared = self.root / "shared"
+        extra = {
+            "CUDA_VISIBLE_DEVICES": "" if self.cpu_mode else str(self.gpu),
+            "TRITON_INTERPRET": "1" if self.cpu_mode else "0",
+            "TRITON_CACHE_DIR": str(shared / "triton"),
+            "TORCH_EXTENSIONS_DIR": str(shared / "torch_extensions"),
+            "TORCHINDUCTOR_CACHE_DIR": str(shared / "inductor"),
+            "CUPY_CACHE_DIR": str(shared / "cupy"),
+            "KSEARCH_WORKER": json.dumps(
+                {"cpu_mode": self.cpu_mode, "gpu_mem_fraction": self.gpu_mem_fraction, "slot": self.slot}
+            ),
+            **self.extra_env,
+        }
+        return scrubbed_env(home=self.scratch, extra=extra)
+
+    async def ensure_started(self) -> None:
+        """Start the worker if it is not running (or join a start already under way)."""
+        if self.alive and self.hello is not None:
+            return
+        self.start_in_background()
+        assert self._starting is not None
+        await asyncio.shield(self._starting)
+
+    def start_in_background(self) -> None:
+        if self.alive and self.hello is not None:
+            return
+        if self._starting is None or self._starting.done():
+            self._starting = asyncio.create_task(self._spawn())
+            # the outcome is read by ensure_started; never leave it "unretrieved"
+            self._starting.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+
+    async def _spawn(self) -> None:
+        await self._reap()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        (self.root / "shared").mkdir(parents=True, exist_ok=True)
+        self._death = None
+        self._killed_for = None
+        self.hello = None
+        self._stderr.clear()
+        self._pending = {}
+        loop = asyncio.get_running_loop()
+        self._hello_fut = loop.create_future()
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gpu.worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=self.scratch,
+            env=self._env(),
+            start_new_session=True,
+            preexec_fn=_child_limits,
+            limit=64 << 20,
+        )
+        self.starts += 1
+        self._tasks = [
+            asyncio.create_task(self._read_stdout()),
+            asyncio.create_task(self._read_stderr()),
+            asyncio.create_task(self._watch_memory()),
+        ]
+        try:
+            self.hello = await asyncio.wait_for(asyncio.shield(self._hello_fut), self.start_timeout_s)
+        except TimeoutError:
+            await self.kill("start")
+            raise WorkerError(
+                "start",
+                f"the worker did not start within {self.start_timeout_s:.0f} s; "
+                f"stderr:\n{self.stderr_tail()}",
+            ) from None
+        except WorkerError as e:
+            raise WorkerError("start", f"the worker failed to start: {e.message}", stderr=e.stderr) from None
+
+    async def _reap(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._signal_group(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                await self._proc.wait()
+        for t in self._tasks:
+            if not t.done():
+                t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks = []
+
+    def _signal_group(self, sig: int) -> None:
+        if self._proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+    async def kill(self, reason: FaultKind) -> None:
+        """Kill the worker's whole process group (candidate children included)."""
+        self._killed_for = self._killed_for or reason
+        self._signal_group(signal.SIGKILL)
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                await self._proc.wait()
+
+    async def stop(self) -> None:
+        if self.alive:
+            with contextlib.suppress(WorkerError, OSError, ConnectionError):
+                await self.call("exit", {}, timeout_s=10.0)
+        if self._proc is not None and self._proc.returncode is None:
+            await self.kill("crash")
+        await self._reap()
+        self._proc = None
+
+    # ------------------------------------------------------------------ I/O
+    def stderr_tail(self, n: int = 25) -> str:
+        lines = [ln for ln in self._stderr if ln.strip()]
+        return "\n".join(lines[-n:])
+
+    async def _read_stderr(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        while True:
+            line = await self._proc.stderr.readline()
+            if not line:
+                return
+            text = line.decode(errors="replace").rstrip()
+            self._stderr.append(text[:2000])
+            log.debug("worker %s: %s", self.slot, text)
+
+    async def _read_stdout(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        try:
+            while True:
+                line = await self._proc.stdout.readline()
+                if not line:
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    self._stderr.append(f"[protocol] unparsable line: {line[:200]!r}")
+                    continue
+                if msg.get("id") == 0 and "hello" in msg:
+                    if self._hello_fut is not None and not self._hello_fut.done():
+                        self._hello_fut.set_result(msg["hello"])
+                    continue
+                fut = self._pending.pop(msg.get("id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+        finally:
+            await self._on_exit()
+
+    async def _on_exit(self) -> None:
+        assert self._proc is not None
+        rc = await self._proc.wait()
+        await asyncio.sleep(0.05)  # let the stderr reader drain the last lines
+        self._death = self._death_error(rc)
+        for fut in list(self._pending.values()) + ([self._hello_fut] if self._hello_fut else []):
+            if not fut.done():
+                fut.set_exception(self._death)
+        self._pending.clear()
+
+    def _death_error(self, rc: int) -> WorkerError:
+        tail = self.stderr_tail()
+        if self._killed_for == "memory":
+            return WorkerError(
+                "memory",
+                f"the worker exceeded the host-memory limit of "
+                f"{self.memory_limit_bytes / 2**30:.1f} GiB and was killed",
+                returncode=rc,
+                stderr=tail,
+            )
+        if self._killed_for == "timeout":
+            return WorkerError(
+                "timeout", "the worker was killed after the call timed out", returncode=rc, stderr=tail
+            )
+        if rc < 0:
+            try:
+                what = signal.Signals(-rc).name
+            except ValueError:
+                what = f"signal {-rc}"
+            hint = {
+                "SIGSEGV": " (segmentation fault: a bad host pointer, or a crash inside a native library)",
+                "SIGABRT": " (aborted, e.g. a failed assertion in native code)",
+                "SIGBUS": " (bus error)",
+                "SIGKILL": " (killed: possibly the system's out-of-memory killer)",
+                "SIGFPE": " (arithmetic fault)",
+                "SIGILL": " (illegal instruction)",
+            }.get(what, "")
+            return WorkerError(
+                "crash", f"the worker process died from {what}{hint}", returncode=rc, stderr=tail
+            )
+        return WorkerError(
+            "crash", f"the worker process exited unexpectedly with status {rc}", returncode=rc, stderr=tail
+        )
+
+    async def _watch_memory(self) -> None:
+        assert self._proc is not None
+        pid = self._proc.pid
+        while self._proc.returncode is None:
+            await asyncio.sleep(0.25)
+            try:
+                rss = await asyncio.to_thread(_group_rss, pid)
+            except OSError:
+                continue
+            if rss > self.memory_limit_bytes:
+                self._stderr.append(f"[sandbox] worker group RSS {rss / 2**30:.2f} GiB exceeds the limit")
+                await self.kill("memory")
+                return
+
+    async def call(self, op: str, args: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request and wait for its reply. Raises WorkerError if the worker cannot answer."""
+        if not self.alive:
+            raise self._death or WorkerError("crash", "the worker is not running")
+        assert self._proc is not None and self._proc.stdin is not None
+        rid = next(self._ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            self._proc.stdin.write(
+                (json.dumps({"id": rid, "op": op, "args": args}, default=str) + "\n").encode()
+            )
+            await self._proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            self._pending.pop(rid, None)
+            await self._proc.wait()
+            await asyncio.sleep(0.05)
+            raise self._death or self._death_error(self._proc.returncode or -1) from None
+        t0 = time.monotonic()
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            self._pending.pop(rid, None)
+            await self.kill("timeout")
+            raise WorkerError(
+                "timeout",
+                f"no answer within {timeout_s:.0f} s (the worker was killed)",
+                stderr=self.stderr_tail(),
+            ) from None
+        if reply.get("fatal"):
+            await self._proc.wait()  # the worker leaves by itself after a fatal CUDA error
+            self._death = WorkerError("crash", "CUDA context lost", returncode=self._proc.returncode)
+        reply.setdefault("seconds", time.monotonic() - t0)
+        return reply
+
+
+class WorkerPool:
+    """Hands out workers one caller at a time; a dead worker is replaced in the background."""
+
+    def __init__(self, workers: list[WorkerProcess]) -> None:
+        if not workers:
+            raise ValueError("a pool needs at least one worker")
+        self.workers = workers
+        self._free: asyncio.Queue[WorkerProcess] | None = None
+
+    def _queue(self) -> asyncio.Queue[WorkerProcess]:
+        if self._free is None:
+            self._free = asyncio.Queue()
+            for w in self.workers:
+                self._free.put_nowait(w)
+        return self._free
+
+    async def start(self) -> None:
+        await asyncio.gather(*(w.ensure_started() for w in self.workers))
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[WorkerProcess]:
+        q = self._queue()
+        w = await q.get()
+        try:
+            await w.ensure_started()
+            yield w
+        finally:
+            if not w.alive:
+                w.start_in_background()
+            q.put_nowait(w)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(w.stop() for w in self.workers), return_exceptions=True)

@@ -1,0 +1,848 @@
+"""The sandbox: compile, check, time and profile candidates in isolated worker processes.
+
+`Sandbox` is the interface the tools and the driver use (a cluster backend can implement it);
+`LocalSandbox` runs one worker per visible GPU on this machine, or one CPU worker running Triton
+under its interpreter when there is no GPU. Importing this module does not import torch.
+
+Results are structured, never exceptions: a compile error, a wrong answer, a crash, a hang or a
+cheat check each come back as an `Evaluation` with a status and a message a model can act on.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpu import ncu
+from gpu.compiler import StaticCompiler
+from gpu.kvcache import JsonFileCache, KVCache
+from gpu.pool import WorkerError, WorkerPool, WorkerProcess
+from gpu.scrub import scrubbed_env
+from gpu.stats import geomean
+from gpu.task import Task, TaskError
+from worldmodel.models import (
+    Candidate,
+    CompileReport,
+    Diagnostic,
+    Environment,
+    EvalSettings,
+    Evaluation,
+    KernelResources,
+    ProfileSummary,
+    WorkloadCorrectness,
+    WorkloadTiming,
+)
+
+Progress = Callable[[str, float], Awaitable[None]]
+CACHE_VERSION = "v1"
+# Flags that describe the task or the measurement, not a cheat: they never change the status.
+_NOTE_PREFIXES = ("note:", "degenerate_reference:")
+
+
+class SandboxError(RuntimeError):
+    """A request the sandbox cannot serve (bad workload name, no ncu, ...); the message says why."""
+
+
+class HardwareFacts(BaseModel):
+    """What the evaluations run on, and its measured ceilings (None in CPU mode)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: str
+    cpu_mode: bool
+    workers: int
+    sm_count: int | None = None
+    compute_capability: str | None = None
+    memory_gb: float | None = None
+    l2_bytes: int | None = None
+    copy_bandwidth_gbps: float | None = None  # measured device-to-device copy, read + write
+    matmul_tflops: dict[str, float] = Field(default_factory=dict)  # measured n=8192 matmul per dtype
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+    nvcc: bool = False
+    ncu: bool = False
+
+    def environment(self) -> Environment:
+        return Environment(
+            device=self.device,
+            cpu_mode=self.cpu_mode,
+            sm_count=self.sm_count,
+            driver=self.driver,
+            cuda=self.cuda,
+            torch=self.torch,
+            triton=self.triton,
+            python=self.python,
+        )
+
+
+class Sandbox(abc.ABC):
+    """Where candidates are compiled, checked, timed and profiled."""
+
+    @abc.abstractmethod
+    async def compile(self, candidate: Candidate, task: Task) -> CompileReport:
+        """Compile without judging: diagnostics mapped to candidate lines, per-kernel resources."""
+
+    @abc.abstractmethod
+    async def correctness(self, candidate: Candidate, task: Task, settings: EvalSettings) -> Evaluation:
+        """Compile and check against the reference (no timing). Status "ok" means compiled and correct."""
+
+    @abc.abstractmethod
+    async def evaluate(
+        self,
+        candidate: Candidate,
+        task: Task,
+        settings: EvalSettings,
+        *,
+        timing: bool = True,
+        profile_workload: str | None = None,
+        progress: Progress | None = None,
+    ) -> Evaluation:
+        """Compile, check and (if `timing`) time. Status "ok" only if compiled, correct everywhere and timed."""
+
+    @abc.abstractmethod
+    async def profile(
+        self, candidate: Candidate, task: Task, workload: str, kernel: str | None = None
+    ) -> ProfileSummary:
+        """Nsight Compute on one workload. Raises SandboxError when it cannot run (no GPU, no ncu)."""
+
+    @abc.abstractmethod
+    async def hardware(self) -> HardwareFacts:
+        """The device, versions and measured ceilings (cached per environment)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _query_gpus() -> tuple[list[str], str | None, str | None]:
+    """(visible GPU ids, driver version, compute capability) from nvidia-smi; ([], None, None) without one."""
+    if os.environ.get("KSEARCH_CPU_MODE") == "1":
+        return [], None, None
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return [], None, None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=index,driver_version,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (subprocess.SubprocessError, OSError):
+        return [], None, None
+    rows = [[c.strip() for c in ln.split(",")] for ln in out.splitlines() if ln.strip()]
+    if not rows:
+        return [], None, None
+    ids = [r[0] for r in rows]
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        wanted = [x.strip() for x in cvd.split(",") if x.strip()]
+        ids = [] if (not wanted or wanted[0].startswith("-")) else wanted
+    driver = rows[0][1] if len(rows[0]) > 1 else None
+    cc = rows[0][2] if len(rows[0]) > 2 else None
+    return ids, driver, cc
+
+
+def _task_fingerprint(task: Task) -> str:
+    h = hashlib.sha256(
+        task.model_dump_json(exclude={"seeds", "description", "title", "source_path"}).encode()
+    )
+    p = Path(task.source_path)
+    files = (
+        [p]
+        if p.is_file()
+        else sorted(q for q in p.rglob("*") if q.is_file() and q.stat().st_size < 4 << 20)
+        if p.is_dir()
+        else []
+    )
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def _is_note(flag: str) -> bool:
+    return flag.startswith(_NOTE_PREFIXES)
+
+
+def _diag(d: dict[str, Any]) -> Diagnostic:
+    sev = d.get("severity", "error")
+    return Diagnostic(
+        severity=sev if sev in ("error", "warning", "note") else "error",
+        message=str(d.get("message", ""))[:4000],
+        line=d.get("line"),
+    )
+
+
+class _Run:
+    """The state of one evaluation while it is assembled."""
+
+    def __init__(self, candidate: Candidate, settings: EvalSettings) -> None:
+        self.candidate = candidate
+        self.settings = settings
+        self.t0 = time.perf_counter()
+        self.correctness: list[WorkloadCorrectness] = []
+        self.timings: list[WorkloadTiming] = []
+        self.flags: list[str] = []
+        self.status: str | None = None
+        self.error: str | None = None
+        self.runtime_compile: dict[str, Any] | None = None  # fault of kind "compile" from the worker
+        self.runtime_kernels: list[dict[str, Any]] = []
+        self.ran = False  # the candidate was loaded and called at least once
+
+    def flag(self, *flags: str) -> None:
+        for f in flags:
+            if f not in self.flags:
+                self.flags.append(f)
+
+    def fail(self, status: str, error: str) -> None:
+        if self.status is None:
+            self.status, self.error = status, error
+
+
+# ---------------------------------------------------------------------------------------------- local
+
+
+class LocalSandbox(Sandbox):
+    """Worker processes on this machine: one per visible GPU, or one CPU (Triton interpreter) worker."""
+
+    def __init__(
+        self,
+        n_workers: int | None = None,
+        scratch_dir: Path | str | None = None,
+        *,
+        call_timeout_s: float = 120.0,
+        build_timeout_s: float = 900.0,
+        memory_limit_gb: float | None = None,
+        gpu_mem_fraction: float = 0.9,
+        cache: KVCache | None = None,
+        cpu_mode: bool | None = None,
+        arch: str | None = None,
+    ) -> None:
+        gpus, self._driver, cc = _query_gpus()
+        self.cpu_mode = (not gpus) if cpu_mode is None else cpu_mode
+        if not self.cpu_mode and not gpus:
+            raise SandboxError("GPU mode was requested but no GPU is visible (nvidia-smi lists none)")
+        slots: list[str | None] = [None] if self.cpu_mode else list(gpus)
+        if n_workers is not None:
+            if n_workers < 1:
+                raise SandboxError(f"n_workers must be >= 1, got {n_workers}")
+            slots = slots[:n_workers] if not self.cpu_mode else [None] * n_workers
+        root = (
+            Path(scratch_dir)
+            if scratch_dir
+            else Path(tempfile.gettempdir()) / f"ksearch-sandbox-{os.getuid()}"
+        )
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.call_timeout_s = call_timeout_s
+        self.build_timeout_s = build_timeout_s
+        if memory_limit_gb is None:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+            memory_limit_gb = max(4.0, min(64.0, 0.6 * total / len(slots)))
+        self.memory_limit_gb = memory_limit_gb
+        self.arch = arch or (f"sm_{cc.replace('.', '')}" if cc else "sm_90")
+        self.cache: KVCache = cache if cache is not None else JsonFileCache(self.root / "cache.json")
+        self.compiler = StaticCompiler(self.root, arch=self.arch)
+        self.pool = WorkerPool(
+            [
+                WorkerProcess(
+                    i,
+                    g,
+                    self.root,
+                    cpu_mode=self.cpu_mode,
+                    gpu_mem_fraction=gpu_mem_fraction,
+                    memory_limit_bytes=int(memory_limit_gb * 2**30),
+                )
+                for i, g in enumerate(slots)
+            ]
+        )
+        self._facts: HardwareFacts | None = None
+        self._ceilings: dict[str, Any] | None = None
+        self._fingerprints: dict[int, str] = {}
+        self._hw_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ facts
+    async def start(self) -> None:
+        """Start every worker now (otherwise they start on first use)."""
+        await self.pool.start()
+
+    async def _hello(self) -> dict[str, Any]:
+        w = self.pool.workers[0]
+        if w.hello is None:
+            async with self.pool.acquire() as w2:
+                return dict(w2.hello or {})
+        return dict(w.hello)
+
+    async def _environment(self) -> Environment:
+        h = await self._hello()
+        return Environment(
+            device=h.get("device", "unknown"),
+            cpu_mode=bool(h.get("cpu_mode", self.cpu_mode)),
+            sm_count=h.get("sm_count"),
+            driver=self._driver,
+            cuda=h.get("cuda"),
+            torch=h.get("torch"),
+            triton=h.get("triton"),
+            python=h.get("python"),
+        )
+
+    async def ceilings(self) -> dict[str, Any]:
+        """Measured copy bandwidth and matmul rates, cached per environment ({} in CPU mode)."""
+        if self._ceilings is not None:
+            return self._ceilings
+        async with self._hw_lock:
+            if self._ceilings is not None:
+                return self._ceilings
+            env = await self._environment()
+            if env.cpu_mode:
+                self._ceilings = {}
+                return self._ceilings
+            key = f"ceilings:{CACHE_VERSION}:{env.key()}"
+            hit = await self.cache.get(key)
+            if hit is None:
+                async with self.pool.acquire() as w:
+                    reply = await w.call("hardware", {}, timeout_s=600.0)
+                if not reply.get("ok"):
+                    raise SandboxError(f"measuring the GPU's ceilings failed: {reply.get('error')}")
+                hit = reply["result"]
+                await self.cache.put(key, hit)
+            self._ceilings = hit
+            return hit
+
+    async def hardware(self) -> HardwareFacts:
+        if self._facts is not None:
+            return self._facts
+        h = await self._hello()
+        ceil = await self.ceilings()
+        bw = ceil.get("copy_bandwidth_Bps")
+        self._facts = HardwareFacts(
+            device=h.get("device", "unknown"),
+            cpu_mode=bool(h.get("cpu_mode", self.cpu_mode)),
+            workers=len(self.pool.workers),
+            sm_count=h.get("sm_count"),
+            compute_capability=h.get("compute_capability"),
+            memory_gb=h.get("memory_gb"),
+            l2_bytes=h.get("l2_bytes"),
+            copy_bandwidth_gbps=round(bw / 1e9, 1) if bw else None,
+            matmul_tflops={k: round(v / 1e12, 1) for k, v in (ceil.get("matmul_flops") or {}).items()},
+            driver=self._driver,
+            cuda=h.get("cuda"),
+            torch=h.get("torch"),
+            triton=h.get("triton"),
+            python=h.get("python"),
+            nvcc=self.compiler.nvcc is not None,
+            ncu=ncu.find_ncu() is not None,
+        )
+        return self._facts
+
+    def _fingerprint(self, task: Task) -> str:
+        key = id(task)
+        if key not in self._fingerprints:
+            self._fingerprints[key] = _task_fingerprint(task)
+        return self._fingerprints[key]
+
+    # ------------------------------------------------------------------ compile
+    async def compile(self, candidate: Candidate, task: Task) -> CompileReport:
+        report = await self.compiler.compile(candidate, (task.candidate_entry,))
+        if not report.ok or candidate.language != "triton":
+            return report
+        if self.cpu_mode:
+            report.mode = (
+                "python/AST checks only: no GPU here, so no Triton kernel is compiled; the Triton "
+                "interpreter runs the kernels during correctness"
+            )
+            return report
+        # Triton compiles at its first launch: load the module and launch once on the smoke workload
+        try:
+            wl = task.smoke().name
+        except TaskError:
+            wl = task.workloads[0].name
+        run = _Run(candidate, EvalSettings(seed=0, trials=1, workloads=[wl]))
+        async with self.pool.acquire() as w:
+            if await self._load(w, run, task):
+                await self._correctness(w, run, task, wl)
+                if run.ran:
+                    await self._collect_kernels(w, run)
+        return self._merge_compile(report, run, judged=False)
+
+    # ------------------------------------------------------------------ evaluate
+    async def correctness(self, candidate: Candidate, task: Task, settings: EvalSettings) -> Evaluation:
+        return await self.evaluate(candidate, task, settings, timing=False)
+
+    async def evaluate(
+        self,
+        candidate: Candidate,
+        task: Task,
+        settings: EvalSettings,
+        *,
+        timing: bool = True,
+        profile_workload: str | None = None,
+        progress: Progress | None = None,
+    ) -> Evaluation:
+        run = _Run(candidate, settings)
+        names = settings.workloads or [w.name for w in task.by_split("search")]
+        known = {w.name for w in task.workloads}
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            return Evaluation(
+                status="error",
+                settings=settings,
+                seconds=time.perf_counter() - run.t0,
+                error=f"unknown workload(s) {unknown} for task {task.name!r}; it has: "
+                f"{', '.join(sorted(known))}"
+                if unknown
+                else "no workload to evaluate",
+            )
+
+        async def say(msg: str, frac: float) -> None:
+            if progress is not None:
+                await progress(msg, frac)
+
+        static = asyncio.create_task(self.compiler.compile(candidate, (task.candidate_entry,)))
+        try:
+            await say("compiling", 0.0)
+            # Triton's static check is AST-only (milliseconds): a syntax error needs no worker at all
+            report = await static if candidate.language == "triton" else None
+            if report is not None and not report.ok:
+                return self._finish(run, report, None, status="compile_error")
+            env = await self._environment()
+            if env.cpu_mode and candidate.language != "triton":
+                report = await static
+                if not report.ok:
+                    return self._finish(run, report, env, status="compile_error")
+                run.fail(
+                    "error",
+                    f"this machine has no GPU: {candidate.language} candidates run only on a GPU. "
+                    "Only the static nvcc compile ran (see compile); correctness and timing need a GPU.",
+                )
+                return self._finish(run, report, env)
+            async with self.pool.acquire() as w:
+                await say("loading", 0.05)
+                if await self._load(w, run, task):
+                    for i, wl in enumerate(names):
+                        await say(f"correctness: {wl}", 0.1 + 0.4 * i / len(names))
+                        await self._correctness(w, run, task, wl)
+                        if run.status in ("crash", "timeout") or run.runtime_compile is not None:
+                            break
+                    if run.ran and w.alive:
+                        await self._collect_kernels(w, run)
+                    all_ok = run.status is None and all(c.passed for c in run.correctness)
+                    if timing and all_ok:
+                        await self._timing(w, run, task, names, env, say)
+                    if profile_workload and all_ok and not env.cpu_mode and w.alive:
+                        await say(f"profiling: {profile_workload}", 0.95)
+                        try:
+                            profile = await self._profile_on(w, candidate, task, profile_workload, None)
+                        except SandboxError as e:
+                            run.flag(f"note: profiling failed: {e}")
+                            profile = None
+                    else:
+                        profile = None
+            report = await static
+            await say("done", 1.0)
+            return self._finish(run, report, env, profile=profile, timing=timing)
+        except WorkerError as e:  # the worker could not even start
+            run.fail("error", f"the sandbox worker could not start: {e.message}\n{e.stderr[-2000:]}")
+            return self._finish(run, await static, None)
+        finally:
+            if not static.done():
+                static.cancel()
+
+    async def _load(self, w: WorkerProcess, run: _Run, task: Task) -> bool:
+        timeout = self.build_timeout_s if run.candidate.language == "cpp_ext" else self.call_timeout_s
+        args = {
+            "task": json.loads(task.model_dump_json()),
+            "candidate": {
+                "id": run.candidate.id,
+                "language": run.candidate.language,
+                "source": run.candidate.source,
+            },
+        }
+        reply = await self._call(w, run, "load", args, timeout, "loading the candidate module")
+        if reply is None:
+            return False
+        res = reply["result"]
+        if not res.get("ok"):
+            fault = res["fault"]
+            if fault["kind"] == "compile":
+                run.runtime_compile = fault
+                run.fail("compile_error", fault["message"])
+            else:
+                kind = {"cuda": "crash", "oom": "error"}.get(fault["kind"], "error")
+                run.fail(kind, f"importing the candidate module failed: {fault['message']}")
+            return False
+        run.flag(*res.get("flags", []))
+        return True
+
+    async def _call(
+        self,
+        w: WorkerProcess,
+        run: _Run,
+        op: str,
+        args: dict[str, Any],
+        timeout_s: float,
+        what: str,
+        workload: str | None = None,
+    ) -> dict[str, Any] | None:
+        """One worker call; a dead/hung worker or a harness error is recorded on `run` (None returned)."""
+        try:
+            reply = await w.call(op, args, timeout_s)
+        except WorkerError as e:
+            status = "timeout" if e.kind == "timeout" else "crash"
+            detail = f"\nlast worker output:\n{e.stderr[-1500:]}" if e.stderr.strip() else ""
+            msg = (
+                f"{e.message} while {what}."
+                + (
+                    " The candidate probably hangs (an infinite loop, a deadlock, or a kernel that never finishes)."
+                    if e.kind == "timeout"
+                    else ""
+                )
+                + detail
+            )
+            if workload is not None:
+                run.correctness.append(
+                    WorkloadCorrectness(
+                        workload=workload,
+                        passed=False,
+                        kind="timeout" if e.kind == "timeout" else "crash",
+                        trials=0,
+                        message=msg[:4000],
+                    )
+                )
+            run.fail(status, msg)
+            return None
+        if not reply.get("ok"):
+            run.fail("error", f"sandbox harness error while {what}: {reply.get('error')}")
+            run.flag(f"note: harness trace: {str(reply.get('trace', ''))[-1500:]}")
+            return None
+        if reply.get("fatal"):
+            run.flag("note: the CUDA context was lost; the worker was replaced")
+        return reply
+
+    async def _correctness(self, w: WorkerProcess, run: _Run, task: Task, wl: str) -> None:
+        first = not run.correctness
+        timeout = self.call_timeout_s * max(1.0, run.settings.trials / 3)
+        if first and run.candidate.language == "cpp_ext":
+            timeout += self.build_timeout_s
+        args = {"workload": wl, "seed": run.settings.seed, "trials": run.settings.trials}
+        reply = await self._call(
+            w, run, "correctness", args, timeout, f"checking correctness on workload {wl!r}", wl
+        )
+        if reply is None:
+            return
+        res = reply["result"]
+        run.ran = True
+        c = res["correctness"]
+        fault = res.get("fault")
+        if fault and fault.get("kind") == "compile":
+            run.runtime_compile = fault
+            run.fail("compile_error", fault["message"])
+        run.correctness.append(
+            WorkloadCorrectness(**{k: v for k, v in c.items() if k in WorkloadCorrectness.model_fields})
+        )
+        run.flag(*res.get("flags", []), *res.get("notes", []))
+        if fault and fault.get("kind") != "compile":
+            status = {"cuda": "crash"}.get(fault["kind"], "error")
+            what = {
+                "oom": "ran out of GPU memory",
+                "cuda": "hit a fatal CUDA error",
+                "exception": "raised an exception",
+            }.get(fault["kind"], "failed")
+            run.fail(status, f"the candidate {what} on workload {wl!r}: {fault['message']}")
+
+    async def _collect_kernels(self, w: WorkerProcess, run: _Run) -> None:
+        try:
+            reply = await w.call("kernels", {}, timeout_s=60.0)
+        except WorkerError:
+            return
+        if reply.get("ok"):
+            run.runtime_kernels = reply["result"].get("kernels", [])
+
+    async def _baseline(
+        self, w: WorkerProcess, run: _Run, task: Task, wl: str, kind: str, env: Environment
+    ) -> dict[str, Any] | None:
+        st = run.settings
+        key = (
+            f"baseline:{CACHE_VERSION}:{kind}:{task.name}:{self._fingerprint(task)}:{wl}:{env.key()}:"
+            f"flush={st.flush_l2}:sets={st.input_sets}:budget={st.time_budget_s}"
+        )
+        hit = await self.cache.get(key)
+        if hit is not None:
+            return hit if "median_us" in hit else None
+        timeout = self.build_timeout_s if kind == "compile" else self.call_timeout_s + 3 * st.time_budget_s
+        base_settings = st.model_copy(update={"final": False})
+        try:
+            reply = await w.call(
+                "benchmark", {"workload": wl, "settings": base_settings.model_dump(), "which": kind}, timeout
+            )
+        except WorkerError as e:
+            run.flag(f"note: the {kind} baseline for {wl} could not be measured ({e.kind}: {e.message})")
+            return None
+        if not reply.get("ok"):
+            value: dict[str, Any] = {"error": str(reply.get("error"))[:2000]}
+            run.flag(f"note: the {kind} baseline for {wl} failed: {value['error'][:300]}")
+        else:
+            value = reply["result"]
+        await self.cache.put(key, value)
+        return value if "median_us" in value else None
+
+    async def _timing(
+        self,
+        w: WorkerProcess,
+        run: _Run,
+        task: Task,
+        names: list[str],
+        env: Environment,
+        say: Callable[[str, float], Awaitable[None]],
+    ) -> None:
+        st = run.settings
+        ceil = await self.ceilings() if not env.cpu_mode else {}
+        for i, wl in enumerate(names):
+            await say(f"timing: {wl}", 0.5 + 0.4 * i / len(names))
+            timeout = self.call_timeout_s + (8 if st.final else 3) * st.time_budget_s
+            reply = await self._call(
+                w,
+                run,
+                "benchmark",
+                {"workload": wl, "settings": st.model_dump(), "ceilings": ceil, "which": "candidate"},
+                timeout,
+                f"timing workload {wl!r}",
+            )
+            if reply is None:
+                return
+            res = reply["result"]
+            if "fault" in res:
+                f = res["fault"]
+                status = {"cuda": "crash"}.get(f["kind"], "error")
+                run.fail(status, f"the candidate failed while being timed on {wl!r}: {f['message']}")
+                return
+            eager = await self._baseline(w, run, task, wl, "eager", env)
+            comp = None if env.cpu_mode else await self._baseline(w, run, task, wl, "compile", env)
+            med = res["median_us"]
+            t = WorkloadTiming(
+                workload=wl,
+                device=res["device"],
+                median_us=med,
+                iqr_us=res["iqr_us"],
+                ci_low_us=res["ci_low_us"],
+                ci_high_us=res["ci_high_us"],
+                n=res["n"],
+                host_median_us=res.get("host_median_us"),
+                eager_median_us=eager["median_us"] if eager else None,
+                compile_median_us=comp["median_us"] if comp else None,
+                speedup_vs_eager=eager["median_us"] / med if eager and med > 0 else None,
+                speedup_vs_compile=comp["median_us"] / med if comp and med > 0 else None,
+                roofline_fraction=res.get("roofline_fraction"),
+                flags=list(res.get("flags", [])),
+            )
+            run.timings.append(t)
+            run.flag(*res.get("flags", []))
+
+    # ------------------------------------------------------------------ assembly
+    def _merge_compile(self, static: CompileReport, run: _Run, judged: bool = True) -> CompileReport:
+        report = static.model_copy(deep=True)
+        if run.runtime_compile is not None:
+            diags = [_diag(d) for d in run.runtime_compile.get("diagnostics", [])]
+            if not any(d.severity == "error" for d in diags):
+                diags.append(Diagnostic(severity="error", message=run.runtime_compile["message"][:4000]))
+            report.diagnostics = diags + report.diagnostics
+            report.ok = False
+            report.log = (run.runtime_compile["message"] + "\n" + report.log)[-20000:]
+            report.mode = (report.mode + "; " if report.mode else "") + "run-time compile in the worker"
+        elif run.ran and not static.ok and static.language in ("cuda", "cpp_ext"):
+            # nvcc disagreed with the run-time compiler that actually built and ran the kernels
+            report.diagnostics = [
+                d.model_copy(
+                    update={
+                        "severity": "warning",
+                        "message": "nvcc static check (the run-time compiler accepted this): " + d.message,
+                    }
+                )
+                if d.severity == "error"
+                else d
+                for d in report.diagnostics
+            ]
+            report.ok = True
+        if run.runtime_kernels:
+            rk = [
+                KernelResources(**{k: v for k, v in k_.items() if k in KernelResources.model_fields})
+                for k_ in run.runtime_kernels
+            ]
+            rnames = {k.name for k in rk}
+            static_measured = [k for k in report.kernels if k.registers is not None and k.name not in rnames]
+            report.kernels = static_measured + rk
+            if static.language == "triton":
+                report.mode += (
+                    "; Triton kernels compiled by their first launch (resources from Triton's metadata)"
+                )
+        if not judged and run.correctness and not run.correctness[0].passed and run.runtime_compile is None:
+            c = run.correctness[0]
+            if c.kind in ("exception", "crash", "timeout"):
+                report.diagnostics.append(
+                    Diagnostic(
+                        severity="warning",
+                        message=f"the warm launch on {c.workload} failed ({c.kind}): {c.message[:1500]}",
+                    )
+                )
+        return report
+
+    def _finish(
+        self,
+        run: _Run,
+        static: CompileReport,
+        env: Environment | None,
+        *,
+        status: str | None = None,
+        profile: ProfileSummary | None = None,
+        timing: bool = True,
+    ) -> Evaluation:
+        report = self._merge_compile(static, run)
+        for d in static.diagnostics:
+            if d.severity == "warning" and d.message.startswith("suspicious:"):
+                run.flag(f"tamper_suspect: line {d.line}: {d.message.removeprefix('suspicious: ')}")
+        if status is None:
+            if not report.ok:
+                status = "compile_error"
+                errs = [
+                    f"line {d.line}: {d.message}" if d.line else d.message
+                    for d in report.diagnostics
+                    if d.severity == "error"
+                ]
+                run.error = run.error if run.status == "compile_error" and run.error else "; ".join(errs[:5])
+            elif run.status is not None:
+                status = run.status
+            elif not run.correctness or not all(c.passed for c in run.correctness):
+                status = "incorrect"
+                bad = next((c for c in run.correctness if not c.passed), None)
+                run.error = (
+                    f"wrong result on workload {bad.workload!r}: {bad.kind}: {bad.message}"
+                    if bad
+                    else "no correctness result"
+                )
+            elif timing and len(run.timings) < len(run.correctness):
+                status = "error"
+                run.error = run.error or "timing did not complete"
+            elif any(not _is_note(f) for f in run.flags):
+                status = "flagged"
+                run.error = "cheat checks tripped: " + "; ".join(f for f in run.flags if not _is_note(f))
+            else:
+                status = "ok"
+        elif status == "compile_error":
+            errs = [
+                f"line {d.line}: {d.message}" if d.line else d.message
+                for d in report.diagnostics
+                if d.severity == "error"
+            ]
+            run.error = "; ".join(errs[:5])
+        sp_e = geomean([t.speedup_vs_eager for t in run.timings if t.speedup_vs_eager])
+        sp_c = geomean([t.speedup_vs_compile for t in run.timings if t.speedup_vs_compile])
+        roof = geomean([t.roofline_fraction for t in run.timings if t.roofline_fraction])
+        if run.timings and run.timings[0].device == "cpu-interpreter":
+            run.flag(
+                "note: timings are from the Triton CPU interpreter: functional only, never comparable with "
+                "GPU timings"
+            )
+        return Evaluation(
+            status=status,
+            compile=report,
+            correctness=run.correctness,
+            timings=run.timings,  # type: ignore[arg-type]
+            speedup_vs_eager=sp_e,
+            speedup_vs_compile=sp_c,
+            roofline_fraction=roof,
+            profile=profile,
+            env=env,
+            settings=run.settings,
+            flags=run.flags,
+            error=run.error[:6000] if run.error else None,
+            seconds=time.perf_counter() - run.t0,
+        )
+
+    # ------------------------------------------------------------------ profile
+    async def profile(
+        self, candidate: Candidate, task: Task, workload: str, kernel: str | None = None
+    ) -> ProfileSummary:
+        if self.cpu_mode:
+            raise SandboxError("profiling needs a GPU; this machine has none (CPU interpreter mode)")
+        task.workload(workload)  # a clear TaskError for an unknown name
+        async with self.pool.acquire() as w:
+            return await self._profile_on(w, candidate, task, workload, kernel)
+
+    async def _profile_on(
+        self, w: WorkerProcess, candidate: Candidate, task: Task, workload: str, kernel: str | None
+    ) -> ProfileSummary:
+        """Run ncu while holding worker `w`, so nothing else runs on its GPU meanwhile."""
+        exe = ncu.find_ncu()
+        if exe is None:
+            raise SandboxError(
+                "Nsight Compute (ncu) is not installed on this machine: install the CUDA toolkit's "
+                "nsight-compute or put ncu on PATH; timing and correctness work without it"
+            )
+        work = self.root / "profile" / f"w{w.slot}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        spec = {
+            "task": json.loads(task.model_dump_json()),
+            "workload": workload,
+            "seed": 0,
+            "candidate": {"id": candidate.id, "language": candidate.language, "source": candidate.source},
+        }
+        (work / "spec.json").write_text(json.dumps(spec))
+        import sys
+
+        cmd = ncu.ncu_command(
+            exe, [sys.executable, "-m", "gpu.profile_driver", str(work / "spec.json")], kernel
+        )
+        env = scrubbed_env(
+            home=work,
+            extra={
+                "CUDA_VISIBLE_DEVICES": str(w.gpu),
+                "TRITON_CACHE_DIR": str(self.root / "shared" / "triton"),
+                "TORCH_EXTENSIONS_DIR": str(self.root / "shared" / "torch_extensions"),
+                "CUPY_CACHE_DIR": str(self.root / "shared" / "cupy"),
+            },
+        )
+        proc = await asyncio.create_subprocess_exec(
+            *cmd,
+            cwd=work,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self.build_timeout_s)
+        except TimeoutError:
+            os.killpg(proc.pid, 9)
+            await proc.wait()
+            raise SandboxError(f"ncu did not finish within {self.build_timeout_s:.0f} s") from None
+        text, etext = out.decode(errors="replace"), err.decode(errors="replace")
+        if proc.returncode == 3 or "candidate failed under the profiler" in etext:
+            msg = next((ln for ln in etext.splitlines() if "candidate failed" in ln), etext[-800:])
+            raise SandboxError(f"the candidate failed while being profiled: {msg}")
+        try:
+            return ncu.parse_details(text + "\n" + etext, workload, kernel)
+        except ncu.ProfileError as e:
+            raise SandboxError(str(e)) from None
+
+    async def close(self) -> None:
+        await self.pool.close()

@@ -1,0 +1,166 @@
+"""Time one callable the way every candidate and baseline is timed (worker side; imports torch).
+
+GPU: per call, the L2 is flushed (a write larger than L2), a CUDA event pair brackets the call,
+and a full device synchronize follows (work left on side streams cannot leak into the next call).
+Inputs rotate among several sets. Warm-up calls are excluded. Repetitions continue until the CI of
+the median is within the target, the time budget is spent, or `max_reps` is reached.
+A separate short loop without flushing, synchronized before each call, gives the host-clock
+cross-check: a call whose host time far exceeds its event time did work the events did not see.
+
+CPU (Triton interpreter): a few perf_counter timings, labelled "cpu-interpreter".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gpu.stats import Summary, summarize
+
+_perf = time.perf_counter  # bound now: a candidate patching time.perf_counter later does not reach us
+_Event = torch.cuda.Event
+_sync = torch.cuda.synchronize
+
+
+@dataclass
+class TimingResult:
+    device: str
+    summary: Summary
+    samples_us: list[float]
+    host_median_us: float | None = None
+    event_median_synced_us: float | None = None
+    flags: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.summary
+        return {
+            "device": self.device,
+            "median_us": s.median,
+            "iqr_us": s.iqr,
+            "ci_low_us": s.ci_low,
+            "ci_high_us": s.ci_high,
+            "n": s.n,
+            "host_median_us": self.host_median_us,
+            "flags": list(self.flags),
+            "wall_s": self.wall_s,
+        }
+
+
+class L2Flusher:
+    """Writes a buffer twice the L2 size, evicting whatever the previous call left in L2."""
+
+    def __init__(self, device: torch.device) -> None:
+        props = torch.cuda.get_device_properties(device)
+        l2 = int(getattr(props, "L2_cache_size", 0) or 64 << 20)
+        self.buf = torch.empty(max(2 * l2, 16 << 20) // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buf.zero_()
+
+
+def time_gpu(
+    fn: Callable[[list[Any]], Any],
+    input_sets: list[list[Any]],
+    *,
+    warmup: int,
+    min_reps: int,
+    max_reps: int,
+    budget_s: float,
+    target_rel_ci: float,
+    flusher: L2Flusher | None,
+    before_each: Callable[[int], list[Any]] | None = None,
+    after_each: Callable[[int, Any], None] | None = None,
+) -> TimingResult:
+    """Time `fn(inputs)` on the GPU. `before_each(rep)` may supply fresh inputs (final mode) and
+    `after_each(rep, out)` may check the output; neither is inside the timed region."""
+    t_start = _perf()
+    k = len(input_sets)
+    for i in range(max(warmup, 1)):
+        fn(input_sets[i % k] if k else before_each(-1 - i))  # type: ignore[misc]
+    _sync()
+    pairs = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(max_reps)]
+    samples: list[float] = []
+    deadline = t_start + budget_s
+    rep = 0
+    while rep < max_reps:
+        inputs = before_each(rep) if before_each is not None else input_sets[rep % k]
+        if flusher is not None:
+            flusher()
+        s, e = pairs[rep]
+        s.record()
+        out = fn(inputs)
+        e.record()
+        _sync()
+        samples.append(s.elapsed_time(e) * 1000.0)
+        if after_each is not None:
+            after_each(rep, out)
+        del out
+        rep += 1
+        if rep >= min_reps and (rep % 5 == 0 or _perf() > deadline):
+            if _perf() > deadline or summarize(samples).rel_halfwidth <= target_rel_ci:
+                break
+    result = TimingResult(device=torch.cuda.get_device_name(), summary=summarize(samples), samples_us=samples)
+    _host_check(fn, input_sets, result, before_each)
+    result.wall_s = _perf() - t_start
+    return result
+
+
+def _host_check(
+    fn: Callable[[list[Any]], Any],
+    input_sets: list[list[Any]],
+    result: TimingResult,
+    before_each: Callable[[int], list[Any]] | None,
+    reps: int = 7,
+) -> None:
+    host, dev = [], []
+    for i in range(reps):
+        inputs = input_sets[i % len(input_sets)] if input_sets else before_each(10_000 + i)  # type: ignore[misc]
+        s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+        _sync()
+        t0 = _perf()
+        s.record()
+        fn(inputs)
+        e.record()
+        _sync()
+        host.append((_perf() - t0) * 1e6)
+        dev.append(s.elapsed_time(e) * 1000.0)
+    hm, dm = summarize(host).median, summarize(dev).median
+    result.host_median_us, result.event_median_synced_us = hm, dm
+    if hm > 2.0 * dm and hm - dm > 40.0:
+        result.flags.append(
+            f"host_clock_mismatch: a synchronized call takes {hm:.1f} us on the host clock but only {dm:.1f} us "
+            "between the CUDA events; work outside the timed stream (a side stream?) is suspected"
+        )
+
+
+def time_cpu(
+    fn: Callable[[list[Any]], Any],
+    input_sets: list[list[Any]],
+    *,
+    reps: int = 3,
+    before_each: Callable[[int], list[Any]] | None = None,
+    after_each: Callable[[int, Any], None] | None = None,
+) -> TimingResult:
+    t_start = _perf()
+    k = len(input_sets)
+    fn(input_sets[0] if k else before_each(-1))  # type: ignore[misc]  # warm-up (interpreter setup)
+    samples = []
+    for rep in range(max(reps, 1)):
+        inputs = before_each(rep) if before_each is not None else input_sets[rep % k]
+        t0 = _perf()
+        out = fn(inputs)
+        samples.append((_perf() - t0) * 1e6)
+        if after_each is not None:
+            after_each(rep, out)
+    return TimingResult(
+        device="cpu-interpreter",
+        summary=summarize(samples),
+        samples_us=samples,
+        host_median_us=None,
+        wall_s=_perf() - t_start,
+    )

@@ -1,0 +1,93 @@
+"""A sandbox worker process: loads candidates, checks and times them on one GPU (or the CPU).
+
+Started by `gpu.pool` as `python -m gpu.worker` with a scrubbed environment, its scratch
+directory as cwd, CUDA_VISIBLE_DEVICES pinned to one GPU. Protocol: one JSON object per line;
+requests on stdin ({"id", "op", "args"}), replies on the original stdout ({"id", "ok", "result"} or
+{"id", "ok": false, "error"}), a {"id": 0, "hello": {...}} line at start. The candidate's own prints
+go to stderr, so they cannot corrupt the protocol by accident.
+
+A reply with "fatal": true means the CUDA context is lost (illegal address, ...): the worker exits
+right after sending it and the pool starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, TextIO
+
+
+def _open_protocol() -> TextIO:
+    fd = os.dup(1)
+    os.dup2(2, 1)  # fd 1 (print, C printf) now goes to stderr
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", buffering=1)
+
+
+_PROTO: TextIO | None = None
+
+
+def send(msg: dict[str, Any]) -> None:
+    assert _PROTO is not None
+    _PROTO.write(json.dumps(msg, default=str) + "\n")
+    _PROTO.flush()
+
+
+def main() -> None:
+    global _PROTO
+    _PROTO = _open_protocol()
+    cfg = json.loads(os.environ.get("KSEARCH_WORKER", "{}"))
+    import torch  # after the fd juggling: CUDA/triton banners go to stderr
+
+    from gpu.worker_state import WorkerState
+
+    cpu_mode = bool(cfg.get("cpu_mode")) or not torch.cuda.is_available()
+    device = torch.device("cpu" if cpu_mode else "cuda:0")
+    if not cpu_mode:
+        torch.cuda.set_device(device)
+        frac = float(cfg.get("gpu_mem_fraction", 0.9))
+        torch.cuda.set_per_process_memory_fraction(frac, device)
+        torch.zeros(1, device=device)  # create the context now, not inside the first timed call
+    state = WorkerState(device, cfg)
+    send({"id": 0, "hello": state.hello()})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError:
+            send({"id": -1, "ok": False, "error": f"bad request line: {line[:200]!r}"})
+            continue
+        rid, op, args = req.get("id"), req.get("op"), req.get("args") or {}
+        if op == "exit":
+            send({"id": rid, "ok": True, "result": {}})
+            break
+        t0 = time.perf_counter()
+        try:
+            result = state.handle(op, args)
+            reply: dict[str, Any] = {"id": rid, "ok": True, "result": result}
+        except Exception as e:  # a harness-side failure: report it, the worker stays usable
+            reply = {
+                "id": rid,
+                "ok": False,
+                "error": f"{type(e).__name__}: {e}",
+                "trace": traceback.format_exc()[-4000:],
+            }
+        reply["seconds"] = time.perf_counter() - t0
+        fatal = state.fatal
+        if fatal:
+            reply["fatal"] = fatal
+        send(reply)
+        if fatal:
+            # the CUDA context is unusable; leave without running destructors that would touch it
+            os._exit(3)
+        gc.collect()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

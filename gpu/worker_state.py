@@ -1,0 +1,704 @@
+"""What a worker holds between requests (task runtime, loaded candidate) and its operations.
+
+Every call into candidate code happens here, under torch.no_grad(). Candidate exceptions become
+structured results (never an exception out of `handle`); a CUDA error that poisons the context
+sets `fatal`, and the worker exits after replying.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gpu import checking, faults, hardware, timing
+from gpu.task import Task
+from worldmodel.models import EvalSettings
+
+_GLOBAL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[^(;{]*?(\w+)\s*\(")
+
+
+def _harness_fingerprint() -> dict[str, int]:
+    """Identities of functions the measurement relies on; a candidate replacing one is caught."""
+    import time as _time
+
+    objs = {
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "time.perf_counter": _time.perf_counter,
+        "torch.Tensor.clone": torch.Tensor.clone,
+        "torch.Tensor.copy_": torch.Tensor.copy_,
+        "torch.isfinite": torch.isfinite,
+        "torch.Tensor.__sub__": torch.Tensor.__sub__,
+        "torch.Tensor.abs": torch.Tensor.abs,
+        "torch.where": torch.where,
+        "torch.manual_seed": torch.manual_seed,
+    }
+    return {k: id(v) for k, v in objs.items()}
+
+
+def _precision_snapshot() -> dict[str, Any]:
+    snap: dict[str, Any] = {"default_dtype": str(torch.get_default_dtype())}
+    with contextlib.suppress(Exception):
+        snap["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    for name, getter in (
+        ("cuda.matmul.allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32),
+        ("cudnn.allow_tf32", lambda: torch.backends.cudnn.allow_tf32),
+        (
+            "cuda.matmul.allow_fp16_reduced_precision_reduction",
+            lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        ),
+        (
+            "cuda.matmul.allow_bf16_reduced_precision_reduction",
+            lambda: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        ),
+    ):
+        with contextlib.suppress(Exception):
+            snap[name] = getter()
+    return snap
+
+
+def _restore_precision(snap: dict[str, Any]) -> None:
+    torch.set_default_dtype(getattr(torch, snap["default_dtype"].removeprefix("torch.")))
+    with contextlib.suppress(Exception):
+        torch.set_float32_matmul_precision(snap["float32_matmul_precision"])
+    targets = {
+        "cuda.matmul.allow_tf32": (torch.backends.cuda.matmul, "allow_tf32"),
+        "cudnn.allow_tf32": (torch.backends.cudnn, "allow_tf32"),
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": (
+            torch.backends.cuda.matmul,
+            "allow_fp16_reduced_precision_reduction",
+        ),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": (
+            torch.backends.cuda.matmul,
+            "allow_bf16_reduced_precision_reduction",
+        ),
+    }
+    for key, (obj, attr) in targets.items():
+        if key in snap:
+            with contextlib.suppress(Exception):
+                setattr(obj, attr, snap[key])
+
+
+def _tensor_bytes(xs: list[Any]) -> int:
+    return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
+
+
+class CandidateFailure(Exception):
+    def __init__(self, fault: faults.Fault) -> None:
+        super().__init__(fault.message)
+        self.fault = fault
+
+
+class WorkerState:
+    def __init__(self, device: torch.device, cfg: dict[str, Any]) -> None:
+        self.device = device
+        self.cpu_mode = device.type != "cuda"
+        self.cfg = cfg
+        self.fatal: str | None = None
+        self._task_key: str | None = None
+        self.task: Task | None = None
+        self.rt: Any = None
+        self._cand_id: str | None = None
+        self.module: Any = None
+        self._source = ""
+        self._files: set[str] = set()
+        self._cand_fns: dict[str, Callable[[list[Any]], Any]] = {}
+        self._ref_fns: dict[str, Callable[[list[Any]], Any]] = {}
+        self._compiled_refs: dict[str, Callable[[list[Any]], Any]] = {}
+        self._flusher: timing.L2Flusher | None = None
+        self._harness = _harness_fingerprint()
+        self._precision = _precision_snapshot()
+        self._audited = False
+
+    # ------------------------------------------------------------------ plumbing
+    def hello(self) -> dict[str, Any]:
+        import os
+
+        return {"pid": os.getpid(), **hardware.environment(self.device)}
+
+    def handle(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "ping": lambda a: {"pong": True},
+            "load": self.load,
+            "correctness": self.correctness,
+            "benchmark": self.benchmark,
+            "hardware": lambda a: hardware.measure_ceilings(self.device),
+            "kernels": lambda a: {"kernels": self.kernel_resources()},
+        }
+        if op not in ops:
+            raise ValueError(f"unknown op {op!r}; known: {', '.join(ops)}")
+        return ops[op](args)
+
+    def _sync(self) -> None:
+        if not self.cpu_mode:
+            torch.cuda.synchronize()
+
+    def _healthy(self) -> bool:
+        if self.cpu_mode:
+            return True
+        try:
+            torch.cuda.synchronize()
+            return float(torch.ones(4, device=self.device).sum()) == 4.0
+        except Exception:  # any error here means the context is gone
+            return False
+
+    def _fault(self, exc: BaseException) -> faults.Fault:
+        fault = faults.describe(exc, self._source, self._files)
+        if not self.cpu_mode and fault.kind in ("cuda", "exception", "oom") and not self._healthy():
+            fault.kind = "cuda"
+            self.fatal = fault.message
+        elif fault.kind == "oom" and not self.cpu_mode:
+            gc.collect()
+            torch.cuda.empty_cache()
+        return fault
+
+    # ------------------------------------------------------------------ task & candidate
+    def _set_task(self, task_dict: dict[str, Any]) -> None:
+        key = hashlib.sha256(json.dumps(task_dict, sort_keys=True, default=str).encode()).hexdigest()
+        if key == self._task_key:
+            return
+        from gpu.runtime import TaskRuntime
+
+        self.task = Task.model_validate(task_dict)
+        self.rt = TaskRuntime(self.task)
+        self._task_key = key
+        self._ref_fns.clear()
+        self._compiled_refs.clear()
+        self._cand_fns.clear()
+
+    def _unload(self) -> None:
+        if self.module is not None:
+            sys.modules.pop(getattr(self.module, "__name__", ""), None)
+        self.module = None
+        self._cand_id = None
+        self._cand_fns.clear()
+        gc.collect()
+        if not self.cpu_mode:
+            torch.cuda.empty_cache()
+
+    def load(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._set_task(args["task"])
+        cand = args["candidate"]
+        if cand["id"] == self._cand_id and self.module is not None:
+            return {"ok": True, "cached": True, "seconds": 0.0, "flags": []}
+        self._unload()
+        from gpu import nvrtc
+        from gpu.runtime import load_candidate_module
+
+        nvrtc.REQUESTED.clear()
+        self._audited = False
+        self._source = cand["source"]
+        self._files = set()
+        t0 = time.perf_counter()
+        try:
+            with torch.no_grad():
+                module = load_candidate_module(cand["source"], f"ksearch_{cand['id']}")
+        except Exception as e:
+            return {"ok": False, "fault": self._fault(e).to_dict(), "seconds": time.perf_counter() - t0}
+        f = getattr(module, "__file__", None)
+        if f:
+            self._files.add(f)
+        assert self.task is not None
+        entry = self.task.candidate_entry
+        if not hasattr(module, entry):
+            return {
+                "ok": False,
+                "seconds": time.perf_counter() - t0,
+                "fault": {
+                    "kind": "compile",
+                    "diagnostics": [],
+                    "message": f"the module defines no `{entry}`; this task needs it",
+                },
+            }
+        self.module = module
+        self._cand_id = cand["id"]
+        return {
+            "ok": True,
+            "cached": False,
+            "seconds": time.perf_counter() - t0,
+            "flags": self._runtime_flags(),
+        }
+
+    def _runtime_flags(self) -> list[str]:
+        """Cheat checks after candidate code ran: harness functions replaced, precision changed."""
+        flags = []
+        now = _harness_fingerprint()
+        changed = [k for k, v in now.items() if self._harness.get(k) != v]
+        if changed:
+            flags.append(f"harness_tampered: the candidate replaced {', '.join(changed)}")
+        snap = _precision_snapshot()
+        diff = [k for k in snap if snap[k] != self._precision.get(k)]
+        if diff:
+            flags.append(
+                f"precision_changed: the candidate changed global numeric settings ({', '.join(diff)}); "
+                "restored before the reference ran"
+            )
+            _restore_precision(self._precision)
+        return flags
+
+    def _candidate_fn(self, wl: Any) -> Callable[[list[Any]], Any]:
+        fn = self._cand_fns.get(wl.name)
+        if fn is None:
+            try:
+                with torch.no_grad():
+                    fn = self.rt.build_candidate(self.module, wl, self.device)
+            except Exception as e:
+                raise CandidateFailure(self._fault(e)) from e
+            self._cand_fns[wl.name] = fn
+        return fn
+
+    def _reference_fn(self, wl: Any) -> Callable[[list[Any]], Any]:
+        fn = self._ref_fns.get(wl.name)
+        if fn is None:
+            fn = self.rt.build_reference(wl, self.device)
+            self._ref_fns[wl.name] = fn
+        return fn
+
+    def _reference(self, wl: Any, inputs: list[Any]) -> Any:
+        _restore_precision(self._precision)
+        with torch.no_grad():
+            out = self._reference_fn(wl)(checking.clone_inputs(inputs))
+        self._sync()
+        return out
+
+    def _call(
+        self,
+        fn: Callable[[list[Any]], Any],
+        inputs: list[Any],
+        exp: Any | None = None,
+        poison: str | None = None,
+    ) -> Any:
+        """Run candidate code; exceptions become CandidateFailure (with fatal set if CUDA is lost)."""
+        try:
+            if poison is not None:
+                shapes = [
+                    (tuple(e.shape), e.dtype) for e in checking.flatten(exp) if isinstance(e, torch.Tensor)
+                ]
+                checking.prefill_allocator(shapes, self.device, poison)
+                with checking.poisoned_allocations(poison), torch.no_grad():
+                    out = fn(inputs)
+            else:
+                with torch.no_grad():
+                    out = fn(inputs)
+            self._sync()
+            return out
+        except Exception as e:
+            raise CandidateFailure(self._fault(e)) from e
+
+    # ------------------------------------------------------------------ correctness
+    def correctness(self, args: dict[str, Any]) -> dict[str, Any]:
+        assert self.task is not None and self.module is not None, "load a candidate first"
+        wl = self.task.workload(args["workload"])
+        seed, trials = int(args["seed"]), max(1, int(args.get("trials", 3)))
+        tol = self.rt.tolerance()
+        notes: list[str] = []
+        base = {"workload": wl.name, "trials": 0}
+        try:
+            fn = self._candidate_fn(wl)
+        except CandidateFailure as cf:
+            return self._failure(base, cf.fault)
+        agg = {"max_abs_err": 0.0, "max_rel_err": None, "mismatches": 0, "numel": 0}
+        for t in range(trials):
+            inputs = self.rt.make_inputs(wl, seed + t, self.device)
+            exp = self._reference(wl, inputs)
+            if t == 0:
+                notes += checking.degenerate_answers(exp, inputs, tol)
+            ref_after = checking.clone_inputs(inputs)
+            with torch.no_grad():
+                self._reference_fn(wl)(ref_after)  # the reference's own effect on its inputs
+            self._sync()
+            cand_in = checking.clone_inputs(inputs)
+            try:
+                got = self._call(fn, cand_in, exp, poison="nan")
+            except CandidateFailure as cf:
+                return self._failure({**base, "trials": t + 1}, cf.fault)
+            res = self._judge(fn, wl, inputs, got, exp, cand_in, ref_after, tol)
+            if isinstance(res, dict):  # a failure, fully described
+                res.update(workload=wl.name, trials=t + 1)
+                return {"correctness": res, "notes": notes, "flags": self._runtime_flags()}
+            agg["max_abs_err"] = max(agg["max_abs_err"], res.max_abs_err or 0.0)
+            if res.max_rel_err is not None:
+                agg["max_rel_err"] = max(agg["max_rel_err"] or 0.0, res.max_rel_err)
+            agg["mismatches"] += res.mismatches or 0
+            agg["numel"] += res.numel or 0
+        flags = self._runtime_flags()
+        if not self.cpu_mode and not self._audited:
+            self._audited = True
+            flags += self._audit(fn, self.rt.make_inputs(wl, seed, self.device))
+        return {
+            "correctness": {**base, "trials": trials, "passed": True, "kind": "ok", **agg},
+            "notes": notes,
+            "flags": flags,
+        }
+
+    def _judge(
+        self,
+        fn: Callable[[list[Any]], Any],
+        wl: Any,
+        inputs: list[Any],
+        got: Any,
+        exp: Any,
+        cand_in: list[Any],
+        ref_after: list[Any],
+        tol: Any,
+    ) -> checking.OutputCheck | dict[str, Any]:
+        custom = self.rt.check(got, exp, wl, inputs)
+        if custom is not None:
+            d = custom.model_dump() if hasattr(custom, "model_dump") else dict(custom)
+            if not d.get("passed"):
+                return d
+            res = checking.OutputCheck(
+                True,
+                "ok",
+                max_abs_err=d.get("max_abs_err"),
+                max_rel_err=d.get("max_rel_err"),
+                mismatches=d.get("mismatches"),
+                numel=d.get("numel"),
+            )
+        else:
+            res = checking.compare_outputs(got, exp, tol)
+        if not res.passed and res.kind in ("nan_inf", "wrong_values"):
+            kind = self._unwritten(fn, inputs, exp, res)
+            if kind is not None:
+                res.kind, res.message = "unwritten", kind
+        if res.passed:
+            same, msg = checking.inputs_equal(cand_in, ref_after)
+            if not same:
+                return {
+                    "passed": False,
+                    "kind": "input_mutated",
+                    "message": msg + " (inputs must be left as the reference leaves them)",
+                }
+        if not res.passed:
+            same, msg = checking.inputs_equal(cand_in, ref_after)
+            out = {"passed": False, "kind": res.kind, "message": res.message, **res.stats()}
+            if not same:
+                out["message"] += f"; also, {msg}"
+            return out
+        return res
+
+    def _unwritten(
+        self, fn: Callable[[list[Any]], Any], inputs: list[Any], exp: Any, res: checking.OutputCheck
+    ) -> str | None:
+        """Re-run with a finite sentinel poison: elements that show it were never written."""
+        idx = res.output_index or 0
+        e = checking.flatten(exp)[idx]
+        if not isinstance(e, torch.Tensor):
+            return None
+        try:
+            got2 = self._call(fn, checking.clone_inputs(inputs), exp, poison="sentinel")
+        except CandidateFailure:
+            return None
+        g = checking.flatten(got2)[idx] if idx < len(checking.flatten(got2)) else None
+        if not isinstance(g, torch.Tensor) or g.shape != e.shape or g.dtype != e.dtype:
+            return None
+        sentinel = checking.sentinel_for(e.dtype)
+        hit = (g == sentinel) & (e != sentinel)
+        if res.nan_positions is not None:  # NaN/Inf first time: unwritten if the sentinel shows there now
+            hit = hit & res.nan_positions
+            suspects = int(res.nan_positions.sum())
+        else:  # wrong values (e.g. integer outputs): unwritten if the sentinel explains most mismatches
+            suspects = res.mismatches or 0
+        n = int(hit.sum())
+        if n == 0 or n < 0.5 * suspects:
+            return None
+        first = int(hit.flatten().nonzero()[0])
+        return (
+            f"output {idx}: {n} of {e.numel()} elements were never written (they kept the poison the "
+            f"harness puts in fresh allocations; first at index {checking.unravel(first, tuple(e.shape))})"
+        )
+
+    def _failure(self, base: dict[str, Any], fault: faults.Fault) -> dict[str, Any]:
+        kind = {"cuda": "crash"}.get(fault.kind, "exception")
+        return {
+            "correctness": {**base, "passed": False, "kind": kind, "message": fault.message},
+            "fault": fault.to_dict(),
+            "notes": [],
+            "flags": [],
+        }
+
+    # ------------------------------------------------------------------ kernel audit & resources
+    def _triton_functions(self) -> list[Any]:
+        try:
+            from triton.runtime.jit import JITFunction
+        except ImportError:
+            return []
+        out = []
+        for v in list(vars(self.module).values()):
+            seen = 0
+            while v is not None and seen < 5:
+                if isinstance(v, JITFunction):
+                    out.append(v)
+                    break
+                v = getattr(v, "fn", None)
+                seen += 1
+        return out
+
+    def own_kernel_names(self) -> set[str]:
+        from gpu import nvrtc
+
+        names = {
+            getattr(f, "__name__", None) or getattr(getattr(f, "fn", None), "__name__", "")
+            for f in self._triton_functions()
+        }
+        names |= {k.name for k in nvrtc.REQUESTED}
+        names |= set(_GLOBAL_NAME.findall(self._source))
+        return {n for n in names if n}
+
+    def _audit(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> list[str]:
+        """Profile one call: the candidate's own kernels must be among those that ran."""
+        own = self.own_kernel_names()
+        try:
+            from torch.autograd import DeviceType
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
+                fn(inputs)
+                torch.cuda.synchronize()
+            launched = sorted(
+                {
+                    e.name
+                    for e in prof.events()
+                    if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))
+                }
+            )
+        except Exception as e:  # the profiler is an extra check; its failure is reported, not fatal
+            return [f"note: kernel audit skipped ({type(e).__name__}: {str(e)[:200]})"]
+        if not launched:
+            return ["no_kernel_ran: a call launched no GPU kernel at all (a cached or host-side result?)"]
+        if own and not any(o in k for k in launched for o in own):
+            return [
+                f"no_custom_kernel: none of the candidate's kernels ({', '.join(sorted(own))}) ran during a "
+                f"call; it launched only: {', '.join(launched[:8])}"
+            ]
+        return []
+
+    def kernel_resources(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for jf in self._triton_functions():
+            name = getattr(getattr(jf, "fn", None), "__name__", None) or str(jf)
+            for ck in _triton_compiled(jf):
+                with contextlib.suppress(Exception):
+                    if getattr(ck, "n_regs", None) is None and hasattr(ck, "_init_handles"):
+                        ck._init_handles()
+                md = getattr(ck, "metadata", None)
+                spills = getattr(ck, "n_spills", None)
+                out.append(
+                    {
+                        "name": name,
+                        "registers": getattr(ck, "n_regs", None),
+                        "spill_stores_bytes": None if spills is None else int(spills) * 4,
+                        "spill_loads_bytes": None,
+                        "shared_bytes": getattr(md, "shared", None),
+                        "stack_bytes": None,
+                        "num_warps": getattr(md, "num_warps", None),
+                        "num_stages": getattr(md, "num_stages", None),
+                    }
+                )
+        from gpu import nvrtc
+
+        seen = set()
+        for k in nvrtc.REQUESTED:
+            if k.source_hash in seen:
+                continue
+            seen.add(k.source_hash)
+            with contextlib.suppress(Exception):
+                a = k.attributes()
+                out.append(
+                    {
+                        "name": k.name,
+                        "registers": a["registers"],
+                        "shared_bytes": a["shared_bytes"],
+                        "stack_bytes": a["local_bytes"],
+                        "spill_stores_bytes": None,
+                        "spill_loads_bytes": None,
+                        "num_warps": None,
+                        "num_stages": None,
+                    }
+                )
+        return out
+
+    # ------------------------------------------------------------------ timing
+    def _input_sets(self, wl: Any, seed: int, wanted: int) -> list[list[Any]]:
+        first = self.rt.make_inputs(wl, seed, self.device)
+        sets = [first]
+        if not self.cpu_mode:
+            free, _total = torch.cuda.mem_get_info(self.device)
+            per = max(_tensor_bytes(first), 1)
+            wanted = max(1, min(wanted, int(0.3 * free // per)))
+        for j in range(1, wanted):
+            sets.append(self.rt.make_inputs(wl, seed + j, self.device))
+        return sets
+
+    def _time(
+        self,
+        fn: Callable[[list[Any]], Any],
+        sets: list[list[Any]],
+        st: EvalSettings,
+        before_each: Callable[[int], list[Any]] | None = None,
+        after_each: Callable[[int, Any], None] | None = None,
+    ) -> timing.TimingResult:
+        def call(inputs: list[Any]) -> Any:
+            with torch.no_grad():
+                return fn(inputs)
+
+        if self.cpu_mode:
+            return timing.time_cpu(
+                call, sets, reps=min(st.min_reps, 3), before_each=before_each, after_each=after_each
+            )
+        if st.flush_l2 and self._flusher is None:
+            self._flusher = timing.L2Flusher(self.device)
+        return timing.time_gpu(
+            call,
+            sets,
+            warmup=st.warmup,
+            min_reps=st.min_reps,
+            max_reps=st.max_reps,
+            budget_s=st.time_budget_s,
+            target_rel_ci=st.target_rel_ci,
+            flusher=self._flusher if st.flush_l2 else None,
+            before_each=before_each,
+            after_each=after_each,
+        )
+
+    def benchmark(self, args: dict[str, Any]) -> dict[str, Any]:
+        assert self.task is not None
+        wl = self.task.workload(args["workload"])
+        st = EvalSettings.model_validate(args["settings"])
+        which = args.get("which", "candidate")
+        seed = st.seed + 1000  # timing inputs differ from the correctness trials
+        if which == "eager":
+            ref = self._reference_fn(wl)
+            sets = self._input_sets(wl, seed, st.input_sets)
+            _restore_precision(self._precision)
+            return self._time(ref, sets, st).to_dict()
+        if which == "compile":
+            comp = self._compiled_refs.get(wl.name)
+            if comp is None:
+                comp = torch.compile(self._reference_fn(wl))
+                self._compiled_refs[wl.name] = comp
+            sets = self._input_sets(wl, seed, st.input_sets)
+            _restore_precision(self._precision)
+            return self._time(comp, sets, st).to_dict()
+        assert self.module is not None, "load a candidate first"
+        try:
+            fn = self._candidate_fn(wl)
+        except CandidateFailure as cf:
+            return {"fault": cf.fault.to_dict()}
+        tol = self.rt.tolerance()
+        flags: list[str] = []
+        try:
+            if st.final:
+                res = self._time_final(fn, wl, st, tol, flags)
+            else:
+                sets = self._input_sets(wl, seed, st.input_sets)
+                refs = [self._reference(wl, s) for s in sets]
+                res = self._time(fn, sets, st)
+                flags += self._recheck(fn, wl, sets, refs, tol, seed)
+        except CandidateFailure as cf:
+            return {"fault": cf.fault.to_dict()}
+        except Exception as e:  # candidate code raised inside the timing loop
+            fault = self._fault(e)
+            return {"fault": fault.to_dict()}
+        out = res.to_dict()
+        out["flags"] = out["flags"] + flags + self._runtime_flags()
+        ceilings = args.get("ceilings") or {}
+        cost = self.rt.cost(wl) if hasattr(self.rt, "cost") else None
+        if cost is not None and ceilings and not self.cpu_mode:
+            frac = hardware.roofline_fraction(
+                res.summary.median, cost.flops, cost.bytes, cost.dtype, ceilings
+            )
+            out["roofline_fraction"] = frac
+            if frac is not None and frac > 1.1:
+                out["flags"].append(
+                    f"implausible_speed: {res.summary.median:.2f} us is {frac:.2f}x the attainable time at this "
+                    "GPU's measured ceilings (work skipped or not timed?)"
+                )
+        return out
+
+    def _time_final(
+        self, fn: Callable[[list[Any]], Any], wl: Any, st: EvalSettings, tol: Any, flags: list[str]
+    ) -> timing.TimingResult:
+        """Fresh inputs for every timed call, each output checked against the reference."""
+        expected: dict[int, Any] = {}
+        current: dict[int, list[Any]] = {}
+
+        def before(rep: int) -> list[Any]:
+            inputs = self.rt.make_inputs(wl, st.seed + 50_000 + rep, self.device)
+            if rep >= 0:
+                expected[rep] = self._reference(wl, inputs)
+            current[rep] = inputs
+            return inputs
+
+        def after(rep: int, out: Any) -> None:
+            chk = checking.compare_outputs(out, expected.pop(rep), tol)
+            current.pop(rep, None)
+            if not chk.passed and not any(f.startswith("final_recheck_failed") for f in flags):
+                flags.append(
+                    f"final_recheck_failed: a timed call on fresh inputs gave a wrong answer ({chk.kind}: "
+                    f"{chk.message})"
+                )
+
+        return self._time(fn, [], st, before_each=before, after_each=after)
+
+    def _recheck(
+        self,
+        fn: Callable[[list[Any]], Any],
+        wl: Any,
+        sets: list[list[Any]],
+        refs: list[Any],
+        tol: Any,
+        seed: int,
+    ) -> list[str]:
+        """Cheat checks after timing: outputs on the timed inputs, and new data at the same addresses."""
+        flags = []
+        for j, (s, exp) in enumerate(zip(sets, refs, strict=True)):
+            got = self._call(fn, s)
+            chk = checking.compare_outputs(got, exp, tol)
+            if not chk.passed:
+                flags.append(
+                    f"recheck_failed: on timed input set {j} the output is wrong after timing "
+                    f"({chk.kind}: {chk.message})"
+                )
+                break
+        fresh = self.rt.make_inputs(wl, seed + 77_777, self.device)
+        target = sets[0]
+        for dst, src in zip(target, fresh, strict=True):
+            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
+                dst.copy_(src)
+        exp = self._reference(wl, target)
+        got = self._call(fn, target)
+        chk = checking.compare_outputs(got, exp, tol)
+        if not chk.passed:
+            flags.append(
+                "stale_output: after new values were written into the same input tensors, the output "
+                f"did not follow ({chk.kind}: {chk.message}); results must not be cached by address"
+            )
+        return flags
+
+
+def _triton_compiled(jf: Any) -> list[Any]:
+    """CompiledKernel objects of a JITFunction, across Triton versions' cache layouts."""
+    found = []
+    caches = getattr(jf, "device_caches", None)
+    if isinstance(caches, dict):
+        for entry in caches.values():
+            kc = entry[0] if isinstance(entry, tuple) else entry
+            if isinstance(kc, dict):
+                found += list(kc.values())
+    legacy = getattr(jf, "cache", None)
+    if isinstance(legacy, dict):
+        for kc in legacy.values():
+            if isinstance(kc, dict):
+                found += list(kc.values())
+    return found

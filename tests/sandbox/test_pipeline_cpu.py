@@ -1,0 +1,56 @@
+"""The full pipeline on the CPU: a correct Triton candidate compiles, passes and is timed (interpreter)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_good_candidate_is_ok_and_timed(sandbox, affine, cand, st) -> None:
+    ev = await sandbox.evaluate(cand("good_triton"), affine, st("small", "smoke"))
+    assert ev.status == "ok", ev.error
+    assert [c.workload for c in ev.correctness] == ["small", "smoke"]
+    assert all(c.passed and c.kind == "ok" and c.trials == 2 for c in ev.correctness)
+    assert ev.correctness[0].max_abs_err is not None and ev.correctness[0].max_abs_err < 1e-5
+    assert len(ev.timings) == 2
+    t = ev.timings[0]
+    assert t.device == "cpu-interpreter"
+    assert t.n == 3 and t.ci_low_us <= t.median_us <= t.ci_high_us
+    assert t.eager_median_us is not None and t.speedup_vs_eager == pytest.approx(
+        t.eager_median_us / t.median_us
+    )
+    assert t.compile_median_us is None  # no torch.compile baseline on the CPU
+    assert ev.env is not None and ev.env.cpu_mode
+    assert any("interpreter" in f for f in ev.flags)
+
+
+async def test_correctness_only_has_no_timings(sandbox, affine, cand, st) -> None:
+    ev = await sandbox.correctness(cand("good_triton"), affine, st("small"))
+    assert ev.status == "ok" and ev.correct and ev.timings == []
+
+
+async def test_unknown_workload_is_an_error_naming_the_choices(sandbox, affine, cand, st) -> None:
+    ev = await sandbox.evaluate(cand("good_triton"), affine, st("nope"))
+    assert ev.status == "error"
+    assert "nope" in ev.error and "small" in ev.error and "smoke" in ev.error
+
+
+async def test_hardware_facts_in_cpu_mode(sandbox) -> None:
+    hw = await sandbox.hardware()
+    assert hw.cpu_mode and hw.device == "cpu-interpreter" and hw.workers == 1
+    assert hw.copy_bandwidth_gbps is None and hw.matmul_tflops == {}
+
+
+async def test_baselines_are_cached_per_task_workload_environment(sandbox, affine, cand, st) -> None:
+    ev1 = await sandbox.evaluate(cand("good_triton"), affine, st("small"))
+    ev2 = await sandbox.evaluate(cand("good_triton"), affine, st("small"))
+    assert ev1.timings[0].eager_median_us == ev2.timings[0].eager_median_us  # the cached measurement
+    keys = [k for k in (await _keys(sandbox)) if k.startswith("baseline:") and ":small:" in k]
+    assert keys, "the eager baseline was not stored in the cache"
+
+
+async def _keys(sandbox) -> list[str]:
+    import json
+
+    return list(json.loads(sandbox.cache.path.read_text()))
