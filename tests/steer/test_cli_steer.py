@@ -1,0 +1,222 @@
+"""`ksearch intent add|edit`, `pin|unpin|veto|unveto|prune|reopen`, `best`: real store, real tools."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import uidata
+from click.testing import Result
+from uihelp import REPO, subprocess_env, with_store
+
+from worldmodel.models import SearchConfig
+
+Ks = Callable[..., Result]  # the `ks` fixture: run a ksearch command
+
+
+def said(text: str) -> str:
+    """Console output with the terminal's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def test_intent_add_goes_through_the_tools(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
+    db, ids = demo
+    r = ks(
+        "intent",
+        "add",
+        "softmax-demo",
+        "fuse max and sum into one pass",
+        "--parent",
+        ids["rows"],
+        "--why",
+        "one read of the row",
+        "--priority",
+        0.85,
+        "--difficulty",
+        2,
+        "--expected",
+        1.3,
+        "--reason",
+        "pairing session",
+        "--db",
+        db,
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "added #" in r.stdout and f"under #{ids['rows']}" in r.stdout
+    n = next(
+        n for n in with_store(db, lambda s: s.list_nodes(1)) if n.title == "fuse max and sum into one pass"
+    )
+    assert (
+        n.parent_id,
+        n.rationale,
+        n.priority,
+        n.difficulty,
+        n.expected_speedup,
+        n.author,
+        n.status.value,
+    ) == (
+        ids["rows"],
+        "one read of the row",
+        0.85,
+        2,
+        1.3,
+        "human",
+        "open",
+    )
+    edits = with_store(db, lambda s: s.list_edits(1))
+    assert any(e.op == "insert" and e.node_id == n.id and e.reason == "pairing session" for e in edits)
+    # Without --parent it goes under the root.
+    r = ks("intent", "add", "1", "persistent kernel over all rows", "--db", db)
+    assert r.exit_code == 0, r.stderr
+    n2 = next(
+        n for n in with_store(db, lambda s: s.list_nodes(1)) if n.title == "persistent kernel over all rows"
+    )
+    assert n2.parent_id == ids["root"]
+
+
+def test_intent_add_refusals(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
+    db, ids = demo
+    before = len(with_store(db, lambda s: s.list_nodes(1)))
+    cases = [
+        (("nosuch", "a fine idea"), "no search named 'nosuch'"),
+        (("softmax-demo", "a fine idea", "--parent", 999), "no node #999"),
+        (("softmax-demo", "x"), "title"),
+        (("softmax-demo", "a fine idea", "--priority", 1.5), "priority"),
+        (("softmax-demo", "a fine idea", "--difficulty", 9), "difficulty"),
+        (("softmax-demo", "one row per program, row kept in registers"), "near-duplicate"),
+        (("softmax-demo", "grow under pruned", "--parent", ids["exp2"]), "pruned"),
+    ]
+    for args, needle in cases:
+        r = ks("intent", "add", *args, "--db", db)
+        assert r.exit_code == 2, (args, r.stdout, r.stderr)
+        assert needle in said(r.stderr), (args, r.stderr)
+    assert len(with_store(db, lambda s: s.list_nodes(1))) == before
+
+
+def test_pin_veto_prune_reopen_roundtrip(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
+    db, ids = demo
+    w = ids["warps"]
+
+    def node():  # type: ignore[no-untyped-def]
+        return with_store(db, lambda s: s.get_node(w))
+
+    assert ks("pin", "softmax-demo", w, "--reason", "next", "--db", db).exit_code == 0
+    assert node().pinned
+    assert ks("unpin", "softmax-demo", w, "--db", db).exit_code == 0
+    assert not node().pinned
+    r = ks("veto", "softmax-demo", w, "--db", db)
+    assert r.exit_code == 0 and "vetoed" in r.stdout
+    assert node().vetoed
+    assert ks("unveto", "softmax-demo", w, "--db", db).exit_code == 0
+    assert not node().vetoed
+    r = ks(
+        "intent",
+        "edit",
+        "softmax-demo",
+        w,
+        "--priority",
+        0.95,
+        "--notes",
+        "bandwidth bound at 8192",
+        "--db",
+        db,
+    )
+    assert r.exit_code == 0, r.stderr
+    assert (node().priority, node().notes) == (0.95, "bandwidth bound at 8192")
+    # Pruning a branch prunes its subtree; reopen brings the node back.
+    assert ks("prune", "softmax-demo", ids["rows"], "--db", db).exit_code == 0
+    nodes = {n.id: n for n in with_store(db, lambda s: s.list_nodes(1))}
+    assert {nodes[i].status.value for i in (ids["rows"], ids["vec"], ids["online"])} == {"pruned"}
+    assert ks("reopen", "softmax-demo", ids["rows"], "--db", db).exit_code == 0
+    assert with_store(db, lambda s: s.get_node(ids["rows"])).status.value == "open"
+    ops = [(e.op, e.author) for e in with_store(db, lambda s: s.list_edits(1)) if e.node_id == w]
+    assert [op for op, _ in ops] == ["insert", "pin", "unpin", "veto", "unveto", "update"]
+    assert {a for op, a in ops if op != "insert"} == {"human"}
+
+
+def test_edit_refusals(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
+    db, ids = demo
+
+    async def other(store):  # type: ignore[no-untyped-def]
+        s = await store.create_search("other-search", "softmax", SearchConfig())
+        return (await store.root(s.id)).id
+
+    other_root = with_store(db, other)
+    for args, needle in [
+        (("prune", "softmax-demo", ids["root"]), "root"),
+        (("prune", "softmax-demo", ids["exp2"]), "pruned"),
+        (("pin", "softmax-demo", other_root), "belongs to another search"),
+        (("pin", "softmax-demo", 999), "no node #999"),
+        (("veto", "nosuch", ids["warps"]), "no search named"),
+        (("intent", "edit", "softmax-demo", ids["warps"]), "nothing to change"),
+    ]:
+        r = ks(*args, "--db", db)
+        assert r.exit_code == 2, (args, r.stdout)
+        assert needle in said(r.stderr), (args, r.stderr)
+
+
+def test_missing_database_is_not_created(ks: Ks, tmp_path: Path) -> None:
+    db = tmp_path / "nothing-here.db"
+    r = ks("pin", "softmax-demo", 3, "--db", db)
+    assert r.exit_code == 2 and "no database at" in said(r.stderr)
+    assert not db.exists()
+    r = ks("best", "softmax-demo", "--db", tmp_path)
+    assert r.exit_code == 2 and "is a directory" in said(r.stderr)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    r = ks("best", "softmax-demo", "--db", junk)
+    assert r.exit_code == 2 and "cannot be opened as a ksearch database" in said(r.stderr)
+
+
+def test_best_prints_source_and_numbers(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
+    db, ids = demo
+    r = ks("best", "softmax-demo", "--db", db)
+    assert r.exit_code == 0, r.stderr
+    assert f"attempt #{ids['best_attempt']}" in r.stdout and "128-bit vectorized loads" in r.stdout
+    assert "2.300x vs eager" in r.stdout and "rows512_cols8192" in r.stdout
+    assert "# loads widened to 128 bits" in r.stdout
+    src = ks("best", "softmax-demo", "--source-only", "--db", db)
+    expected = uidata.variant("vectorized", "    # loads widened to 128 bits\n")
+    assert src.exit_code == 0 and src.stdout == expected
+    out = tmp_path / "best.py"
+    r = ks("best", "softmax-demo", "-o", out, "--db", db)
+    assert r.exit_code == 0 and out.read_text() == expected
+    data = json.loads(ks("best", "softmax-demo", "--json", "--db", db).stdout)
+    assert data["attempt"]["id"] == ids["best_attempt"] and data["source"] == expected
+    assert data["node"]["id"] == ids["vec"]
+
+    async def empty(store):  # type: ignore[no-untyped-def]
+        await store.create_search("empty-search", "softmax", SearchConfig())
+
+    with_store(db, empty)
+    r = ks("best", "empty-search", "--db", db)
+    assert r.exit_code == 1 and "no correct, timed attempt yet" in said(r.stderr)
+
+
+def test_commands_are_wired_into_ksearch() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "server.cli", "--help"],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    for cmd in (
+        "intent",
+        "pin",
+        "unpin",
+        "veto",
+        "unveto",
+        "prune",
+        "reopen",
+        "submit",
+        "best",
+        "export",
+        "ui",
+    ):
+        assert f" {cmd} " in out.stdout, cmd

@@ -1,0 +1,96 @@
+"""`ksearch export`: the whole search as JSON, and a self-contained HTML report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+
+import uidata
+from click.testing import Result
+
+from server.export import EXPORT_FORMAT, SearchExport
+
+Ks = Callable[..., Result]  # the `ks` fixture: run a ksearch command
+
+
+class _Scan(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.handlers: list[str] = []
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k.startswith("on"):
+                self.handlers.append(k)
+            if k in ("src", "href") and v and not v.startswith(("#", "data:")):
+                self.urls.append(v)
+
+
+def test_json_holds_the_whole_search(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
+    db, ids = demo
+    out = tmp_path / "search.json"
+    r = ks("export", "softmax-demo", "-o", out, "--db", db)
+    assert r.exit_code == 0, r.stderr
+    data = SearchExport.model_validate_json(out.read_text())
+    assert data.format == EXPORT_FORMAT
+    assert data.search.best_attempt_id == ids["best_attempt"]
+    assert {n.id for n in data.nodes} == {
+        ids[k] for k in ("root", "rows", "warps", "exp2", "hostile", "vec", "online")
+    }
+    assert [a.id for a in data.attempts] == list(range(1, 8))
+    assert all(a.candidate_id in data.candidates for a in data.attempts)
+    best = next(a for a in data.attempts if a.id == ids["best_attempt"])
+    assert data.candidates[best.candidate_id].source == uidata.variant(
+        "vectorized", "    # loads widened to 128 bits\n"
+    )
+    assert any(e.op == "prune" and e.node_id == ids["exp2"] for e in data.edits)
+    assert data.llm_totals.calls == 2 and data.llm_totals.tokens_in == 12600
+    assert data.llm_calls[0].request == "analyse the kernel"
+    # Without the prompt texts, on stdout.
+    r = ks("export", "softmax-demo", "--json", "--no-llm-text", "--db", db)
+    slim = json.loads(r.stdout)
+    assert [c["request"] for c in slim["llm_calls"]] == ["", ""] and slim["llm_calls"][1][
+        "tokens_out"
+    ] == 1300
+
+
+def test_html_report_is_self_contained_and_escaped(
+    ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    db, ids = demo
+    out = tmp_path / "report.html"
+    r = ks("export", "softmax-demo", "--html", "-o", out, "--db", db)
+    assert r.exit_code == 0, r.stderr
+    html = out.read_text()
+    scan = _Scan()
+    scan.feed(html)
+    assert "script" not in scan.tags and "img" not in scan.tags and scan.handlers == []
+    assert scan.urls == []  # no external resource: styles inline, chart inline SVG
+    assert "style" in scan.tags and "svg" in scan.tags
+    assert "Best kernel" in html and f"Attempt #{ids['best_attempt']}" in html
+    assert "# loads widened to 128 bits" in html and "rows512_cols8192" in html
+    assert "&lt;script&gt;window.__pwned" in html  # hostile titles and notes, as text
+    assert "demo-model" in html and "$0.08" in html  # spend per phase
+    # -o with .html implies --html.
+    out2 = tmp_path / "r2.html"
+    assert ks("export", "softmax-demo", "-o", out2, "--db", db).exit_code == 0
+    assert out2.read_text().startswith("<!doctype html>")
+
+
+def test_export_refusals(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
+    db, _ = demo
+    for args, needle in [
+        (("--json", "--html"), "not both"),
+        (("-o", tmp_path), "is a directory"),
+        (("-o", tmp_path / "no" / "such" / "x.json"), "does not exist"),
+    ]:
+        r = ks("export", "softmax-demo", *args, "--db", db)
+        assert r.exit_code == 2, args
+        assert needle in " ".join(r.stderr.split()), (args, r.stderr)
+    r = ks("export", "nosuch", "--db", db)
+    assert r.exit_code == 2 and "no search named" in r.stderr

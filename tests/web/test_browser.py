@@ -1,0 +1,193 @@
+"""The page in a real headless Chromium, against `ksearch ui` running in its own process.
+
+Needs Debian's `chromium` (/usr/bin/chromium) and Playwright's Python package (no browser download:
+Playwright drives the system Chromium). Skipped, with the reason, when either is missing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from uihelp import CHROMIUM, CHROMIUM_ARGS, REPO, UiProcess, subprocess_env, with_store
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
+try:
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
+except ImportError:
+    pytest.skip(
+        "Playwright's Python package is not installed (pip install playwright)", allow_module_level=True
+    )
+
+TIMEOUT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    outside: list[str] = []
+    pg.on(
+        "request",
+        lambda r: outside.append(r.url) if not r.url.startswith(("http://127.0.0.1", "data:")) else None,
+    )
+    try:
+        yield pg
+    finally:
+        ctx.close()
+    assert errors == [], f"script errors on the page: {errors}"
+    assert outside == [], f"requests outside the local server: {outside}"
+
+
+def test_tree_and_attempt_code(page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]) -> None:
+    _, ids = demo
+    page.goto(ui.url)
+    tree = page.locator("#tree")
+    expect(tree.locator(".node")).to_have_count(7)
+    expect(tree.locator(f'.node[data-node="{ids["vec"]}"]')).to_contain_text("128-bit vectorized loads")
+    expect(tree.locator(".node.on-best-path")).to_have_count(3)
+    expect(page.locator("#best-speedup")).to_have_text("2.300x")
+    expect(page.locator("#chart svg.chart")).to_be_visible()
+
+    page.click(f'#tree .node[data-node="{ids["vec"]}"]')
+    expect(page.locator("#node .node-title")).to_contain_text("128-bit vectorized loads")
+    detail = page.locator(f'#attempt .attempt-detail[data-attempt="{ids["best_attempt"]}"]')
+    expect(detail.locator("pre.code").last).to_contain_text("# loads widened to 128 bits")
+    expect(detail.locator(".dl.add").first).to_contain_text("+")
+    expect(detail.locator("table.timings")).to_contain_text("rows512_cols8192")
+
+    # A failed attempt: its compile log and the marked line are shown.
+    page.click(f'#tree .node[data-node="{ids["online"]}"]')
+    page.click(f'#node .attempt-row[data-attempt="{ids["bad_attempt"]}"]')
+    bad = page.locator(f'#attempt .attempt-detail[data-attempt="{ids["bad_attempt"]}"]')
+    expect(bad).to_contain_text("Compiler log")
+    expect(bad.locator(".ln.diag")).to_have_count(1)
+
+    # Hostile strings render as text and run nothing.
+    page.click(f'#tree .node[data-node="{ids["hostile"]}"]')
+    expect(page.locator("#node .node-title")).to_contain_text("<script>window.__pwned = 1</script>")
+    expect(
+        page.locator(f'#attempt .attempt-detail[data-attempt="{ids["hostile_attempt"]}"]')
+    ).to_contain_text("</code></pre><script>")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#node script, #attempt script, #tree script, #node img, #attempt img").count() == 0
+
+
+def test_add_intent_through_the_page(page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]) -> None:
+    db, ids = demo
+    page.goto(ui.url)
+    page.click(f'#tree .node[data-node="{ids["rows"]}"]')
+    expect(page.locator("#steer-target")).to_contain_text(f"#{ids['rows']}")
+    page.fill("#intent-title", "two rows per program for short rows")
+    page.fill("#intent-why", "rows of 1024 leave most lanes idle")
+    page.fill("#intent-prio", "0.85")
+    page.select_option("#intent-diff", "2")
+    page.click("#add-intent-btn")
+    expect(page.locator("#steer-msg")).to_contain_text("added intent #")
+    nodes = with_store(db, lambda s: s.list_nodes(ids["search"]))
+    new = [n for n in nodes if n.title == "two rows per program for short rows"]
+    assert len(new) == 1
+    n = new[0]
+    assert (n.parent_id, n.author, n.rationale, n.priority, n.difficulty) == (
+        ids["rows"],
+        "human",
+        "rows of 1024 leave most lanes idle",
+        0.85,
+        2,
+    )
+    # It appears in the tree without a reload.
+    expect(page.locator(f'#tree .node[data-node="{n.id}"]')).to_contain_text("two rows per program")
+
+    # A refused intent (a near-duplicate sibling) shows the tools' reason and writes nothing.
+    page.fill("#intent-title", "two rows per program for short rows")
+    page.click("#add-intent-btn")
+    expect(page.locator("#steer-msg.err")).to_contain_text("near-duplicate")
+    assert len(with_store(db, lambda s: s.list_nodes(ids["search"]))) == len(nodes)
+
+
+def test_steering_buttons(page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]) -> None:
+    db, ids = demo
+    page.goto(ui.url)
+    w = ids["warps"]
+    page.click(f'#tree .node[data-node="{w}"]')
+    expect(page.locator("#pin")).to_have_text("Pin")
+    page.fill("#reason", "worth a look before anything else")
+    page.click("#pin")
+    expect(page.locator(f'#tree .node[data-node="{w}"] .flag-pin')).to_be_visible()
+    expect(page.locator("#pin")).to_have_text("Unpin")
+    page.fill("#prio", "0.9")
+    page.click("#set-prio")
+    expect(page.locator(f'#tree .node[data-node="{w}"] .prio')).to_have_text("p0.90")
+    node = with_store(db, lambda s: s.get_node(w))
+    assert node.pinned and node.priority == pytest.approx(0.9)
+    edits = with_store(db, lambda s: s.list_edits(ids["search"]))
+    assert any(
+        e.op == "pin" and e.node_id == w and e.author == "human" and e.reason.startswith("worth")
+        for e in edits
+    )
+    page.click("#prune")
+    expect(page.locator(f'#tree .node.st-pruned[data-node="{w}"]')).to_have_count(1)
+    assert with_store(db, lambda s: s.get_node(w)).status.value == "pruned"
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    import uidata
+    from worldmodel.store import Store
+
+    async def main(db, node):
+        store = await Store.open(db)
+        cand = await store.put_candidate(uidata.variant("from another process"), "triton")
+        a = await store.record_attempt(1, node, cand.id, uidata.ok_eval(3.1), round=4, author="tuner")
+        await store.close()
+        print(a.id)
+
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    """
+)
+
+
+def test_attempt_from_another_process_appears_without_reload(
+    page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
+) -> None:
+    db, ids = demo
+    page.goto(ui.url)
+    w = ids["warps"]
+    page.click(f'#tree .node[data-node="{w}"]')
+    expect(page.locator("#node")).to_contain_text("No attempts yet.")
+    page.evaluate("window.__sameDocument = 'yes'")  # survives only if the page is never reloaded
+    out = subprocess.run(
+        [sys.executable, "-c", WRITER, str(db), str(w)],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    new_id = int(out.stdout.strip())
+    expect(page.locator("#best-speedup")).to_have_text("3.100x")
+    expect(page.locator(f'#tree .node[data-node="{w}"] .spd')).to_have_text("3.100x")
+    expect(page.locator(f'#tree .node.on-best-path[data-node="{w}"]')).to_have_count(1)
+    expect(page.locator(f'#node .attempt-row[data-attempt="{new_id}"]')).to_be_visible()
+    expect(page.locator(f'#chart [data-attempt="{new_id}"]')).to_have_count(1)
+    assert page.evaluate("window.__sameDocument") == "yes"
