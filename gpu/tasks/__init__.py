@@ -50,6 +50,8 @@ def _load(path: Path, builtin: bool, workloads: str | None) -> Task:
             return load_gpumode(path)
         if (path / "definition.json").is_file():
             return load_flashinfer(path / "definition.json", Path(workloads) if workloads else None)
+        if (path / "reference.py").is_file():
+            raise TaskError(f"{path}: has reference.py but no task.yml; a GPU MODE task folder needs both")
         if (path / "task.py").is_file():
             return load_native(path / "task.py", builtin=builtin)
         raise TaskError(

@@ -19,7 +19,12 @@ def task_error(path: Path | str, field: str, message: str) -> TaskError:
 def _first_error(exc: ValidationError, field: str) -> tuple[str, str]:
     err = exc.errors()[0]
     loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-    return f"{field}{loc}", err["msg"]
+    if err["type"] == "extra_forbidden":
+        return f"{field}{loc}", "unknown key"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] != "value_error":
+        msg += f", got {err['input']!r}"
+    return f"{field}{loc}", msg
 
 
 class WorkloadSpec(BaseModel):

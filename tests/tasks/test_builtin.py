@@ -1,0 +1,111 @@
+"""The built-in suite: every task loads fast, is well-formed, its reference runs on the CPU, its rule is
+not degenerate, and its seed matches the reference (Triton interpreter on the CPU; the GPU test
+covers every real workload)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import gpu.tasks
+from gpu.inputs import accepted_by, as_outputs, degenerate_outputs
+from gpu.runtime import TaskRuntime, load_candidate_module
+from gpu.tasks import builtin_names, builtin_tasks, load_task
+from gpu.tasks.tunables import apply_tunables, read_tunables
+
+NAMES = builtin_names()
+MEMORY = {"softmax", "rmsnorm", "layernorm", "fused_add_rmsnorm", "row_sum", "cross_entropy", "swiglu"}
+COMPUTE = {"gemm_bf16", "gemm_fp32", "bmm", "conv2d", "causal_attention", "gemm_bias_gelu"}
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def test_the_suite_covers_memory_and_compute_bound_work() -> None:
+    assert len(NAMES) >= 12
+    assert set(NAMES) >= MEMORY | COMPUTE
+    tasks = {t.name: t for t in builtin_tasks()}
+    assert {n for n, t in tasks.items() if t.bound == "memory"} >= MEMORY
+    assert {n for n, t in tasks.items() if t.bound == "compute"} >= COMPUTE
+    assert {t.dtype for t in tasks.values()} >= {"float32", "bfloat16"}
+
+
+def test_builtins_load_fast() -> None:
+    gpu.tasks._cache.clear()
+    for name in NAMES:
+        start = time.perf_counter()
+        task = load_task(name)
+        assert time.perf_counter() - start < 0.05, name
+        assert task.builtin and task.name == name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_builtin_is_well_formed(name: str) -> None:
+    task = load_task(name)
+    assert task.by_split("search") and task.by_split("heldout") and not task.smoke_derived
+    assert task.op and task.title and task.description and task.has_cost
+    assert "triton" in task.seeds
+    tunables = read_tunables(task.seeds["triton"])
+    assert tunables and all(t.current in t.values for t in tunables.values())
+    rt = TaskRuntime(task)
+    for w in task.workloads:
+        cost = rt.cost(w)
+        assert cost is not None and cost.bytes > 0 and cost.flops > 0
+    # bf16 matrix work cannot be checked in the interpreter: its smoke runs another dtype, said plainly
+    if task.dtype == "bfloat16" and "tl.dot" in task.seeds["triton"]:
+        assert task.smoke().params.get("dtype") in ("float16", "float32")
+        assert "interpreter" in task.description
+
+
+def _check_seed(name: str, source: str, scratch: Path, tag: str) -> None:
+    task = load_task(name)
+    rt = TaskRuntime(task)
+    wl = task.smoke()
+    inputs = rt.make_inputs(wl, 1234, "cpu")
+    expected = as_outputs(rt.build_reference(wl, "cpu")(inputs))
+    module = load_candidate_module(source, f"seed_{name}_{tag}", scratch)
+    got = as_outputs(rt.build_candidate(module, wl, "cpu")(inputs))
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        assert accepted_by(g, e, rt.tolerance()), (
+            f"{name} ({tag}): max error {float((g.double() - e.double()).abs().max())}"
+        )
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="runs kernels in the Triton interpreter (CPU machines)")
+@pytest.mark.parametrize("name", NAMES)
+def test_seed_matches_reference_in_the_interpreter(name: str, tmp_path: Path) -> None:
+    source = load_task(name).seeds["triton"]
+    _check_seed(name, source, tmp_path, "as_shipped")
+    # every block size the tuner may pick must stay correct: try the smallest and the largest of each
+    tunables = read_tunables(source)
+    for tag, pick in (("smallest", min), ("largest", max)):
+        _check_seed(
+            name, apply_tunables(source, {n: pick(t.values) for n, t in tunables.items()}), tmp_path, tag
+        )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_runs_on_cpu_and_its_rule_rejects_fakes(name: str) -> None:
+    task = load_task(name)
+    assert degenerate_outputs(task, seed=7) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_seed_matches_reference_on_the_gpu(name: str, tmp_path: Path) -> None:
+    task = load_task(name)
+    rt = TaskRuntime(task)
+    module = load_candidate_module(task.seeds["triton"], f"seed_gpu_{name}", tmp_path)
+    for wl in task.workloads:
+        inputs: Any = rt.make_inputs(wl, 99, "cuda")
+        expected = as_outputs(rt.build_reference(wl, "cuda")(inputs))
+        got = as_outputs(rt.build_candidate(module, wl, "cuda")(inputs))
+        for g, e in zip(got, expected, strict=True):
+            assert accepted_by(g, e, rt.tolerance()), f"{name} {wl.name}"
+        del inputs, expected, got
+        torch.cuda.empty_cache()
