@@ -6,9 +6,9 @@ exactly the information ksearch's own driver gives its model.
 
 from __future__ import annotations
 
-import ast
 from typing import Any
 
+from gpu.tasks.tunables import TunableError, read_tunables
 from server.policies.base import AttemptOutcome, TaskBrief
 from tools.common import summarize
 from tools.select_action import base_attempt
@@ -37,25 +37,26 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
 
 
 def tunables_of(source: str) -> dict[str, list[Any]]:
-    """The TUNABLES dict literal a candidate declares, or {} (never executes the source)."""
+    """The space a candidate declares (TUNABLES), or {} when it declares none or declares it badly."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        return {name: t.values for name, t in read_tunables(source).items()}
+    except TunableError:
         return {}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TUNABLES" for t in stmt.targets):
-            try:
-                value = ast.literal_eval(stmt.value)
-            except ValueError:
-                return {}
-            return {str(k): list(v) for k, v in value.items()} if isinstance(value, dict) else {}
-    return {}
+
+
+def params_of(source: str) -> dict[str, Any]:
+    """The tunable values a candidate's source sets: what an attempt actually measured."""
+    try:
+        return {name: t.current for name, t in read_tunables(source).items()}
+    except TunableError:
+        return {}
 
 
 async def tree_view(ws: Workspace, search_id: int, budget: int = TREE_BUDGET) -> str:
+    s = await ws.search(search_id)
     nodes = await ws.store.list_nodes(search_id)
     attempts = {a.id: a for a in await ws.store.list_attempts(search_id)}
-    return render_tree(nodes, attempts, budget_chars=budget)
+    return render_tree(nodes, attempts, budget_chars=budget, best_attempt_id=s.best_attempt_id)
 
 
 async def base_source(ws: Workspace, s: Search, node: Node) -> tuple[str, Attempt | None]:
@@ -70,12 +71,12 @@ async def base_source(ws: Workspace, s: Search, node: Node) -> tuple[str, Attemp
     return seed, None
 
 
-def outcome(att: Attempt, node: Node | None, base: Attempt | None) -> AttemptOutcome:
+def outcome(att: Attempt, source: str, base: Attempt | None) -> AttemptOutcome:
     ev = att.evaluation
     sp = att.speedup
     base_sp = base.speedup if base is not None else None
     return AttemptOutcome(
-        attempt_id=att.id, node_id=att.node_id, params=dict(node.params) if node else {},
+        attempt_id=att.id, node_id=att.node_id, params=params_of(source),
         status=ev.status if ev else "missing",
         speedup_vs_eager=sp,
         speedup_vs_base=(sp / base_sp) if (sp and base_sp) else None,
@@ -84,14 +85,16 @@ def outcome(att: Attempt, node: Node | None, base: Attempt | None) -> AttemptOut
 
 
 async def history(ws: Workspace, search_id: int, limit: int = 40) -> list[AttemptOutcome]:
-    nodes = {n.id: n for n in await ws.store.list_nodes(search_id)}
-    atts = await ws.store.list_attempts(search_id)
     out = []
-    for a in atts[-limit:]:
-        o = outcome(a, nodes.get(a.node_id) if a.node_id else None, None)
+    for a in (await ws.store.list_attempts(search_id))[-limit:]:
+        o = await outcome_of(ws, a, None)
         o.summary = ""  # compact: the full feedback stays in the store
         out.append(o)
     return out
+
+
+async def outcome_of(ws: Workspace, att: Attempt, base: Attempt | None) -> AttemptOutcome:
+    return outcome(att, (await ws.store.get_candidate(att.candidate_id)).source, base)
 
 
 def open_intents(nodes: list[Node]) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ class Display:
         self.console.print(text, markup=False)
 
     def start(self, s: Search, policy: Policy) -> None:
-        what = f"policy: {policy.name}" + (f" ({policy.model})" if policy.model else "")
+        what = f"policy: {policy.name}" + (f" ({policy.model})" if policy.model and policy.model != policy.name else "")
         if policy.name == "tuner":
             what += " — offline tuner, no language model (set ANTHROPIC_API_KEY or --policy openai for an LLM)"
         self._line(f"search {s.id} '{s.name}' on task {s.task}; {what}")

@@ -28,7 +28,8 @@ from tools.benchmark import BenchmarkIn, benchmark
 from tools.common import CandidateRef, summarize
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
-from worldmodel.edits import EditRejected, apply_edits, apply_intents
+from worldmodel.edits import apply_edits, apply_intents
+from worldmodel.errors import EditRejected
 from worldmodel.models import Attempt, EditSpec, EvalSettings, Evaluation, Node, Search
 from worldmodel.select import select_action
 
@@ -90,7 +91,10 @@ class Driver:
     # ------------------------------------------------------------------ accounting
 
     async def _store_call(self, rec: CallRecord) -> None:
-        await self.ws.store.log_llm_call(search_id=self._search_id, **rec.model_dump())
+        fields = rec.model_dump(exclude={"priced"})
+        if not rec.priced:
+            fields["error"] = ((fields["error"] or "") + " [unpriced model: cost 0 is unknown, not free]").strip()
+        await self.ws.store.log_llm_call(search_id=self._search_id, **fields)
         self.display.event(
             f"{rec.provider} {rec.phase}: {rec.tokens_in}+{rec.tokens_out} tokens, ${rec.cost_usd:.4f}, "
             f"{rec.latency_s:.1f}s" + (f" — {rec.error}" if rec.error else "")
@@ -98,7 +102,7 @@ class Driver:
 
     async def _spent(self, search_id: int) -> tuple[int, float]:
         t = await self.ws.store.llm_totals(search_id)
-        return int(t["tokens_in"] + t["tokens_out"]), float(t["usd"])
+        return t.tokens_in + t.tokens_out, t.usd
 
     # ------------------------------------------------------------------ the loop
 
@@ -119,9 +123,9 @@ class Driver:
                 if reason:
                     stop = reason
                     break
-                sel = await select_action(self.ws.store, s.id)
-                if sel is None or sel.node_id is None:
-                    stop = sel.reason if sel else "no open intent left"
+                sel = await select_action(self.ws.store, s.id, claim=True)
+                if sel.node_id is None:
+                    stop = sel.reason
                     break
                 await self.ws.store.bump_round(s.id)
                 s = await self.ws.search(s.id)
@@ -229,7 +233,6 @@ class Driver:
         return out.summary, att, out.evaluation
 
     async def _refine(self, s: Search, node: Node) -> tuple[list[Attempt], Attempt | None]:
-        await self.ws.store.set_node_status(node.id, "active")
         base_src, base = await contexts.base_source(self.ws, s, node)
         best_ev: Evaluation | None = base.evaluation if base and base.evaluation else None
         best_src, best_id = base_src, base.id if base else None
@@ -284,9 +287,11 @@ class Driver:
         best = await self.ws.store.best_attempt(s.id)
         ctx = UpdateContext(
             task=await contexts.task_brief(self.ws, s), round=s.round, intent_id=node.id, intent_title=node.title,
-            prediction=node.expected_speedup, outcomes=[contexts.outcome(a, node, base) for a in attempts],
+            intent_params=node.params, prediction=node.expected_speedup,
+            outcomes=[await contexts.outcome_of(self.ws, a, base) for a in attempts],
             history=await contexts.history(self.ws, s.id), tree_view=await contexts.tree_view(self.ws, s.id),
             open_intents=contexts.open_intents(nodes), best_speedup=best.speedup if best else None,
+            tunables=contexts.tunables_of((await contexts.base_source(self.ws, s, node))[0]),
         )
         for _ in range(MAX_EDIT_RETRIES + 1):
             res = await self.policy.update(ctx)

@@ -22,6 +22,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
+from gpu.sandbox import SandboxError
 from tools.benchmark import BenchmarkIn, benchmark
 from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from tools.create_search import CreateSearchIn, create_search
@@ -119,7 +120,7 @@ class KsearchServer:
             try:
                 ws = await self.ws()
                 return await run(ws, inp, report) if progress else await run(ws, inp)
-            except ToolFailure as e:
+            except (ToolFailure, SandboxError) as e:
                 raise ToolError(str(e)) from e
             except ValidationError as e:
                 raise ToolError(str(describe_validation(e, name))) from e

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from server import contexts
 from server.policies.base import InitContext, UpdateContext, WriteContext
-from server.policies.llm import render_prompt
+from server.policies.prompting import render_prompt
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
-from worldmodel.store import NotFound
+from worldmodel.errors import NotFound
 
 TOOL_HINT = {
     "init": "When done, call propose_intents with these intents and edit_tree to store your analysis as the "
@@ -53,8 +53,8 @@ async def implement_intent(ws: Workspace, search: int | str, node_id: int) -> st
     ctx = WriteContext(
         task=await contexts.task_brief(ws, s), intent_id=node.id, intent_title=node.title,
         intent_rationale=node.rationale, intent_params=node.params, base_source=src,
-        base_summary=contexts.outcome(base, None, None).summary if base else "",
-        feedback=contexts.outcome(last, node, base).summary if last else "",
+        base_summary=(await contexts.outcome_of(ws, base, None)).summary if base else "",
+        feedback=(await contexts.outcome_of(ws, last, base)).summary if last else "",
         attempt_index=len(attempts), tunables=contexts.tunables_of(src), tree_view=await contexts.tree_view(ws, s.id),
     )
     return _join(*render_prompt("write_code", ctx), TOOL_HINT["write_code"].format(node=node.id))
@@ -68,7 +68,8 @@ async def reflect_and_edit(ws: Workspace, search: int | str, node_id: int) -> st
     best = await ws.store.best_attempt(s.id)
     ctx = UpdateContext(
         task=await contexts.task_brief(ws, s), round=s.round, intent_id=node.id, intent_title=node.title,
-        prediction=node.expected_speedup, outcomes=[contexts.outcome(a, node, base) for a in attempts],
+        intent_params=node.params, prediction=node.expected_speedup,
+        outcomes=[await contexts.outcome_of(ws, a, base) for a in attempts],
         history=await contexts.history(ws, s.id), tree_view=await contexts.tree_view(ws, s.id),
         open_intents=contexts.open_intents(await ws.store.list_nodes(s.id)),
         best_speedup=best.speedup if best else None,

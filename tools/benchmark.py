@@ -13,7 +13,7 @@ from tools.errors import ToolFailure
 from tools.run_correctness import EvaluationOut
 from tools.workspace import Workspace
 from worldmodel.models import Attempt, Evaluation
-from worldmodel.store import NotFound
+from worldmodel.errors import NotFound
 
 
 class BenchmarkIn(BaseModel):
@@ -63,8 +63,11 @@ async def record(
 ) -> Attempt:
     from gpu.compare import compare
 
-    def better(a: Evaluation, b: Evaluation) -> bool:
-        return compare(a, b).faster
+    def better(a: Attempt, b: Attempt) -> bool:
+        # Noise-aware: the new attempt replaces the best only when faster beyond measured spread.
+        if b.evaluation is None or b.evaluation.status != "ok":
+            return True
+        return a.evaluation is not None and compare(a.evaluation, b.evaluation).faster
 
     return await ws.store.record_attempt(
         search_id, node_id, candidate_id, ev, base_attempt_id=base_attempt_id, round=round, author=author,

@@ -11,7 +11,7 @@ from gpu.task import Task
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
 from worldmodel.models import Candidate, EvalSettings, Evaluation, Language, Search
-from worldmodel.store import NotFound
+from worldmodel.errors import NotFound
 
 Progress = Callable[[str, float], Awaitable[None]]
 

@@ -6,7 +6,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
-from worldmodel.edits import EditRejected, apply_edits
+from worldmodel.edits import apply_edits
+from worldmodel.errors import EditRejected
 from worldmodel.models import EditSpec, Node
 
 

@@ -25,8 +25,8 @@ class SelectionOut(BaseModel):
 async def select_action(ws: Workspace, inp: SelectActionIn) -> SelectionOut:
     s = await ws.search(inp.search)
     sel = await _select(ws.store, s.id)
-    if sel is None or sel.node_id is None:
-        return SelectionOut(node=None, reason=sel.reason if sel else "no open intent: propose some first")
+    if sel.node_id is None:
+        return SelectionOut(node=None, reason=sel.reason)
     node = await ws.store.get_node(sel.node_id)
     base = await base_attempt(ws, node)
     return SelectionOut(

@@ -15,7 +15,8 @@ from gpu.task import Task, TaskError
 from gpu.tasks import load_task
 from tools.errors import ToolFailure
 from worldmodel.models import Search
-from worldmodel.store import NotFound, Store
+from worldmodel.errors import NotFound
+from worldmodel.store import Store
 
 
 class StoreCache:
