@@ -48,10 +48,12 @@ def time_ms(fn: Any, inputs: list, reps: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def survey(name: str, scratch: Path, reps: int) -> list[dict[str, Any]]:
+def survey(name: str, scratch: Path, reps: int, lang: str = "triton") -> list[dict[str, Any]]:
     task = load_task(name)
+    if lang not in task.seeds:
+        return []
     rt = TaskRuntime(task)
-    module = load_candidate_module(task.seeds["triton"], f"seed_{name}", scratch)
+    module = load_candidate_module(task.seeds[lang], f"seed_{lang}_{name}", scratch)
     rows = []
     for wl in task.workloads:
         if wl.split == "smoke":
@@ -66,7 +68,7 @@ def survey(name: str, scratch: Path, reps: int) -> list[dict[str, Any]]:
         seed = time_ms(cand, inputs, reps)
         cost = rt.cost(wl)
         rows.append({
-            "task": name, "workload": wl.name, "split": wl.split, "tolerance_use": use, "correct": use <= 1.0,
+            "task": name, "lang": lang, "workload": wl.name, "split": wl.split, "tolerance_use": use, "correct": use <= 1.0,
             "eager_ms": eager, "seed_ms": seed,
             "eager_tflops": cost.flops / eager / 1e9 if cost else None,
             "eager_gbps": cost.bytes / eager / 1e6 if cost else None,
@@ -81,12 +83,13 @@ def main() -> int:
     parser.add_argument("names", nargs="*", default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--lang", default="triton", help="which seed to run: triton or cuda")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.names or builtin_names():
             try:
-                rows += survey(name, Path(scratch), args.reps)
+                rows += survey(name, Path(scratch), args.reps, args.lang)
             except Exception as exc:
                 rows.append({"task": name, "error": f"{type(exc).__name__}: {exc}"})
             last = [r for r in rows if r["task"] == name]

@@ -109,3 +109,47 @@ def test_seed_matches_reference_on_the_gpu(name: str, tmp_path: Path) -> None:
             assert accepted_by(g, e, rt.tolerance()), f"{name} {wl.name}"
         del inputs, expected, got
         torch.cuda.empty_cache()
+
+
+CUDA_SEEDED = [n for n in NAMES if "cuda" in load_task(n).seeds]
+
+
+def test_some_builtins_have_cuda_seeds() -> None:
+    assert len(CUDA_SEEDED) >= 3
+
+
+@pytest.mark.parametrize("name", CUDA_SEEDED)
+def test_cuda_seed_compiles_with_nvcc(name: str, tmp_path: Path) -> None:
+    import asyncio
+
+    from gpu.compiler import StaticCompiler, find_nvcc
+    from worldmodel.models import Candidate
+
+    if find_nvcc() is None:
+        pytest.skip("nvcc is not installed")
+    source = load_task(name).seeds["cuda"]
+    tunables = read_tunables(source)
+    assert tunables and all(t.current in t.values for t in tunables.values())
+    report = asyncio.run(StaticCompiler(tmp_path).compile(Candidate.of(source, "cuda")))
+    assert report.ok, [d.message for d in report.diagnostics]
+    assert report.kernels and all(k.spill_stores_bytes == 0 for k in report.kernels)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", CUDA_SEEDED)
+def test_cuda_seed_matches_reference_on_the_gpu(name: str, tmp_path: Path) -> None:
+    task = load_task(name)
+    rt = TaskRuntime(task)
+    for tag, pick in (("shipped", None), ("smallest", min), ("largest", max)):
+        source = task.seeds["cuda"]
+        if pick is not None:
+            source = apply_tunables(source, {n: pick(t.values) for n, t in read_tunables(source).items()})
+        module = load_candidate_module(source, f"seed_cuda_{name}_{tag}", tmp_path)
+        for wl in task.workloads:
+            inputs: Any = rt.make_inputs(wl, 5, "cuda")
+            expected = as_outputs(rt.build_reference(wl, "cuda")(inputs))
+            got = as_outputs(rt.build_candidate(module, wl, "cuda")(inputs))
+            for g, e in zip(got, expected, strict=True):
+                assert accepted_by(g, e, rt.tolerance()), f"{name} {tag} {wl.name}"
+            del inputs, expected, got
+            torch.cuda.empty_cache()
