@@ -158,6 +158,13 @@ async def main(n_nodes: int) -> dict[str, Any]:
                     4,
                 )
 
+            inserted = iter(range(10**9))
+
+            async def one_insert() -> None:
+                parent = rng.choice(open_ids)
+                spec = {"title": f"bench insert {next(inserted)}", "parent_id": parent, "notes": "a belief"}
+                await apply_intents(store, search_id, [spec], "llm:bench", 4)
+
             async def pure_render() -> None:
                 text = render_tree(nodes, speedups, 6000, best_attempt_id=best)
                 assert len(text) <= 6000
@@ -169,19 +176,25 @@ async def main(n_nodes: int) -> dict[str, Any]:
                 await store.list_nodes(search_id)
 
             sel = await select_action(store, search_id)
-            assert sel.node_id == select_next(await store.list_nodes(search_id), 4).node_id
+            assert sel.node_id == select_next(nodes, 4).node_id
             results = {
                 "select_action": await _time(lambda: select_action(store, search_id), 300),
                 "apply_edits_one_update": await _time(one_edit, 300),
+                "apply_intents_one_insert": await _time(one_insert, 300),
                 "render_tree_6000_chars": await _time(pure_render, 50),
                 "select_next_pure_10k": await _time(pure_select, 30),
                 "list_nodes_10k": await _time(load_nodes, 10),
                 "render_search_end_to_end": await _time(lambda: render_search(store, search_id, 6000), 10),
             }
-    targets = {"select_action": 10.0, "apply_edits_one_update": 10.0, "render_tree_6000_chars": 50.0}
+    targets = {
+        "select_action": 10.0,
+        "apply_edits_one_update": 10.0,
+        "apply_intents_one_insert": 10.0,
+        "render_tree_6000_chars": 50.0,
+    }
     report = {
         "benchmark": "worldmodel store on a synthetic search tree",
-        "command": "python bench/worldmodel.py " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python", "bench/worldmodel.py", *sys.argv[1:]]),
         "nodes": len(nodes),
         "intent_status_counts": counts,
         "build_seconds": round(build_s, 2),

@@ -42,15 +42,17 @@ class EditProblem(BaseModel):
 class EditRejected(ValueError):
     """A batch of intents or edits was refused as a whole; nothing was written.
 
-    `problems` lists every item that was wrong (not just the first), so the caller can fix them
-    all in one go.
+    `problems` holds one line per refused item ("item 2 field 'priority': …; accepted: …"), every
+    problem and not just the first, so the caller can fix them all in one go; `details` holds the
+    same as structured `EditProblem`s.
     """
 
-    def __init__(self, problems: list[EditProblem]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"- {p}" for p in problems)
-        super().__init__(f"{len(problems)} problem(s); nothing was changed:\n{lines}")
+    def __init__(self, details: list[EditProblem]) -> None:
+        self.details = details
+        self.problems: list[str] = [str(p) for p in details]
+        lines = "\n".join(f"- {p}" for p in self.problems)
+        super().__init__(f"{len(details)} problem(s); nothing was changed:\n{lines}")
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready form for tool answers."""
-        return {"error": "edit_rejected", "problems": [p.model_dump() for p in self.problems]}
+        return {"error": "edit_rejected", "problems": [p.model_dump() for p in self.details]}

@@ -10,7 +10,8 @@ The output never exceeds the budget; what was left out is counted at the end.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from worldmodel.models import Attempt, Node, NodeStatus
@@ -19,7 +20,7 @@ from worldmodel.store import Store
 AttemptsById = Mapping[int, Attempt] | Mapping[int, float | None]
 """attempt id → Attempt, or → its speedup (None when not ok), e.g. from `Store.attempt_speedups`."""
 
-MIN_BUDGET = 200
+MIN_BUDGET = 400  # room for the header, the root line and the count of what was left out
 _STATUS_ORDER = ("open", "active", "closed", "failed", "pruned")
 
 
@@ -43,18 +44,24 @@ class _Tree:
         self.by_id: dict[int, Node] = {}
         self.children: dict[int, list[int]] = {}
         self.root: Node | None = None
+        self.status_counts = dict.fromkeys(_STATUS_ORDER, 0)
+        in_order, last = True, -1
         for n in nodes:
             self.by_id[n.id] = n
+            in_order, last = in_order and n.id > last, n.id
             if n.kind == "root":
                 self.root = n
-            elif n.parent_id is not None:
-                self.children.setdefault(n.parent_id, []).append(n.id)
+            else:
+                self.status_counts[n.status.value] += 1
+                if n.parent_id is not None:
+                    self.children.setdefault(n.parent_id, []).append(n.id)
         if self.root is None:
             raise ValueError(
                 "the node list has no root; accepted: all nodes of one search (Store.list_nodes)"
             )
-        for kids in self.children.values():
-            kids.sort()
+        if not in_order:  # Store.list_nodes gives id order, so this is usually skipped
+            for kids in self.children.values():
+                kids.sort()
         self.attempts = attempts
         self.best_node_id = self._find_best(best_attempt_id)
         self.best_path: list[int] = self.path_to(self.best_node_id) if self.best_node_id is not None else []
@@ -103,31 +110,37 @@ class _Tree:
     def speedup(self, nid: int) -> float | None:
         return _speedup(self.attempts, self.by_id[nid].best_attempt_id)
 
-    def counts(self, ids: Iterable[int] | None = None) -> dict[str, int]:
-        out = dict.fromkeys(_STATUS_ORDER, 0)
-        for nid in self.by_id if ids is None else ids:
+    def counts(self, excluding: Iterable[int] = ()) -> dict[str, int]:
+        """Intents per status, leaving out the nodes in `excluding`."""
+        out = dict(self.status_counts)
+        for nid in excluding:
             n = self.by_id[nid]
             if n.kind == "intent":
-                out[str(n.status)] += 1
+                out[n.status.value] -= 1
         return {k: v for k, v in out.items() if v}
 
-    def wanted(self) -> list[int]:
-        """Every intent, most valuable to show first (the root and best path are handled before)."""
+    def wanted(self) -> Iterator[int]:
+        """Every intent, most valuable first (the root and best path are handled before).
+
+        Lazy: the caller usually stops after a few hundred nodes, so heaps beat a full sort.
+        """
         frontier: list[tuple[Any, ...]] = []
         rest: list[tuple[Any, ...]] = []
+        attempts = self.attempts
         for n in self.by_id.values():
             if n.kind != "intent":
                 continue
-            status = str(n.status)
-            if status in ("open", "active") and not n.vetoed:
+            status = n.status
+            if (status == "open" or status == "active") and not n.vetoed:
                 frontier.append((not n.pinned, -n.priority, n.id))
             else:
-                s = self.speedup(n.id)
+                s = _speedup(attempts, n.best_attempt_id) if n.best_attempt_id is not None else None
                 tier = 3 if status == "pruned" else 2 if n.vetoed else 0 if s is not None else 1
                 rest.append((tier, -(s or 0.0), -n.priority, n.id))
-        frontier.sort()
-        rest.sort()
-        return [k[-1] for k in frontier] + [k[-1] for k in rest]
+        for heap in (frontier, rest):
+            heapq.heapify(heap)
+            while heap:
+                yield heapq.heappop(heap)[-1]
 
 
 def _plan(
@@ -201,7 +214,7 @@ def render_tree(
         n = tree.by_id[nid]
         pad = "  " * tree.depth(nid)
         if n.kind == "root":
-            return f"{pad}#{nid} root: {_one_line(n.title)}"
+            return f"{pad}#{nid} root: {_one_line(n.title)[:80]}"
         s = tree.speedup(nid)
         parts = [f"{pad}#{nid} [{n.status}] p{n.priority:.2f} d{n.difficulty}"]
         if s is not None:
@@ -276,20 +289,23 @@ def render_tree(
     )
     header = header[: budget_chars // 4]
 
+    long_footer = len(_footer(total, total, total_counts, True)) <= budget_chars // 4
+
     def footer(hidden: int, counts: Mapping[str, int]) -> str:
-        return f"[{hidden} of {total} nodes not shown: {_fmt_counts(counts)}; ask for a larger budget to see more]"
+        return _footer(hidden, total, counts, long_footer)
 
     reserve_footer = len(footer(total, total_counts)) + 1 if total > 1 else 0
     available = budget_chars - (len(header) + 1) - reserve_footer
-    root_cost = cost_full(root.id)
-    if root_cost > available:
+    if cost_full(root.id) > available:
         # The root analysis alone is over budget: cut it (the only text ever cut mid-way).
-        room = max(0, available - reserve(root.id) - len(head(root.id)) - 60)
         text = "\n".join(lines_full(root.id)[1:])
-        full_lines[root.id] = [
-            head(root.id),
-            text[:room] + f" …[analysis cut at {room} of {len(text)} chars]",
-        ]
+        marker_room = len(f" …[analysis cut at {len(text)} of {len(text)} chars]")
+        room = available - reserve(root.id) - (len(head(root.id)) + 1) - 1 - marker_room
+        if room > 0:
+            cut = text[:room] + f" …[analysis cut at {room} of {len(text)} chars]"
+            full_lines[root.id] = [head(root.id), cut]
+        else:
+            full_lines[root.id] = lines_compact(root.id)
     kept = _plan(tree, available, cost_full, cost_compact, floor, smallest=24)
 
     out = [header]
@@ -303,10 +319,16 @@ def render_tree(
             lines[0] += f" [+{len(kids) - len(shown)} hidden]"
         out.extend(lines)
         stack.extend(reversed(shown))
-    hidden_ids = [nid for nid in tree.by_id if nid not in kept]
-    if hidden_ids:
-        out.append(footer(len(hidden_ids), tree.counts(hidden_ids)))
+    hidden = total - len(kept)
+    if hidden:
+        out.append(footer(hidden, tree.counts(excluding=kept)))
     return "\n".join(out)
+
+
+def _footer(hidden: int, total: int, counts: Mapping[str, int], detailed: bool) -> str:
+    if detailed:
+        return f"[{hidden} of {total} nodes not shown: {_fmt_counts(counts)}; ask for a larger budget to see more]"
+    return f"[{hidden} of {total} nodes not shown]"
 
 
 def _fmt_counts(counts: Mapping[str, int]) -> str:

@@ -37,7 +37,7 @@ class TitleKey:
     def of(cls, title: str, params: Mapping[str, Any] | None = None) -> TitleKey:
         tokens = _TOKEN.findall(title.lower())
         words = [t for t in tokens if t not in _FILLER]
-        numbers = tuple(sorted(t for t in tokens if _NUMBER.fullmatch(t)))
+        numbers = tuple(t for t in tokens if _NUMBER.fullmatch(t))  # in order: M=64,N=128 != M=128,N=64
         frozen = tuple(sorted((str(k), repr(v)) for k, v in (params or {}).items()))
         return cls(text=" ".join(words), words=frozenset(words), numbers=numbers, params=frozen)
 

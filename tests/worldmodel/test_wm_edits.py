@@ -111,7 +111,7 @@ async def test_intent_refusals_each_say_what_is_accepted(store: Store, search: S
             2,
         )
     )
-    by_index = {p.index: p for p in err.problems}
+    by_index = {p.index: p for p in err.details}
     assert sorted(by_index) == list(range(13))
     assert "does not exist" in by_index[0].problem and "node of this search" in by_index[0].accepted
     assert "belongs to search" in by_index[1].problem
@@ -132,12 +132,12 @@ async def test_intent_refusals_each_say_what_is_accepted(store: Store, search: S
 async def test_model_instances_built_unchecked_are_revalidated(store: Store, search: Search) -> None:
     sneaky = IntentSpec.model_construct(title="valid title", priority=7.0)
     err = await rejected(apply_intents(store, search.id, [sneaky], "human", 0))
-    assert err.problems[0].field == "priority"
+    assert err.details[0].field == "priority"
     sneaky_edit = EditSpec.model_construct(
         op="update", node_id=(await store.root(search.id)).id, difficulty=9
     )
     err = await rejected(apply_edits(store, search.id, [sneaky_edit], "human", 0))
-    assert err.problems[0].field == "difficulty"
+    assert err.details[0].field == "difficulty"
 
 
 async def test_duplicates_within_a_batch_and_what_is_not_a_duplicate(store: Store, search: Search) -> None:
@@ -150,7 +150,7 @@ async def test_duplicates_within_a_batch_and_what_is_not_a_duplicate(store: Stor
             0,
         )
     )
-    assert [p.index for p in err.problems] == [1] and "item 0 of this request" in err.problems[0].problem
+    assert [p.index for p in err.details] == [1] and "item 0 of this request" in err.details[0].problem
     nodes = await apply_intents(
         store,
         search.id,
@@ -169,7 +169,7 @@ async def test_duplicates_within_a_batch_and_what_is_not_a_duplicate(store: Stor
     )
     assert child.parent_id == nodes[4].id  # the same title under another parent is fine
     err = await rejected(apply_intents(store, search.id, [{"title": "Split K over the KV sequence"}], "h", 0))
-    assert f"#{nodes[4].id}" in err.problems[0].problem
+    assert f"#{nodes[4].id}" in err.details[0].problem
 
 
 async def test_edit_refusals(store: Store, search: Search) -> None:
@@ -212,7 +212,7 @@ async def test_edit_refusals(store: Store, search: Search) -> None:
             2,
         )
     )
-    by_index = {p.index: p for p in err.problems}
+    by_index = {p.index: p for p in err.details}
     assert sorted(by_index) == list(range(15))
     assert "does not exist" in by_index[0].problem
     assert "belongs to search" in by_index[1].problem
@@ -230,6 +230,9 @@ async def test_edit_refusals(store: Store, search: Search) -> None:
     assert by_index[13].field == "priority"
     assert "root" in by_index[14].problem
     assert str(err).startswith("15 problem(s); nothing was changed")
+    # `problems` are the same, one readable line each, for callers that pass them on as text.
+    assert len(err.problems) == 15 and all(isinstance(p, str) and "; accepted: " in p for p in err.problems)
+    assert err.to_dict()["problems"][0]["node_id"] == 999
 
 
 async def test_unknown_search_and_bad_author(store: Store, search: Search) -> None:
@@ -352,8 +355,8 @@ async def test_root_analysis_is_editable(store: Store, search: Search) -> None:
 @pytest.mark.parametrize("key", sorted(RESULT_KEYS))
 async def test_no_intent_can_carry_a_result(store: Store, search: Search, key: str) -> None:
     err = await rejected(apply_intents(store, search.id, [{"title": "smuggler", key: 1}], "llm:m", 0))
-    assert err.problems[0].field == key
-    assert "written only by the evaluator" in err.problems[0].problem
+    assert err.details[0].field == key
+    assert "written only by the evaluator" in err.details[0].problem
     assert len(await store.list_nodes(search.id)) == 1
 
 
@@ -372,7 +375,7 @@ async def test_no_edit_op_can_write_a_result(store: Store, search: Search, op: s
     if op == "update":
         spec["notes"] = "looks innocent"
     err = await rejected(apply_edits(store, search.id, [spec], "llm:m", 0))
-    assert err.problems[0].field == key and "written only by the evaluator" in err.problems[0].problem
+    assert err.details[0].field == key and "written only by the evaluator" in err.details[0].problem
     with pytest.raises(ValidationError):
         EditSpec.model_validate(spec)
     assert await store.get_node(n.id) == before
