@@ -11,7 +11,6 @@ non-result columns.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -22,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from worldmodel import rows
 from worldmodel.errors import EditProblem, EditRejected, NotFound
 from worldmodel.models import EditSpec, IntentSpec, Node, NodeStatus
-from worldmodel.similarity import TitleKey, near_duplicate
+from worldmodel.similarity import TitleKey, near_duplicate, stored_key
 from worldmodel.store import Store
 
 __all__ = ["EditProblem", "EditRejected", "apply_edits", "apply_intents", "replay_edits"]
@@ -198,7 +197,7 @@ class _Siblings:
             for nid, title, status, params in await rows.fetchall(
                 self._db, "SELECT id, title, status, params FROM nodes WHERE parent_id = ?", (parent_id,)
             ):
-                found[nid] = (TitleKey.of(title, _params(params)), title, status)
+                found[nid] = (stored_key(title, params), title, status)
             self._by_parent[parent_id] = found
         return found
 
@@ -209,11 +208,6 @@ class _Siblings:
             if other != exclude and near_duplicate(key, okey):
                 return other, title, status
         return None
-
-
-def _params(text: str) -> dict[str, Any]:
-    value = json.loads(text)
-    return value if isinstance(value, dict) else {}
 
 
 def _duplicate_problem(

@@ -9,6 +9,8 @@ different ideas) or carry different concrete `params`.
 from __future__ import annotations
 
 import difflib
+import functools
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +42,13 @@ class TitleKey:
         numbers = tuple(t for t in tokens if _NUMBER.fullmatch(t))  # in order: M=64,N=128 != M=128,N=64
         frozen = tuple(sorted((str(k), repr(v)) for k, v in (params or {}).items()))
         return cls(text=" ".join(words), words=frozenset(words), numbers=numbers, params=frozen)
+
+
+@functools.lru_cache(maxsize=65_536)
+def stored_key(title: str, params_json: str) -> TitleKey:
+    """The key of a stored node (params as its JSON column), cached: siblings are compared again and again."""
+    value = json.loads(params_json)
+    return TitleKey.of(title, value if isinstance(value, dict) else {})
 
 
 def near_duplicate(a: TitleKey, b: TitleKey) -> bool:

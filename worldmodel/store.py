@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -123,11 +124,11 @@ class Store:
         not call other `Store` methods inside (the store's lock is held).
         """
         async with self._lock:
-            await self._db.execute("BEGIN IMMEDIATE")
             try:
+                await self._db.execute("BEGIN IMMEDIATE")
                 yield self._db
             except BaseException:
-                await self._db.execute("ROLLBACK")
+                await self._rollback()
                 raise
             await self._db.execute("COMMIT")
 
@@ -135,11 +136,22 @@ class Store:
     async def reading(self) -> AsyncIterator[aiosqlite.Connection]:
         """A read transaction: several SELECTs see one consistent snapshot of the file."""
         async with self._lock:
-            await self._db.execute("BEGIN")
             try:
+                await self._db.execute("BEGIN")
                 yield self._db
-            finally:
-                await self._db.execute("COMMIT")
+            except BaseException:
+                await self._rollback()
+                raise
+            await self._db.execute("COMMIT")
+
+    async def _rollback(self) -> None:
+        # Also reached when the task was cancelled while BEGIN was queued: the connection's thread runs
+        # statements in order, so this ROLLBACK lands after that BEGIN whether or not it has run yet.
+        try:
+            await self._db.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            if "no transaction is active" not in str(exc):
+                raise
 
     # ------------------------------------------------------------------ searches
 
@@ -327,7 +339,8 @@ class Store:
     async def close_node(self, node_id: int, status: Literal["closed", "failed"]) -> Node:
         """End refinement of an intent: `closed` if it has a correct attempt, `failed` if it has none.
 
-        Accepted from open or active; repeating the current status is a no-op. Pruned nodes stay pruned.
+        Accepted from open or active; repeating the current status is a no-op, and a node pruned while
+        it was being refined stays pruned (returned unchanged).
         """
         if status not in ("closed", "failed"):
             raise InvalidTransition(f"close_node status {status!r}; accepted: closed, failed")
@@ -335,8 +348,8 @@ class Store:
             node = await rows.node(db, node_id)
             if node.kind == "root":
                 raise InvalidTransition("the root is not an intent and cannot be closed")
-            if node.status.value == status:
-                return node
+            if node.status.value == status or node.status == NodeStatus.pruned:
+                return node  # repeated, or pruned meanwhile (e.g. by a human): it stays as it is
             if node.status not in (NodeStatus.open, NodeStatus.active):
                 raise InvalidTransition(
                     f"node #{node_id} is {node.status.value}; close_node accepts open or active nodes"

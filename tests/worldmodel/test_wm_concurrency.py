@@ -105,6 +105,29 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
     check_consistent(db)
 
 
+def test_processes_creating_a_new_database_at_once(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "ksearch.db"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WRITER), "create", str(db), f"s{i}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    raw = sqlite3.connect(db)
+    try:
+        assert raw.execute("SELECT count(*) FROM searches").fetchone()[0] == 4
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        raw.close()
+    check_consistent(db)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_sigkill_mid_write_loses_nothing_committed(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -167,6 +168,7 @@ async def test_pruned_node_stays_pruned_when_a_result_arrives(store: Store, sear
     att = await store.record_attempt(search.id, n.id, cand.id, ok(1.1))
     node = await store.get_node(n.id)
     assert (node.status, node.best_attempt_id) == ("pruned", att.id)
+    assert (await store.close_node(n.id, "closed")).status == "pruned"  # the refine loop ending is harmless
 
 
 async def test_node_status_lifecycle(store: Store, search: Search) -> None:
@@ -275,3 +277,32 @@ async def test_failed_transaction_leaves_nothing(store: Store, search: Search) -
             )
             raise RuntimeError("boom")
     assert await store.list_nodes(search.id) == before
+
+
+async def test_cancelled_writers_leave_the_store_usable(store: Store, search: Search) -> None:
+    before = await store.list_nodes(search.id)
+    inside = asyncio.Event()
+
+    async def writer(wait_inside: bool) -> None:
+        async with store.transaction() as db:
+            await db.execute(
+                "INSERT INTO nodes (search_id, parent_id, kind, title, author) VALUES (?, ?, 'intent', 'x', 'h')",
+                (search.id, before[0].id),
+            )
+            if wait_inside:
+                inside.set()
+                await asyncio.sleep(30)
+
+    mid = asyncio.create_task(writer(True))
+    await inside.wait()
+    mid.cancel()  # cancelled inside the transaction
+    with pytest.raises(asyncio.CancelledError):
+        await mid
+    early = asyncio.create_task(writer(False))
+    await asyncio.sleep(0)  # it takes the free lock and queues BEGIN; cancel it right there
+    early.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await early
+    assert await store.list_nodes(search.id) == before
+    (n,) = await apply_intents(store, search.id, [{"title": "after the cancellations"}], "human", 0)
+    assert (await store.get_node(n.id)).title == "after the cancellations"

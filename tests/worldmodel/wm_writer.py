@@ -2,7 +2,8 @@
 
     python wm_writer.py burst DB SEARCH_ID TAG COUNT   # prints "ready", waits for a line on stdin, writes COUNT
                                                        # intents with some edits and attempts, then exits
-    python wm_writer.py loop DB SEARCH_ID                       # write until killed
+    python wm_writer.py loop DB SEARCH_ID              # write until killed
+    python wm_writer.py create DB NAME                 # open (creating and migrating) DB, add one search
 
 Every line printed names changes that are already committed ("node <id>", "attempt <id>"), flushed
 before the next write starts, so a parent that kills this process knows what must have survived.
@@ -64,11 +65,19 @@ async def loop(db: str, search_id: int) -> None:
             i += 1
 
 
+async def create(db: str, name: str) -> None:
+    async with await Store.open(db) as store:
+        search = await store.create_search(name, "softmax")
+        report(f"search {search.id}")
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "burst":
         asyncio.run(burst(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])))
+    elif mode == "create":
+        asyncio.run(create(sys.argv[2], sys.argv[3]))
     elif mode == "loop":
         asyncio.run(loop(sys.argv[2], int(sys.argv[3])))
     else:
-        raise SystemExit(f"unknown mode {mode!r}; accepted: burst, loop")
+        raise SystemExit(f"unknown mode {mode!r}; accepted: burst, loop, create")
