@@ -100,6 +100,16 @@ async def node_of(ws: Workspace, s: Search, node_id: int) -> Node:
     return n
 
 
+def say(text: str) -> None:
+    """A result line on stdout, verbatim (no markup, no wrapping: it may be parsed)."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def tell(text: str) -> None:
+    """A progress or side note on stderr, verbatim."""
+    err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def describe(n: Node) -> str:
     flags = [f for f, on in (("pinned", n.pinned), ("vetoed", n.vetoed)) if on]
     what = "root" if n.kind == "root" else repr(n.title)
@@ -157,9 +167,7 @@ def intent_add(
             )
 
     for n in run_async(go()):
-        console.print(
-            f"added {describe(n)} under #{n.parent_id}", markup=False, highlight=False, soft_wrap=True
-        )
+        say(f"added {describe(n)} under #{n.parent_id}")
 
 
 @intent_app.command("edit")
@@ -206,7 +214,7 @@ def _edit(db: Path, search: str, node: int, op: str, reason: str, done: str, **f
             return await edit_tree(ws, EditTreeIn(search=s.id, edits=[spec], author="human"))
 
     for n in run_async(go()):
-        console.print(f"{done}: {describe(n)}", markup=False, highlight=False, soft_wrap=True)
+        say(f"{done}: {describe(n)}")
 
 
 def pin(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
@@ -305,7 +313,7 @@ def submit(
         raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
 
     async def progress(message: str, fraction: float) -> None:
-        err_console.print(f"[dim]{100 * fraction:3.0f}% {message}[/dim]", highlight=False)
+        tell(f"{100 * fraction:3.0f}% {message}")
 
     async def go() -> tuple[EvaluationOut, str, bool]:
         async with workspace(db) as ws:
@@ -346,13 +354,11 @@ def submit(
             return out, note, after.best_attempt_id == out.attempt_id
 
     out, note, is_best = run_async(go())
-    console.print(out.summary, markup=False, highlight=False, soft_wrap=True)
+    say(out.summary)
     where = f"node #{node}" if node is not None else "the search (no node)"
-    console.print(
+    say(
         f"recorded as attempt #{out.attempt_id} on {where}; {note}"
-        + ("; it is now the search's best" if is_best else ""),
-        markup=False,
-        highlight=False,
+        + ("; it is now the search's best" if is_best else "")
     )
     if out.evaluation.status != "ok":
         raise typer.Exit(1)
@@ -391,7 +397,7 @@ def best(
     s, a, cand, n = run_async(go())
     if output is not None:
         output.write_text(cand.source)
-        err_console.print(f"wrote {output}", highlight=False)
+        tell(f"wrote {output}")
     if as_json:
         sys.stdout.write(
             json.dumps(
@@ -415,13 +421,12 @@ def best(
         if n is not None and n.kind == "intent"
         else ("the root" if n else "no node")
     )
-    console.print(
+    say(
         f"best of {s.name!r}: attempt #{a.id} on {where}, round {a.round}, by {a.author}, "
-        f"{cand.language} candidate {cand.id}",
-        markup=False,
-        highlight=False,
+        f"{cand.language} candidate {cand.id}"
     )
-    console.print(summarize(a.evaluation), markup=False, highlight=False, soft_wrap=True)
+    assert a.evaluation is not None  # a best attempt is always evaluated
+    say(summarize(a.evaluation))
     if output is None:
         console.rule("source")
         sys.stdout.flush()
@@ -472,4 +477,4 @@ def export(
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
         output.write_text(text, encoding="utf-8")
-        err_console.print(f"wrote {output} ({len(text):,} characters)", highlight=False)
+        tell(f"wrote {output} ({len(text):,} characters)")
