@@ -102,6 +102,7 @@ def main() -> int:
                 page.click(f'#tree .node[data-node="{node}"]')
                 page.wait_for_selector(f'#node .node-detail[data-node="{node}"]')
                 page.wait_for_selector("#attempt .attempt-detail", timeout=10_000)
+            page.evaluate("window.scrollTo(0, 0)")
             page.wait_for_timeout(300)
             page.screenshot(path=str(a.outdir / "ui-overview.png"))
             page.locator(".detail-panel").screenshot(path=str(a.outdir / "ui-node.png"))

@@ -46,8 +46,16 @@ def table(head: Iterable[str], rows: Iterable[Iterable[object]], cls: str = "") 
     )
 
 
-def _kv(pairs: Iterable[tuple[str, object]]) -> Markup:
-    return h("dl", {"class": "kv"}, [join([h("dt", None, k), h("dd", None, v)]) for k, v in pairs])
+def stats(pairs: Iterable[tuple[str, object]]) -> Markup:
+    """Labelled values in a wrapping row: compact on a wide screen, still readable on a narrow one."""
+    return h(
+        "div",
+        {"class": "summary-grid"},
+        [
+            h("div", {"class": "stat"}, h("div", {"class": "stat-k"}, k), h("div", {"class": "stat-v"}, v))
+            for k, v in pairs
+        ],
+    )
 
 
 def text_block(title: str, text: str, cls: str = "prose") -> Markup | None:
@@ -109,14 +117,7 @@ def summary(view: SearchView) -> Markup:
             f"{view.llm.tokens_in + view.llm.tokens_out:,} tokens · ${view.llm.usd:.2f} · {view.llm.calls} LLM calls",
         ),
     ]
-    return h(
-        "div",
-        {"class": "summary-grid"},
-        [
-            h("div", {"class": "stat"}, h("div", {"class": "stat-k"}, k), h("div", {"class": "stat-v"}, v))
-            for k, v in items
-        ],
-    )
+    return stats(items)
 
 
 def chart(view: SearchView) -> Markup:
@@ -276,7 +277,7 @@ def node_detail(view: SearchView, n: Node, edits: list[Edit]) -> Markup:
             " ",
             n.title if n.kind == "intent" else f"root · {view.search.task}",
         ),
-        _kv(info),
+        stats(info),
         text_block("Kernel analysis" if n.kind == "root" else "Rationale", n.rationale),
         text_block("Model's notes", n.notes),
         text_block("Params", json.dumps(n.params, indent=1, sort_keys=True), "mono") if n.params else None,
@@ -556,7 +557,7 @@ def attempt_detail(a: Attempt, cand: Candidate, base: tuple[str, Attempt, Candid
         ]
         if ev.env is not None:
             nums.append(("environment", f"{ev.env.device} · torch {ev.env.torch} · triton {ev.env.triton}"))
-        parts.append(_kv(nums))
+        parts.append(stats(nums))
         if ev.error:
             parts.append(
                 h(
@@ -583,7 +584,7 @@ def attempt_detail(a: Attempt, cand: Candidate, base: tuple[str, Attempt, Candid
                     "section",
                     {"class": "block"},
                     h("h4", None, f"Profile ({p.kernel} on {p.workload})"),
-                    _kv(
+                    stats(
                         [
                             ("duration", f"{num(p.duration_us, 2)} us"),
                             (

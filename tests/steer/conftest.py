@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 import uidata
 from uihelp import arun
 
-from server import cli_steer
+from server import cli_steer, cli_ui
 
 
 @pytest.fixture
@@ -30,6 +30,7 @@ def demo(tmp_path: Path) -> tuple[Path, dict[str, int]]:
 def cli() -> typer.Typer:
     app = typer.Typer(pretty_exceptions_enable=False)
     cli_steer.register(app)
+    cli_ui.register(app)
     return app
 
 

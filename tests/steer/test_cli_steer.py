@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -220,3 +221,17 @@ def test_commands_are_wired_into_ksearch() -> None:
         "ui",
     ):
         assert f" {cmd} " in out.stdout, cmd
+
+
+def test_ui_refuses_before_serving(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
+    db, _ = demo
+    r = ks("ui", "nosuch", "--db", db)
+    assert r.exit_code == 2 and "no search named 'nosuch'" in said(r.stderr)
+    missing = tmp_path / "none.db"
+    r = ks("ui", "--db", missing)
+    assert r.exit_code == 2 and "no database at" in said(r.stderr) and not missing.exists()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        r = ks("ui", "--db", db, "--port", taken.getsockname()[1])
+    assert r.exit_code == 2 and "cannot listen on 127.0.0.1" in said(r.stderr)
