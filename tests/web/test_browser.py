@@ -191,3 +191,22 @@ def test_attempt_from_another_process_appears_without_reload(
     expect(page.locator(f'#node .attempt-row[data-attempt="{new_id}"]')).to_be_visible()
     expect(page.locator(f'#chart [data-attempt="{new_id}"]')).to_have_count(1)
     assert page.evaluate("window.__sameDocument") == "yes"
+
+
+def test_chart_opens_an_attempt_and_the_address_keeps_it(
+    page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
+) -> None:
+    _, ids = demo
+    page.goto(ui.url)
+    page.locator(f'#chart [data-attempt="{ids["wrong_attempt"]}"]').click()
+    expect(page.locator(f'#node .node-detail[data-node="{ids["online"]}"]')).to_be_visible()
+    expect(page.locator(f'#attempt .attempt-detail[data-attempt="{ids["wrong_attempt"]}"]')).to_contain_text(
+        "last column not written"
+    )
+    expect(page.locator(f'#node .attempt-row.selected[data-attempt="{ids["wrong_attempt"]}"]')).to_have_count(
+        1
+    )
+    assert page.evaluate("location.hash") == f"#node={ids['online']}&attempt={ids['wrong_attempt']}"
+    page.reload()
+    expect(page.locator(f'#attempt .attempt-detail[data-attempt="{ids["wrong_attempt"]}"]')).to_be_visible()
+    expect(page.locator(f'#tree .node.selected[data-node="{ids["online"]}"]')).to_have_count(1)
