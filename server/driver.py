@@ -91,10 +91,7 @@ class Driver:
     # ------------------------------------------------------------------ accounting
 
     async def _store_call(self, rec: CallRecord) -> None:
-        fields = rec.model_dump(exclude={"priced"})
-        if not rec.priced:
-            fields["error"] = ((fields["error"] or "") + " [unpriced model: cost 0 is unknown, not free]").strip()
-        await self.ws.store.log_llm_call(search_id=self._search_id, **fields)
+        await self.ws.store.log_llm_call(search_id=self._search_id, **rec.model_dump())
         self.display.event(
             f"{rec.provider} {rec.phase}: {rec.tokens_in}+{rec.tokens_out} tokens, ${rec.cost_usd:.4f}, "
             f"{rec.latency_s:.1f}s" + (f" — {rec.error}" if rec.error else "")

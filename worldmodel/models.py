@@ -319,6 +319,7 @@ class LLMCall(Strict):
     response: str = ""
     error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    priced: bool = True  # False: the model has no known price, so cost_usd = 0 means "unknown", not "free"
 
 
 # --------------------------------------------------------------------------- requested changes

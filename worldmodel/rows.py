@@ -29,7 +29,7 @@ ATTEMPT_COLUMNS = (
 EDIT_COLUMNS = "id, search_id, op, node_id, payload, author, round, reason, created_at"
 LLM_COLUMNS = (
     "id, search_id, phase, provider, model, tokens_in, tokens_out, cost_usd, latency_s, request, "
-    "response, error, created_at"
+    "response, error, created_at, priced"
 )
 
 

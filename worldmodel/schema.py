@@ -141,7 +141,10 @@ _V2: tuple[str, ...] = (
         BEGIN SELECT RAISE(ABORT, 'attempts are never deleted'); END""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+# v3: an LLM call whose model has no known price records cost 0; `priced` says whether that 0 is real.
+_V3: tuple[str, ...] = ("""ALTER TABLE llm_calls ADD COLUMN priced INTEGER NOT NULL DEFAULT 1""",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

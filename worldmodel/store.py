@@ -69,6 +69,7 @@ class LLMTotals(BaseModel):
     tokens_in: int
     tokens_out: int
     usd: float
+    unpriced_calls: int = 0  # calls to models without a known price: `usd` leaves them out
 
 
 class Store:
@@ -532,6 +533,7 @@ class Store:
         request: str = "",
         response: str = "",
         error: str | None = None,
+        priced: bool = True,
     ) -> LLMCall:
         """Account one LLM call (also failed ones: pass `error`)."""
         fields = {
@@ -546,6 +548,7 @@ class Store:
             "request": request,
             "response": response,
             "error": error,
+            "priced": priced,
         }
         try:
             LLMCall.model_validate({"id": 0, **fields})
@@ -577,14 +580,14 @@ class Store:
 
     async def llm_totals(self, search_id: int | None = None) -> LLMTotals:
         """Calls, tokens and dollars spent, for one search or overall."""
-        sql = "SELECT count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(cost_usd), 0) FROM llm_calls"
+        sql = "SELECT count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(cost_usd), 0), coalesce(sum(1 - priced), 0) FROM llm_calls"
         params: tuple[int, ...] = ()
         if search_id is not None:
             sql += " WHERE search_id = ?"
             params = (search_id,)
         async with self._lock:
             row = await rows.fetchone(self._db, sql, params)
-        return LLMTotals(calls=row[0], tokens_in=row[1], tokens_out=row[2], usd=float(row[3]))
+        return LLMTotals(calls=row[0], tokens_in=row[1], tokens_out=row[2], usd=float(row[3]), unpriced_calls=row[4])
 
     # ------------------------------------------------------------------ key-value cache
 
