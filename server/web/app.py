@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ from tools.propose_intents import ProposeIntentsIn, propose_intents
 from tools.workspace import Workspace
 from worldmodel.errors import NotFound
 from worldmodel.models import EditSpec, IntentSpec, Node
+
+log = logging.getLogger("ksearch.ui")
 
 STATIC_DIR = Path(__file__).parent / "static"
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -147,8 +150,8 @@ def _int(raw: str, what: str) -> int:
     return int(raw)
 
 
-def _error(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message, "problems": problems or []}, status_code=status)
+def _error(status: int, message: str, problems: list[object] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "problems": [str(p) for p in problems or []]}, status_code=status)
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -170,6 +173,10 @@ def _guard(fn: Handler) -> Handler:
         except ValidationError as e:
             tf = describe_validation(e, "request")
             return _error(400, "invalid request", tf.problems)
+        except Exception as e:
+            # A bug or a database problem: the traceback goes to the server's log, the page gets a line.
+            log.exception("%s %s failed", request.method, request.url.path)
+            return _error(500, f"the ksearch ui server failed: {type(e).__name__}: {e}")
 
     return wrapped
 
