@@ -306,7 +306,7 @@ def node_detail(view: SearchView, n: Node, edits: list[Edit]) -> Markup:
             h(
                 "details",
                 {"class": "block edits"},
-                h("summary", None, f"History ({len(node_edits)} edits)"),
+                h("summary", None, f"History ({len(node_edits)} edit{'' if len(node_edits) == 1 else 's'})"),
                 table(
                     ["round", "op", "author", "reason", "change"],
                     [
