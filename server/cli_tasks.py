@@ -30,9 +30,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _splits(task: Task) -> str:
-    counts = {s: len(task.by_split(s)) for s in ("search", "heldout", "smoke")}
-    text = f"{counts['search']} search, {counts['heldout']} held-out"
-    return text + (", smoke" if counts["smoke"] else "")
+    return f"{len(task.by_split('search'))} search, {len(task.by_split('heldout'))} held-out"
 
 
 def _summary(task: Task) -> dict[str, object]:
@@ -78,8 +76,10 @@ def _params(w: Workload) -> str:
 def _warnings(task: Task) -> list[str]:
     notes = []
     if task.smoke_derived:
-        note = task.extras.get("smoke_note") or "a copy of the first search workload"
-        notes.append(f"no smoke workload was given; it is {note}. It may be slow on the CPU.")
+        note = (
+            task.extras.get("smoke_note") or "a copy of the first search workload (it may be slow on the CPU)"
+        )
+        notes.append(f"no smoke workload was given; it is {note}")
     if not task.has_cost:
         notes.append("no cost model (COST): roofline fractions will not be reported")
     if not task.by_split("heldout"):
@@ -173,11 +173,16 @@ def _print_task(task: Task, tunables: dict[str, dict[str, object]]) -> None:
     for w in task.workloads:
         table.add_row(w.name, w.split, _params(w))
     console.print(table)
-    d = task.dtype
-    atol, rtol = task.tolerance.for_dtype(d)
-    console.print(
-        f"tolerance ({d}): atol {atol:g}, rtol {rtol:g}, mismatch ratio {task.tolerance.mismatch_ratio:g}"
-    )
+    if task.style == "gpumode":
+        console.print(
+            f"correctness: the task's own check_implementation; ranking by {task.extras.get('ranking_by')}"
+        )
+    else:
+        atol, rtol = task.tolerance.for_dtype(task.dtype)
+        console.print(
+            f"tolerance ({task.dtype}): atol {atol:g}, rtol {rtol:g}, "
+            f"mismatch ratio {task.tolerance.mismatch_ratio:g}"
+        )
     for lang, tun in tunables.items():
         console.print(f"seed ({lang}) tunables: {json.dumps(tun)}", markup=False, highlight=False)
     if not task.seeds:

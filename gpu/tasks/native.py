@@ -144,9 +144,13 @@ def load_native(path: Path, *, name: str | None = None, builtin: bool = False) -
         _check_params(facts, workloads, path)
     else:
         workloads = [Workload(name="default", params={}, split="search")]
+    extras_out: dict[str, Any] = {}
     if not any(w.split == "smoke" for w in workloads):
-        workloads.append(_derived_smoke(workloads))
+        smoke = _derived_smoke(workloads)
+        workloads.append(smoke)
         smoke_derived = True
+        source_name = next(w.name for w in workloads if w.split == "search")
+        extras_out["smoke_note"] = f"a copy of {source_name!r} (sized for the GPU: it may be slow on the CPU)"
     meta = parse_meta(extras.get("META"), path)
     tolerance = parse_tolerance(extras.get("TOLERANCE"), path)
     task_name = name or (path.parent.name if path.name == "task.py" else path.stem)
@@ -166,4 +170,5 @@ def load_native(path: Path, *, name: str | None = None, builtin: bool = False) -
         candidate_entry="ModelNew",
         smoke_derived=smoke_derived,
         has_cost=facts.defines("COST"),
+        extras=extras_out,
     )
