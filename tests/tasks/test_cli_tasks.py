@@ -41,7 +41,7 @@ def test_show_json_has_workloads_tolerance_and_tunables() -> None:
     result = invoke("task", "show", "softmax", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["name"] == "softmax" and data["seed_languages"] == ["triton"]
+    assert data["name"] == "softmax" and data["seed_languages"] == ["cuda", "triton"]
     assert "seeds" not in data
     assert data["tunables"]["triton"]["BLOCK_N"]["current"] in data["tunables"]["triton"]["BLOCK_N"]["values"]
     assert [w["split"] for w in data["workloads"]].count("heldout") == 1
