@@ -4,4 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The web UI's browser tests drive Debian's Chromium; install it where we can (CI runs as root).
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "test.sh: could not install chromium; browser tests will skip" >&2
+fi
 exec "${KSEARCH_VENV:-.venv}/bin/python" -m pytest "$@"
