@@ -55,7 +55,7 @@ def params_of(source: str) -> dict[str, Any]:
 async def tree_view(ws: Workspace, search_id: int, budget: int = TREE_BUDGET) -> str:
     s = await ws.search(search_id)
     nodes = await ws.store.list_nodes(search_id)
-    attempts = {a.id: a for a in await ws.store.list_attempts(search_id)}
+    attempts = await ws.store.attempt_speedups(search_id)
     return render_tree(nodes, attempts, budget_chars=budget, best_attempt_id=s.best_attempt_id)
 
 
