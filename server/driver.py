@@ -75,7 +75,10 @@ class _Budget:
     opts: DriverOptions
     search: Search
     started: float = field(default_factory=time.monotonic)
+    rounds_started: int = 0
     rounds_run: int = 0
+    in_flight: int = 0
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
 
 class Driver:
@@ -114,16 +117,35 @@ class Driver:
         try:
             await self._ensure_seed(s)
             await self._init(s)
-            while True:
-                s = await self.ws.search(s.id)
-                reason = await self._budget_stop(b, s)
-                if reason:
-                    stop = reason
-                    break
-                sel = await select_action(self.ws.store, s.id, claim=True)
-                if sel.node_id is None:
-                    stop = sel.reason
-                    break
+            # One lane per sandbox worker (one per GPU): several intents are refined at once, and each
+            # lane's update lands in the tree as soon as its intent is done.
+            lanes = max(1, (await (await self.ws.sandbox()).hardware()).workers)
+            stops = await asyncio.gather(*(self._lane(s.id, b) for _ in range(lanes)))
+            stop = stops[0]
+        except PolicyError as e:
+            stop = f"policy stopped: {e}"
+            self.display.event(stop)
+        result = await self._finish(s.id, stop, b)
+        return result
+
+    async def _lane(self, search_id: int, b: _Budget) -> str:
+        """Select → refine → update until a budget or an empty frontier stops it; returns why it stopped."""
+        while True:
+            s = await self.ws.search(search_id)
+            reason = await self._budget_stop(b, s)
+            if reason:
+                return reason
+            sel = await select_action(self.ws.store, s.id, claim=True)
+            if sel.node_id is None:
+                if b.in_flight == 0:
+                    return sel.reason
+                # Another lane's update may still open new intents: wait for it rather than stop.
+                async with b.changed:
+                    await b.changed.wait()
+                continue
+            b.rounds_started += 1
+            b.in_flight += 1
+            try:
                 await self.ws.store.bump_round(s.id)
                 s = await self.ws.search(s.id)
                 node = await self.ws.store.get_node(sel.node_id)
@@ -131,11 +153,10 @@ class Driver:
                 outcomes, base = await self._refine(s, node)
                 await self._update(s, node, outcomes, base)
                 b.rounds_run += 1
-        except PolicyError as e:
-            stop = f"policy stopped: {e}"
-            self.display.event(stop)
-        result = await self._finish(s.id, stop, b)
-        return result
+            finally:
+                b.in_flight -= 1
+                async with b.changed:
+                    b.changed.notify_all()
 
     async def _recover(self, s: Search) -> None:
         """A node left `active` by a killed run goes back to `open`: only its in-flight attempt is lost."""
@@ -143,10 +164,10 @@ class Driver:
             if n.status == "active":
                 await self.ws.store.set_node_status(n.id, "open")
 
-    async def _budget_stop(self, b: _Budget, s: Search) -> str | None:
+    async def _budget_stop(self, b: _Budget, s: Search, *, refining: bool = False) -> str | None:
         o, sb = b.opts, s.config.budgets
         rounds = o.rounds if o.rounds is not None else sb.rounds
-        if rounds is not None and b.rounds_run >= rounds:
+        if not refining and rounds is not None and b.rounds_started >= rounds:
             return f"round budget reached ({rounds})"
         n_att = len(await self.ws.store.list_attempts(s.id))
         attempts = o.attempts if o.attempts is not None else sb.attempts
@@ -241,7 +262,7 @@ class Driver:
         cap = s.config.max_attempts_per_intent
         i = 0
         while i < cap and stagnant < s.config.stagnation:
-            if i > 0 and await self._budget_stop(self._b, s):
+            if i > 0 and self._b is not None and await self._budget_stop(self._b, s, refining=True):
                 break
             width = max(1, min(s.config.branching, cap - i))
             ctxs = [
