@@ -100,6 +100,7 @@ class WorkerProcess:
         self._death: WorkerError | None = None
         self._killed_for: FaultKind | None = None
         self._starting: asyncio.Task[None] | None = None
+        self.closed = False
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -135,6 +136,8 @@ class WorkerProcess:
         await asyncio.shield(self._starting)
 
     def start_in_background(self) -> None:
+        if self.closed:
+            raise WorkerError("start", "the sandbox is closed")
         if self.alive and self.hello is not None:
             return
         if self._starting is None or self._starting.done():
@@ -213,11 +216,14 @@ class WorkerProcess:
                 await self._proc.wait()
 
     async def stop(self) -> None:
-        if self.alive:
+        self.closed = True
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._starting
+        if self.alive and self.hello is not None:
             with contextlib.suppress(WorkerError, OSError, ConnectionError):
                 await self.call("exit", {}, timeout_s=10.0)
-        if self._proc is not None and self._proc.returncode is None:
-            await self.kill("crash")
         await self._reap()
         self._proc = None
 
@@ -238,25 +244,23 @@ class WorkerProcess:
 
     async def _read_stdout(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
-        try:
-            while True:
-                line = await self._proc.stdout.readline()
-                if not line:
-                    break
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    self._stderr.append(f"[protocol] unparsable line: {line[:200]!r}")
-                    continue
-                if msg.get("id") == 0 and "hello" in msg:
-                    if self._hello_fut is not None and not self._hello_fut.done():
-                        self._hello_fut.set_result(msg["hello"])
-                    continue
-                fut = self._pending.pop(msg.get("id"), None)
-                if fut is not None and not fut.done():
-                    fut.set_result(msg)
-        finally:
-            await self._on_exit()
+        while True:
+            line = await self._proc.stdout.readline()
+            if not line:
+                break
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                self._stderr.append(f"[protocol] unparsable line: {line[:200]!r}")
+                continue
+            if msg.get("id") == 0 and "hello" in msg:
+                if self._hello_fut is not None and not self._hello_fut.done():
+                    self._hello_fut.set_result(msg["hello"])
+                continue
+            fut = self._pending.pop(msg.get("id"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+        await self._on_exit()  # EOF: the process is gone or going
 
     async def _on_exit(self) -> None:
         assert self._proc is not None
@@ -379,7 +383,7 @@ class WorkerPool:
             await w.ensure_started()
             yield w
         finally:
-            if not w.alive:
+            if not w.alive and not w.closed:
                 w.start_in_background()
             q.put_nowait(w)
 

@@ -418,6 +418,7 @@ class LocalSandbox(Sandbox):
                 await progress(msg, frac)
 
         static = asyncio.create_task(self.compiler.compile(candidate, (task.candidate_entry,)))
+        profile: ProfileSummary | None = None
         try:
             await say("compiling", 0.0)
             # Triton's static check is AST-only (milliseconds): a syntax error needs no worker at all
@@ -441,12 +442,16 @@ class LocalSandbox(Sandbox):
                     for i, wl in enumerate(names):
                         await say(f"correctness: {wl}", 0.1 + 0.4 * i / len(names))
                         await self._correctness(w, run, task, wl)
-                        if run.status in ("crash", "timeout") or run.runtime_compile is not None:
+                        if (
+                            run.status in ("crash", "timeout")
+                            or run.runtime_compile is not None
+                            or not w.alive
+                        ):
                             break
                     if run.ran and w.alive:
                         await self._collect_kernels(w, run)
                     all_ok = run.status is None and all(c.passed for c in run.correctness)
-                    if timing and all_ok:
+                    if timing and all_ok and w.alive:
                         await self._timing(w, run, task, names, env, say)
                     if profile_workload and all_ok and not env.cpu_mode and w.alive:
                         await say(f"profiling: {profile_workload}", 0.95)
@@ -454,9 +459,6 @@ class LocalSandbox(Sandbox):
                             profile = await self._profile_on(w, candidate, task, profile_workload, None)
                         except SandboxError as e:
                             run.flag(f"note: profiling failed: {e}")
-                            profile = None
-                    else:
-                        profile = None
             report = await static
             await say("done", 1.0)
             return self._finish(run, report, env, profile=profile, timing=timing)
@@ -491,7 +493,7 @@ class LocalSandbox(Sandbox):
                 run.fail(kind, f"importing the candidate module failed: {fault['message']}")
             return False
         run.flag(*res.get("flags", []))
-        return True
+        return w.alive  # a worker that retired itself (tampering at import) runs nothing more
 
     async def _call(
         self,
@@ -535,7 +537,7 @@ class LocalSandbox(Sandbox):
             run.flag(f"note: harness trace: {str(reply.get('trace', ''))[-1500:]}")
             return None
         if reply.get("fatal"):
-            run.flag("note: the CUDA context was lost; the worker was replaced")
+            run.flag(f"note: worker replaced after this call: {str(reply['fatal'])[:300]}")
         return reply
 
     async def _correctness(self, w: WorkerProcess, run: _Run, task: Task, wl: str) -> None:
@@ -730,6 +732,9 @@ class LocalSandbox(Sandbox):
                 run.error = run.error if run.status == "compile_error" and run.error else "; ".join(errs[:5])
             elif run.status is not None:
                 status = run.status
+            elif any(not _is_note(f) for f in run.flags):
+                status = "flagged"
+                run.error = "cheat checks tripped: " + "; ".join(f for f in run.flags if not _is_note(f))
             elif not run.correctness or not all(c.passed for c in run.correctness):
                 status = "incorrect"
                 bad = next((c for c in run.correctness if not c.passed), None)
@@ -741,9 +746,6 @@ class LocalSandbox(Sandbox):
             elif timing and len(run.timings) < len(run.correctness):
                 status = "error"
                 run.error = run.error or "timing did not complete"
-            elif any(not _is_note(f) for f in run.flags):
-                status = "flagged"
-                run.error = "cheat checks tripped: " + "; ".join(f for f in run.flags if not _is_note(f))
             else:
                 status = "ok"
         elif status == "compile_error":

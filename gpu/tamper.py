@@ -26,6 +26,7 @@ _BAD_CALLS = {
     "importlib.reload": "reloads modules",
     "builtins.__import__": "replaces the import machinery",
     "torch.set_float32_matmul_precision": "changes global matmul precision (the reference would run with it too)",
+    "torch.set_default_dtype": "changes the global default dtype (the reference would run with it too)",
 }
 _HARNESS_MODULES = (
     "gpu.worker",

@@ -236,6 +236,8 @@ class WorkerState:
         changed = [k for k, v in now.items() if self._harness.get(k) != v]
         if changed:
             flags.append(f"harness_tampered: the candidate replaced {', '.join(changed)}")
+            # nothing this process measures can be trusted any more: leave after replying
+            self.fatal = "the candidate replaced functions the harness relies on; the worker was replaced"
         snap = _precision_snapshot()
         diff = [k for k in snap if snap[k] != self._precision.get(k)]
         if diff:

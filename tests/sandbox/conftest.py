@@ -27,9 +27,15 @@ def affine() -> Task:
 
 
 def candidate(name_or_source: str, language: str = "triton") -> Candidate:
-    """A candidate from tests/sandbox/fixtures/candidates/<name>.py, or from literal source text."""
-    path = CANDIDATES / f"{name_or_source}.py"
-    source = path.read_text() if "\n" not in name_or_source and path.is_file() else name_or_source
+    """A candidate from tests/sandbox/fixtures/candidates/<name>.py (or .txt for sources that must not
+    parse, which linters would reject), or from literal source text."""
+    source = name_or_source
+    if "\n" not in name_or_source:
+        for ext in (".py", ".txt"):
+            path = CANDIDATES / f"{name_or_source}{ext}"
+            if path.is_file():
+                source = path.read_text()
+                break
     return Candidate.of(source, language)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,116 @@
+"""compile_kernel without running: diagnostics on the candidate's own lines, resources per kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu.compiler import StaticCompiler, demangle, find_nvcc, parse_nvcc_output
+
+pytestmark = pytest.mark.anyio
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+
+
+def line_of(source: str, marker: str) -> int:
+    hits = [i for i, ln in enumerate(source.splitlines(), 1) if marker in ln]
+    assert len(hits) == 1, marker
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def compiler(tmp_path_factory) -> StaticCompiler:
+    return StaticCompiler(tmp_path_factory.mktemp("nvcc"), arch="sm_90")
+
+
+async def test_triton_syntax_error_points_at_its_line(compiler, cand) -> None:
+    c = cand("broken_syntax")
+    r = await compiler.compile(c)
+    assert not r.ok
+    err = r.diagnostics[0]
+    assert err.severity == "error" and "syntax" in err.message.lower()
+    # Python reports the unclosed call at the line it opens or the line where parsing fails
+    assert err.line in (line_of(c.source, "x = tl.load"), line_of(c.source, "# SYNTAX"))
+
+
+async def test_triton_without_kernels_is_warned_and_mode_is_honest(sandbox, affine, cand) -> None:
+    r = await sandbox.compile(cand("wrong_shape"), affine)
+    assert r.ok
+    assert any("no @triton.jit" in d.message for d in r.diagnostics)
+    assert "AST" in r.mode and "no Triton kernel is compiled" in r.mode
+
+
+async def test_sandbox_compile_of_syntax_error(sandbox, affine, cand) -> None:
+    r = await sandbox.compile(cand("broken_syntax"), affine)
+    assert not r.ok and r.diagnostics[0].line is not None
+
+
+@needs_nvcc
+async def test_cuda_errors_map_to_candidate_lines(compiler, cand) -> None:
+    c = cand("cuda_broken", "cuda")
+    r = await compiler.compile(c)
+    assert not r.ok
+    errors = {d.line: d.message for d in r.diagnostics if d.severity == "error"}
+    warnings = {d.line: d.message for d in r.diagnostics if d.severity == "warning"}
+    assert "offset" in errors[line_of(c.source, "// ERR1")]  # a plain string literal
+    assert "not_declared" in errors[line_of(c.source, "// ERR2")]  # an f-string built from BLOCK
+    assert "unused_counter" in warnings[line_of(c.source, "// WARN1")]
+    assert "nvcc -arch=sm_90" in r.mode
+
+
+@needs_nvcc
+async def test_cuda_resources_from_ptxas(compiler, cand) -> None:
+    c = cand("cuda_resources", "cuda")
+    r = await compiler.compile(c)
+    assert r.ok, r.diagnostics
+    (k,) = r.kernels
+    assert k.name == "staged"
+    assert k.registers is not None and k.registers > 0
+    assert k.shared_bytes == 4096  # float tile[1024]
+    assert k.stack_bytes is not None and k.stack_bytes >= 48 * 4  # the local array lives on the stack
+    again = await compiler.compile(c)
+    assert again.cached and again.kernels == r.kernels
+
+
+@needs_nvcc
+async def test_cpp_extension_cuda_sources_map_past_the_prelude(compiler, cand) -> None:
+    c = cand("cpp_ext_broken", "cpp_ext")
+    r = await compiler.compile(c)
+    assert not r.ok
+    errors = {d.line: d.message for d in r.diagnostics if d.severity == "error"}
+    assert "bias" in errors[line_of(c.source, "// ERR1")], r.diagnostics
+
+
+def test_ptxas_parser_reads_entries_and_properties() -> None:
+    out = """unit0.cu(9): warning #177-D: variable "unused" was declared but never referenced
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z3addPKfPfi' for 'sm_90'
+ptxas info    : Function properties for _Z3addPKfPfi
+    256 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 32 registers, used 1 barriers, 256 bytes cumulative stack size, 1024 bytes smem
+ptxas info    : Compile time = 41.240 ms
+"""
+    diags, kernels = parse_nvcc_output(out, "unit0.cu")
+    assert diags == [
+        {
+            "severity": "warning",
+            "unit_line": 9,
+            "file": None,
+            "message": 'variable "unused" was declared but never referenced',
+        }
+    ]
+    assert kernels == [
+        {
+            "name": "add",
+            "mangled": "_Z3addPKfPfi",
+            "registers": 32,
+            "spill_stores_bytes": 8,
+            "spill_loads_bytes": 12,
+            "shared_bytes": 1024,
+            "stack_bytes": 256,
+        }
+    ]
+
+
+def test_demangle_base_names() -> None:
+    assert demangle("_Z6kernelPfi") == "kernel"
+    assert demangle("_ZN2ns6kernelEPf") == "ns::kernel"
+    assert demangle("plain_c_name") == "plain_c_name"

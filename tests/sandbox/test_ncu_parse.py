@@ -1,0 +1,56 @@
+"""Nsight Compute's CSV details page -> ProfileSummary, from a realistic sample."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu.ncu import ProfileError, ncu_command, parse_details
+
+SAMPLE = (Path(__file__).parent / "fixtures" / "ncu_details.csv").read_text()
+
+
+def test_main_kernel_numbers() -> None:
+    p = parse_details(SAMPLE, "8192x32768")
+    assert p.kernel == "_softmax_rows"  # the longest kernel of the call, not the fill
+    assert p.workload == "8192x32768"
+    assert p.duration_us == pytest.approx(612.448)
+    assert p.dram_throughput_pct == pytest.approx(87.41)
+    assert p.sm_throughput_pct == pytest.approx(41.06)
+    assert p.achieved_occupancy_pct == pytest.approx(89.57)
+    assert p.registers_per_thread == 32
+    assert p.shared_bytes_per_block == 1024
+    assert p.l1_hit_rate_pct == pytest.approx(0.02)
+    assert p.l2_hit_rate_pct == pytest.approx(33.51)
+    assert [s for s, _ in p.top_stalls] == ["long_scoreboard", "barrier", "wait", "short_scoreboard"]
+    assert p.top_stalls[0][1] == pytest.approx(17.58)
+
+
+def test_advice_is_ncus_own_rules_ranked_by_estimated_speedup() -> None:
+    p = parse_details(SAMPLE, "w")
+    assert p.advice[0].startswith("CPIStall: On average, each warp") and "(est. speedup 58%)" in p.advice[0]
+    assert p.advice[1].startswith("AchievedOccupancy:")
+    assert any(a.startswith("SOLBottleneck:") for a in p.advice)
+    assert not any("UncoalescedGlobalAccess" in a for a in p.advice)  # INF rules are not advice
+    assert "vectorized_elementwise_kernel" in p.metrics["other kernels in the call"]
+
+
+def test_kernel_filter_picks_the_named_kernel() -> None:
+    p = parse_details(SAMPLE, "w", kernel_regex="elementwise")
+    assert "vectorized_elementwise_kernel" in p.kernel
+    assert p.duration_us == pytest.approx(3.52)
+
+
+def test_no_rows_explains_permissions() -> None:
+    with pytest.raises(ProfileError, match="ERR_NVGPUCTRPERM"):
+        parse_details("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n", "w")
+
+
+def test_command_leaves_clocks_alone_and_filters_case_sensitively() -> None:
+    cmd = ncu_command("/usr/local/cuda/bin/ncu", ["python", "-m", "gpu.profile_driver", "s.json"], "softmax")
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
+    assert "--csv" in cmd and cmd[cmd.index("--page") + 1] == "details"
+    assert cmd[cmd.index("--kernel-name") + 1] == "regex:softmax"
+    assert cmd[cmd.index("--profile-from-start") + 1] == "off"
+    assert cmd[-4:] == ["python", "-m", "gpu.profile_driver", "s.json"]
