@@ -376,7 +376,14 @@ class StaticCompiler:
                         "would run no Triton kernel of its own",
                     )
                 )
-            kernels += [KernelResources(name=n) for n in names]
+            else:
+                diags.append(
+                    Diagnostic(
+                        severity="note",
+                        message=f"Triton kernels: {', '.join(names)} (registers, "
+                        "spills and shared memory are known after their first launch on a GPU)",
+                    )
+                )
             modes.append("python/AST checks (Triton kernels compile at first launch)")
         if candidate.language in ("cuda", "cpp_ext") or extraction.units:
             for line, msg in extraction.notes:

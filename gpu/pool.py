@@ -75,6 +75,7 @@ class WorkerProcess:
         gpu: str | None,
         root: Path,
         *,
+        shared: Path,
         cpu_mode: bool,
         gpu_mem_fraction: float,
         memory_limit_bytes: int,
@@ -83,7 +84,8 @@ class WorkerProcess:
     ) -> None:
         self.slot = slot
         self.gpu = gpu
-        self.root = root
+        self.root = root  # this sandbox's own directory: scratch dirs of its workers
+        self.shared = shared  # compiler caches shared by every sandbox on the machine
         self.cpu_mode = cpu_mode
         self.gpu_mem_fraction = gpu_mem_fraction
         self.memory_limit_bytes = memory_limit_bytes
@@ -112,7 +114,7 @@ class WorkerProcess:
         return self.root / f"w{self.slot}"
 
     def _env(self) -> dict[str, str]:
-        shared = self.root / "shared"
+        shared = self.shared
         extra = {
             "CUDA_VISIBLE_DEVICES": "" if self.cpu_mode else str(self.gpu),
             "TRITON_INTERPRET": "1" if self.cpu_mode else "0",
@@ -149,7 +151,7 @@ class WorkerProcess:
         await self._reap()
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.scratch.mkdir(parents=True, exist_ok=True)
-        (self.root / "shared").mkdir(parents=True, exist_ok=True)
+        self.shared.mkdir(parents=True, exist_ok=True)
         self._death = None
         self._killed_for = None
         self.hello = None

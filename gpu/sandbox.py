@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -251,8 +252,11 @@ class LocalSandbox(Sandbox):
             if scratch_dir
             else Path(tempfile.gettempdir()) / f"ksearch-sandbox-{os.getuid()}"
         )
-        self.root = root.resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = root.resolve()  # caches shared by every sandbox that uses this directory
+        # this sandbox's own worker scratch space: several sandboxes may share `root` at once
+        self.session = self.root / "sessions" / f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.session.mkdir(parents=True, exist_ok=True)
+        self.shared = self.root / "shared"
         self.call_timeout_s = call_timeout_s
         self.build_timeout_s = build_timeout_s
         if memory_limit_gb is None:
@@ -267,7 +271,8 @@ class LocalSandbox(Sandbox):
                 WorkerProcess(
                     i,
                     g,
-                    self.root,
+                    self.session,
+                    shared=self.shared,
                     cpu_mode=self.cpu_mode,
                     gpu_mem_fraction=gpu_mem_fraction,
                     memory_limit_bytes=int(memory_limit_gb * 2**30),
@@ -799,7 +804,7 @@ class LocalSandbox(Sandbox):
                 "Nsight Compute (ncu) is not installed on this machine: install the CUDA toolkit's "
                 "nsight-compute or put ncu on PATH; timing and correctness work without it"
             )
-        work = self.root / "profile" / f"w{w.slot}"
+        work = self.session / f"profile{w.slot}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         spec = {
@@ -818,9 +823,9 @@ class LocalSandbox(Sandbox):
             home=work,
             extra={
                 "CUDA_VISIBLE_DEVICES": str(w.gpu),
-                "TRITON_CACHE_DIR": str(self.root / "shared" / "triton"),
-                "TORCH_EXTENSIONS_DIR": str(self.root / "shared" / "torch_extensions"),
-                "CUPY_CACHE_DIR": str(self.root / "shared" / "cupy"),
+                "TRITON_CACHE_DIR": str(self.shared / "triton"),
+                "TORCH_EXTENSIONS_DIR": str(self.shared / "torch_extensions"),
+                "CUPY_CACHE_DIR": str(self.shared / "cupy"),
             },
         )
         proc = await asyncio.create_subprocess_exec(
@@ -848,3 +853,4 @@ class LocalSandbox(Sandbox):
 
     async def close(self) -> None:
         await self.pool.close()
+        shutil.rmtree(self.session, ignore_errors=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -75,5 +77,8 @@ async def test_worker_environment_is_scrubbed(tmp_path_factory, affine, cand, st
     assert "sk-do-not-leak" not in msg and "FAKE_API_KEY" not in msg and "TORCH_SECRET_TOKEN" not in msg
     assert '"secret": null' in msg
     assert "PATH" in msg
-    assert str(scratch.resolve() / "w0") in msg  # HOME and cwd are the worker's scratch directory
+    seen = json.loads(msg[msg.index("ENV") + 3 :].split("\n")[0])
+    home = Path(seen["home"])
+    assert home.name == "w0" and home.is_relative_to(scratch.resolve())  # HOME is the worker's scratch dir
+    assert seen["cwd"] == seen["home"]
     assert os.environ["FAKE_API_KEY"] == "sk-do-not-leak"  # the parent keeps its own environment

@@ -1,0 +1,74 @@
+"""`ksearch eval TASK FILE`: a free-standing evaluation from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from server.cli_sandbox import detect_language
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = Path(__file__).parent / "fixtures"
+
+
+def _ksearch(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+        timeout=300,
+    )
+
+
+def test_eval_prints_an_honest_summary(tmp_path: Path) -> None:
+    p = _ksearch(
+        "eval",
+        str(FIX / "affine.py"),
+        str(FIX / "candidates" / "good_triton.py"),
+        "-w",
+        "small",
+        "--seed",
+        "5",
+        tmp=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    out = " ".join(p.stdout.split())  # rich wraps long lines
+    assert "measured on the Triton CPU interpreter" in out
+    assert "seed 5" in out and "status: ok" in out and "correct on small (3 trials" in out
+    assert "functional only" in out
+
+
+def test_eval_json_and_failure_exit_code(tmp_path: Path) -> None:
+    p = _ksearch(
+        "eval",
+        str(FIX / "affine.py"),
+        str(FIX / "candidates" / "wrong_values.py"),
+        "--json",
+        "--no-timing",
+        tmp=tmp_path,
+    )
+    assert p.returncode == 1
+    ev = json.loads(p.stdout)
+    assert ev["status"] == "incorrect" and ev["correctness"][0]["kind"] == "wrong_values"
+    assert ev["correctness"][0]["workload"] == "smoke"  # the default without a GPU
+    assert ev["timings"] == []
+
+
+def test_eval_refuses_an_unknown_workload(tmp_path: Path) -> None:
+    p = _ksearch(
+        "eval", str(FIX / "affine.py"), str(FIX / "candidates" / "good_triton.py"), "-w", "huge", tmp=tmp_path
+    )
+    assert p.returncode == 2
+    assert "huge" in p.stderr and "small" in p.stderr
+
+
+def test_language_detection() -> None:
+    assert detect_language((FIX / "candidates" / "cuda_good.py").read_text()) == "cuda"
+    assert detect_language((FIX / "candidates" / "cpp_ext_broken.py").read_text()) == "cpp_ext"
+    assert detect_language((FIX / "candidates" / "good_triton.py").read_text()) == "triton"
