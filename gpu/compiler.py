@@ -72,6 +72,11 @@ _PTXAS_STACK = re.compile(
 _PTXAS_USED = re.compile(r"ptxas info\s*: Used (?P<regs>\d+) registers(?P<rest>.*)$")
 _PTXAS_MSG = re.compile(r"^ptxas (?P<sev>error|warning|fatal)\s*: (?P<msg>.*)$")
 _NVCC_FATAL = re.compile(r"^nvcc (?:fatal|error)\s*: (?P<msg>.*)$")
+# host compiler (gcc) messages: path:line:col: error: message
+_HOST_MSG = re.compile(
+    r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?P<sev>fatal error|error|warning): (?P<msg>.*)$"
+)
+_MISSING_HEADER = re.compile(r"(?P<header>[\w./-]+): No such file or directory")
 
 
 def find_nvcc() -> str | None:
@@ -190,6 +195,35 @@ def parse_nvcc_output(text: str, unit_file: str) -> tuple[list[dict], list[dict]
                 {"severity": sev, "message": "ptxas: " + m.group("msg"), "unit_line": None, "file": None}
             )
             continue
+        m = _HOST_MSG.match(line.strip())
+        if m:
+            same = Path(m.group("file")).name == Path(unit_file).name
+            missing = _MISSING_HEADER.search(m.group("msg"))
+            if missing and not same:
+                # a header that torch's own headers need is not installed here: the environment's gap,
+                # not the candidate's error
+                diags.append(
+                    {
+                        "severity": "note",
+                        "unit_line": None,
+                        "file": None,
+                        "incomplete": True,
+                        "message": f"static check incomplete: {missing.group('header')} (needed by "
+                        f"{Path(m.group('file')).name}) is not installed on this machine; the "
+                        "sources compile for real when the candidate runs on a GPU",
+                    }
+                )
+                continue
+            sev = "warning" if m.group("sev") == "warning" else "error"
+            diags.append(
+                {
+                    "severity": sev,
+                    "message": m.group("msg").strip(),
+                    "unit_line": int(m.group("line")) if same else None,
+                    "file": None if same else f"{m.group('file')}:{m.group('line')}",
+                }
+            )
+            continue
         m = _NVCC_FATAL.match(line.strip())
         if m:
             diags.append(
@@ -305,8 +339,9 @@ class StaticCompiler:
                         "message": f"option {d!r} is NVRTC-only or unknown to this check; compiled without it",
                     }
                 )
-            ok = proc.returncode == 0 and not any(d["severity"] == "error" for d in diags)
-            if proc.returncode != 0 and not any(d["severity"] == "error" for d in diags):
+            incomplete = any(d.get("incomplete") for d in diags)
+            ok = (proc.returncode == 0 or incomplete) and not any(d["severity"] == "error" for d in diags)
+            if proc.returncode != 0 and not incomplete and not any(d["severity"] == "error" for d in diags):
                 diags.append(
                     {
                         "severity": "error",

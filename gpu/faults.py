@@ -119,6 +119,8 @@ def describe(exc: BaseException, py_source: str, files: set[str]) -> Fault:
         )
     if name == "OutOfMemoryError" or "out of memory" in text.lower():
         return Fault("oom", f"GPU out of memory: {text.splitlines()[0] if text else name}{where}")
+    if "can't allocate memory" in text or isinstance(exc, MemoryError):
+        return Fault("oom", f"host out of memory: {text.splitlines()[0] if text else name}{where}")
     if _CUDA_FATAL.search(text):
         return Fault("cuda", f"CUDA error: {text.strip().splitlines()[0]}{where}")
     first = text.strip().splitlines()[0] if text.strip() else ""

@@ -25,28 +25,11 @@ SECTIONS = [
     "WarpStateStats",
     "SourceCounters",
 ]
-STALL_REASONS = [
-    "barrier",
-    "branch_resolving",
-    "dispatch_stall",
-    "drain",
-    "imc_miss",
-    "lg_throttle",
-    "long_scoreboard",
-    "math_pipe_throttle",
-    "membar",
-    "mio_throttle",
-    "misc",
-    "no_instruction",
-    "not_selected",
-    "selected",
-    "short_scoreboard",
-    "sleeping",
-    "tex_throttle",
-    "wait",
-]
-STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
-EXTRA_METRICS = ["gpu__time_duration.sum"] + [STALL_METRIC.format(r) for r in STALL_REASONS]
+# Named explicitly (it exists on every GPU ncu supports); stall metrics are read from the raw page by
+# pattern instead, so a name missing on some architecture cannot make ncu refuse the whole run.
+EXTRA_METRICS = ["gpu__time_duration.sum"]
+_STALL_RATIO = re.compile(r"^smsp__average_warps?_issue_stalled_(?P<reason>\w+?)_per_issue_active\.ratio$")
+_STALL_SAMPLES = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(?P<reason>\w+)$")
 
 
 class ProfileError(RuntimeError):
@@ -66,20 +49,19 @@ def find_ncu() -> str | None:
     return None
 
 
-def ncu_command(ncu: str, target: list[str], kernel_regex: str | None = None) -> list[str]:
+def ncu_command(ncu: str, target: list[str], report: str, kernel_regex: str | None = None) -> list[str]:
+    """Profile `target`, writing the report file `report` (read back with `import_command`)."""
     cmd = [
         ncu,
         "--profile-from-start",
         "off",
         "--clock-control",
         "none",
-        "--csv",
-        "--page",
-        "details",
-        "--print-units",
-        "base",
         "--target-processes",
         "all",
+        "--force-overwrite",
+        "--export",
+        report,
     ]
     for s in SECTIONS:
         cmd += ["--section", s]
@@ -87,6 +69,11 @@ def ncu_command(ncu: str, target: list[str], kernel_regex: str | None = None) ->
     if kernel_regex:
         cmd += ["--kernel-name", f"regex:{kernel_regex}"]  # case-sensitive, like all ncu regex filters
     return cmd + target
+
+
+def import_command(ncu: str, report: str, page: str) -> list[str]:
+    """Read a report back as CSV: page "details" (sections, rules) or "raw" (every metric collected)."""
+    return [ncu, "--import", report, "--csv", "--page", page, "--print-units", "base"]
 
 
 _TIME_UNITS = {
@@ -146,11 +133,44 @@ def _csv_rows(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO("\n".join(body))))
 
 
-def parse_details(text: str, workload: str, kernel_regex: str | None = None) -> ProfileSummary:
-    """A ProfileSummary for the main kernel (the longest, or the first matching `kernel_regex`)."""
+def parse_raw_stalls(text: str) -> dict[str, dict[str, float]]:
+    """Per kernel ID: stall reason -> cycles per issued instruction (or % of samples), from the raw page."""
+    rows = _csv_rows(text)
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        kid = r.get("ID", "")
+        if not kid.strip().isdigit():  # the units row
+            continue
+        ratios, samples = {}, {}
+        for col, val in r.items():
+            v = _num(val or "")
+            if v is None or col is None:
+                continue
+            m = _STALL_RATIO.match(col)
+            if m:
+                ratios[m.group("reason")] = v
+                continue
+            m = _STALL_SAMPLES.match(col)
+            if m and not m.group("reason").endswith("not_issued"):
+                samples[m.group("reason")] = v
+        if ratios:
+            out[kid] = ratios
+        elif samples and sum(samples.values()) > 0:
+            total = sum(samples.values())
+            out[kid] = {k: 100.0 * v / total for k, v in samples.items()}
+    return out
+
+
+def parse_details(
+    text: str, workload: str, kernel_regex: str | None = None, raw_text: str | None = None
+) -> ProfileSummary:
+    """A ProfileSummary for the main kernel (the longest, or the first matching `kernel_regex`).
+
+    `text` is the details page (sections and rules); `raw_text`, if given, the raw page, where the
+    warp-stall breakdown lives."""
     rows = _csv_rows(text)
     if not rows:
-        raise ProfileError("ncu produced no kernel data" + _explain(text))
+        raise ProfileError("ncu produced no kernel data" + explain(text))
     kernels: dict[str, list[dict[str, str]]] = {}
     for r in rows:
         kernels.setdefault(r.get("ID", "0"), []).append(r)
@@ -195,12 +215,12 @@ def parse_details(text: str, workload: str, kernel_regex: str | None = None) -> 
                 return values[n][0]
         return None
 
-    stalls = []
-    for reason in STALL_REASONS:
-        v = values.get(STALL_METRIC.format(reason), (None, ""))[0]
-        if v:
-            stalls.append((reason, round(v, 3)))
-    stalls.sort(key=lambda kv: kv[1], reverse=True)
+    stall_map = parse_raw_stalls(raw_text).get(main_id, {}) if raw_text else {}
+    for mname, (v, _unit) in values.items():  # stall metrics asked for on the command line, if any
+        m = _STALL_RATIO.match(mname)
+        if m and v is not None:
+            stall_map.setdefault(m.group("reason"), v)
+    stalls = sorted(((k, round(v, 3)) for k, v in stall_map.items() if v), key=lambda kv: kv[1], reverse=True)
     smem = 0.0
     have_smem = False
     for n in ("Static Shared Memory Per Block", "Dynamic Shared Memory Per Block"):
@@ -232,7 +252,7 @@ def parse_details(text: str, workload: str, kernel_regex: str | None = None) -> 
     )
 
 
-def _explain(text: str) -> str:
+def explain(text: str) -> str:
     if "ERR_NVGPUCTRPERM" in text:
         return (
             ": the GPU performance counters are restricted to administrators on this machine "

@@ -237,6 +237,7 @@ class LocalSandbox(Sandbox):
         cache: KVCache | None = None,
         cpu_mode: bool | None = None,
         arch: str | None = None,
+        kernel_audit: bool = True,
     ) -> None:
         gpus, self._driver, cc = _query_gpus()
         self.cpu_mode = (not gpus) if cpu_mode is None else cpu_mode
@@ -257,6 +258,7 @@ class LocalSandbox(Sandbox):
         self.session = self.root / "sessions" / f"{os.getpid()}-{secrets.token_hex(4)}"
         self.session.mkdir(parents=True, exist_ok=True)
         self.shared = self.root / "shared"
+        self.kernel_audit = kernel_audit  # profile one call per candidate: its own kernels must run
         self.call_timeout_s = call_timeout_s
         self.build_timeout_s = build_timeout_s
         if memory_limit_gb is None:
@@ -550,7 +552,12 @@ class LocalSandbox(Sandbox):
         timeout = self.call_timeout_s * max(1.0, run.settings.trials / 3)
         if first and run.candidate.language == "cpp_ext":
             timeout += self.build_timeout_s
-        args = {"workload": wl, "seed": run.settings.seed, "trials": run.settings.trials}
+        args = {
+            "workload": wl,
+            "seed": run.settings.seed,
+            "trials": run.settings.trials,
+            "audit": self.kernel_audit,
+        }
         reply = await self._call(
             w, run, "correctness", args, timeout, f"checking correctness on workload {wl!r}", wl
         )
@@ -816,8 +823,9 @@ class LocalSandbox(Sandbox):
         (work / "spec.json").write_text(json.dumps(spec))
         import sys
 
+        report = str(work / "profile.ncu-rep")
         cmd = ncu.ncu_command(
-            exe, [sys.executable, "-m", "gpu.profile_driver", str(work / "spec.json")], kernel
+            exe, [sys.executable, "-m", "gpu.profile_driver", str(work / "spec.json")], report, kernel
         )
         env = scrubbed_env(
             home=work,
@@ -828,28 +836,36 @@ class LocalSandbox(Sandbox):
                 "CUPY_CACHE_DIR": str(self.shared / "cupy"),
             },
         )
+        rc, text = await self._run_tool(cmd, work, env)
+        if rc == 3 or "candidate failed under the profiler" in text:
+            msg = next((ln for ln in text.splitlines() if "candidate failed" in ln), text[-800:])
+            raise SandboxError(f"the candidate failed while being profiled: {msg}")
+        _, details = await self._run_tool(ncu.import_command(exe, report, "details"), work, env)
+        _, raw = await self._run_tool(ncu.import_command(exe, report, "raw"), work, env)
+        try:
+            return ncu.parse_details(details, workload, kernel, raw_text=raw)
+        except ncu.ProfileError as e:
+            raise SandboxError(f"{e}{ncu.explain(text)}") from None
+
+    async def _run_tool(self, cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+        """Run a tool in its own process group with the build timeout; (exit status, stdout + stderr)."""
         proc = await asyncio.create_subprocess_exec(
             *cmd,
-            cwd=work,
+            cwd=cwd,
             env=env,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.build_timeout_s)
+            out, _ = await asyncio.wait_for(proc.communicate(), self.build_timeout_s)
         except TimeoutError:
             os.killpg(proc.pid, 9)
             await proc.wait()
-            raise SandboxError(f"ncu did not finish within {self.build_timeout_s:.0f} s") from None
-        text, etext = out.decode(errors="replace"), err.decode(errors="replace")
-        if proc.returncode == 3 or "candidate failed under the profiler" in etext:
-            msg = next((ln for ln in etext.splitlines() if "candidate failed" in ln), etext[-800:])
-            raise SandboxError(f"the candidate failed while being profiled: {msg}")
-        try:
-            return ncu.parse_details(text + "\n" + etext, workload, kernel)
-        except ncu.ProfileError as e:
-            raise SandboxError(str(e)) from None
+            raise SandboxError(
+                f"{Path(cmd[0]).name} did not finish within {self.build_timeout_s:.0f} s"
+            ) from None
+        return proc.returncode or 0, out.decode(errors="replace")
 
     async def close(self) -> None:
         await self.pool.close()

@@ -119,7 +119,7 @@ def _host_check(
 ) -> None:
     host, dev = [], []
     for i in range(reps):
-        inputs = input_sets[i % len(input_sets)] if input_sets else before_each(10_000 + i)  # type: ignore[misc]
+        inputs = input_sets[i % len(input_sets)] if input_sets else before_each(-100 - i)  # type: ignore[misc]
         s, e = _Event(enable_timing=True), _Event(enable_timing=True)
         _sync()
         t0 = _perf()

@@ -334,7 +334,7 @@ class WorkerState:
             agg["mismatches"] += res.mismatches or 0
             agg["numel"] += res.numel or 0
         flags = self._runtime_flags()
-        if not self.cpu_mode and not self._audited:
+        if not self.cpu_mode and not self._audited and args.get("audit", True):
             self._audited = True
             flags += self._audit(fn, self.rt.make_inputs(wl, seed, self.device))
         return {

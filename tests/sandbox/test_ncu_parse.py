@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from gpu.ncu import ProfileError, ncu_command, parse_details
+from gpu.ncu import ProfileError, import_command, ncu_command, parse_details, parse_raw_stalls
 
 SAMPLE = (Path(__file__).parent / "fixtures" / "ncu_details.csv").read_text()
+RAW = (Path(__file__).parent / "fixtures" / "ncu_raw.csv").read_text()
 
 
 def test_main_kernel_numbers() -> None:
-    p = parse_details(SAMPLE, "8192x32768")
+    p = parse_details(SAMPLE, "8192x32768", raw_text=RAW)
     assert p.kernel == "_softmax_rows"  # the longest kernel of the call, not the fill
     assert p.workload == "8192x32768"
     assert p.duration_us == pytest.approx(612.448)
@@ -25,6 +26,14 @@ def test_main_kernel_numbers() -> None:
     assert p.l2_hit_rate_pct == pytest.approx(33.51)
     assert [s for s, _ in p.top_stalls] == ["long_scoreboard", "barrier", "wait", "short_scoreboard"]
     assert p.top_stalls[0][1] == pytest.approx(17.58)
+
+
+def test_stalls_come_from_the_raw_page_per_kernel() -> None:
+    stalls = parse_raw_stalls(RAW)
+    assert set(stalls) == {"0", "1"}
+    assert stalls["0"]["long_scoreboard"] == pytest.approx(17.58)
+    assert "math_pipe_throttle" in stalls["0"]  # zero values are kept here, dropped from the summary
+    assert parse_details(SAMPLE, "w").top_stalls == []  # without the raw page there is no breakdown
 
 
 def test_advice_is_ncus_own_rules_ranked_by_estimated_speedup() -> None:
@@ -48,9 +57,13 @@ def test_no_rows_explains_permissions() -> None:
 
 
 def test_command_leaves_clocks_alone_and_filters_case_sensitively() -> None:
-    cmd = ncu_command("/usr/local/cuda/bin/ncu", ["python", "-m", "gpu.profile_driver", "s.json"], "softmax")
+    cmd = ncu_command(
+        "/usr/local/cuda/bin/ncu", ["python", "-m", "gpu.profile_driver", "s.json"], "r.ncu-rep", "softmax"
+    )
     assert cmd[cmd.index("--clock-control") + 1] == "none"
-    assert "--csv" in cmd and cmd[cmd.index("--page") + 1] == "details"
+    assert cmd[cmd.index("--export") + 1] == "r.ncu-rep"
     assert cmd[cmd.index("--kernel-name") + 1] == "regex:softmax"
     assert cmd[cmd.index("--profile-from-start") + 1] == "off"
     assert cmd[-4:] == ["python", "-m", "gpu.profile_driver", "s.json"]
+    imp = import_command("ncu", "r.ncu-rep", "raw")
+    assert imp[imp.index("--page") + 1] == "raw" and "--csv" in imp
