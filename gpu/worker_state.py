@@ -602,6 +602,8 @@ class WorkerState:
         try:
             if st.final:
                 res = self._time_final(fn, wl, st, tol, flags)
+                sets = [self.rt.make_inputs(wl, seed + 90_000, self.device)]
+                flags += self._recheck(fn, wl, sets, [self._reference(wl, sets[0])], tol, seed)
             else:
                 sets = self._input_sets(wl, seed, st.input_sets)
                 refs = [self._reference(wl, s) for s in sets]

@@ -54,3 +54,11 @@ async def _keys(sandbox) -> list[str]:
     import json
 
     return list(json.loads(sandbox.cache.path.read_text()))
+
+
+async def test_final_mode_times_fresh_inputs_and_checks_every_call(sandbox, affine, cand, st) -> None:
+    ev = await sandbox.evaluate(cand("good_triton"), affine, st("small", final=True))
+    assert ev.status == "ok", ev.error
+    assert ev.timings[0].n == 3 and not any(f.startswith("final_recheck_failed") for f in ev.flags)
+    bad = await sandbox.evaluate(cand("address_cache"), affine, st("small", final=True))
+    assert bad.correct and bad.status == "flagged"  # stale answers on fresh inputs, or at reused addresses
