@@ -73,19 +73,22 @@ async def targeted(bench: Bench, sb: LocalSandbox) -> dict[str, Any]:
 
 async def amain(args: argparse.Namespace) -> None:
     out_dir = Path(args.out or os.environ.get("OUT") or (Path(__file__).parent / "results"))
-    bench = Bench(out_dir / "gpu_check.json", args.budget_s, tasks=["row_sum"])
+    bench = Bench(out_dir / "gpu_check.json", args.budget_s, tasks=args.tasks.split(","))
+    bench.aa_rounds = args.aa_rounds
+    parts = args.parts.split(",")
     sb = LocalSandbox(n_workers=1, call_timeout_s=args.call_timeout_s)
     bench.report["settings"] = {"call_timeout_s": args.call_timeout_s, "budget_s": args.budget_s}
     try:
-        await bench.run(sb, ["setup", "e2e"])
-        t = time.monotonic()
-        try:
-            bench.report["parts"]["targeted"] = await targeted(bench, sb)
-        except Exception:
-            bench.report["parts"]["targeted"] = {"error": traceback.format_exc()[-3000:]}
-        bench.report["parts"]["targeted"]["part_seconds"] = round(time.monotonic() - t, 1)
-        bench.save()
-        await bench.run(sb, ["faults", "ncu", "ext"])
+        await bench.run(sb, ["setup", *[p for p in parts if p == "e2e"]])
+        if "targeted" in parts:
+            t = time.monotonic()
+            try:
+                bench.report["parts"]["targeted"] = await targeted(bench, sb)
+            except Exception:
+                bench.report["parts"]["targeted"] = {"error": traceback.format_exc()[-3000:]}
+            bench.report["parts"]["targeted"]["part_seconds"] = round(time.monotonic() - t, 1)
+            bench.save()
+        await bench.run(sb, [p for p in parts if p not in ("e2e", "targeted")])
     finally:
         await sb.close()
         bench.save()
@@ -97,6 +100,9 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="directory for gpu_check.json")
     ap.add_argument("--budget-s", type=float, default=270.0)
     ap.add_argument("--call-timeout-s", type=float, default=20.0)
+    ap.add_argument("--tasks", default="row_sum", help="comma-separated built-in tasks (row_sum is required)")
+    ap.add_argument("--parts", default="e2e,targeted,faults,ncu,ext", help="also: repeat, aa")
+    ap.add_argument("--aa-rounds", type=int, default=10)
     asyncio.run(amain(ap.parse_args()))
 
 

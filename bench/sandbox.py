@@ -98,6 +98,7 @@ class Bench:
     ) -> None:
         self.out = out
         self.smoke = smoke  # plumbing check on the CPU: smoke workloads, few rounds
+        self.aa_rounds = 50
         self.t0 = time.monotonic()
         self.deadline = self.t0 + budget_s
         self.report: dict[str, Any] = {
@@ -115,6 +116,20 @@ class Bench:
         self.report["elapsed_s"] = round(time.monotonic() - self.t0, 1)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(json.dumps(self.report, indent=1))
+
+    async def timed(self, sb: LocalSandbox, cand: Candidate, task: Task, st: EvalSettings) -> dict[str, Any]:
+        """evaluate() with the seconds spent in each phase (from its progress reports)."""
+        marks: list[tuple[str, float]] = []
+
+        async def progress(msg: str, frac: float) -> None:
+            marks.append((msg.split(":")[0], time.monotonic()))
+
+        ev = await sb.evaluate(cand, task, st, progress=progress)
+        end = time.monotonic()
+        phases: dict[str, float] = {}
+        for (name, t), (_, t_next) in zip(marks, [*marks[1:], ("end", end)], strict=True):
+            phases[name] = round(phases.get(name, 0.0) + t_next - t, 3)
+        return {**summary(ev), "phases_s": phases}
 
     def settings(self, task: str, *, seed: int = 11, trials: int = 3) -> EvalSettings:
         return EvalSettings(seed=seed, trials=trials, workloads=[self.workloads[task]])
@@ -163,16 +178,15 @@ class Bench:
                 base = task.seeds["triton"] if lang == "triton" else source(NVRTC[name])
                 for k in range(3):
                     src = triton_variant(base, k + 100) if lang == "triton" else cuda_variant(base, k + 100)
-                    ev = await sb.evaluate(Candidate.of(src, lang), task, self.settings(name, seed=20 + k))
-                    new.append(ev.seconds)
-                    rows.append({"task": name, "kind": "new", **summary(ev)})
-                ev = await sb.evaluate(
-                    Candidate.of(src + "\n# same kernels, new module\n", lang),
-                    task,
-                    self.settings(name, seed=30),
-                )
-                rep.append(ev.seconds)
-                rows.append({"task": name, "kind": "repeat", **summary(ev)})
+                    row = await self.timed(
+                        sb, Candidate.of(src, lang), task, self.settings(name, seed=20 + k)
+                    )
+                    new.append(row["seconds"])
+                    rows.append({"task": name, "kind": "new", **row})
+                again = Candidate.of(src + "\n# same kernels, new module\n", lang)
+                row = await self.timed(sb, again, task, self.settings(name, seed=30))
+                rep.append(row["seconds"])
+                rows.append({"task": name, "kind": "repeat", **row})
             ok = all(r["status"] == "ok" for r in rows)
             out[lang] = {
                 "new_kernel_s": stats(new),
@@ -214,7 +228,7 @@ class Bench:
         seed_src = task.seeds["triton"]
         a = Candidate.of(seed_src + "\n# copy A\n", "triton")
         b = Candidate.of(seed_src + "\n# copy B\n", "triton")
-        rounds = 6 if self.smoke else 50
+        rounds = 6 if self.smoke else self.aa_rounds
         called_faster, ratios = 0, []
         for i in range(rounds):
             if self.left() < 15:
@@ -237,6 +251,7 @@ class Bench:
             "rate": rate,
             "target_rate": 0.02,
             "meets_target": rate is not None and rate <= 0.02 and done == rounds,
+            "rounds_planned": rounds,
             "ratio_a_over_b": stats([r for r in ratios if r]),
             "workload": f"row_sum {self.workloads['row_sum']}",
         }

@@ -678,7 +678,8 @@ class LocalSandbox(Sandbox):
             diags = [_diag(d) for d in run.runtime_compile.get("diagnostics", [])]
             if not any(d.severity == "error" for d in diags):
                 diags.append(Diagnostic(severity="error", message=run.runtime_compile["message"][:4000]))
-            report.diagnostics = diags + report.diagnostics
+            seen = {(d.line, d.message) for d in diags}  # nvcc and NVRTC often say the same thing
+            report.diagnostics = diags + [d for d in report.diagnostics if (d.line, d.message) not in seen]
             report.ok = False
             report.log = (run.runtime_compile["message"] + "\n" + report.log)[-20000:]
             report.mode = (report.mode + "; " if report.mode else "") + "run-time compile in the worker"

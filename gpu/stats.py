@@ -5,6 +5,7 @@ Pure Python (no torch, no numpy) so the server process and `compare` can use it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,20 +41,7 @@ def quantile(sorted_xs: Sequence[float], q: float) -> float:
     return sorted_xs[lo] * (1 - frac) + sorted_xs[hi] * frac
 
 
-def _binom_cdf_half(n: int, k: int) -> float:
-    """P(X <= k) for X ~ Binomial(n, 1/2)."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    # exact in log space: comb(n, i) / 2^n
-    log_half_n = -n * math.log(2.0)
-    total = 0.0
-    for i in range(k + 1):
-        total += math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half_n)
-    return min(total, 1.0)
-
-
+@functools.lru_cache(maxsize=4096)
 def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
     """0-based ranks (lo, hi) of the order statistics bounding the median with >= `confidence`.
 
@@ -65,9 +53,12 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
         k = math.floor(n / 2 - z * math.sqrt(n) / 2)
         return (max(k - 1, 0), min(n - k, n - 1)) if k >= 1 else None
     # largest k with P(X <= k-1) <= alpha/2: then [x_(k), x_(n-k+1)] (1-based) covers the median
-    best = None
+    log_half_n = -n * math.log(2.0)
+    cdf, best = 0.0, None
     for k in range(1, n // 2 + 1):
-        if _binom_cdf_half(n, k - 1) <= alpha / 2:
+        i = k - 1  # add P(X = k-1)
+        cdf += math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half_n)
+        if cdf <= alpha / 2:
             best = k
         else:
             break

@@ -12,7 +12,6 @@ right after sending it and the pool starts a fresh one.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
@@ -85,7 +84,6 @@ def main() -> None:
         if fatal:
             # the CUDA context is unusable; leave without running destructors that would touch it
             os._exit(3)
-        gc.collect()
     os._exit(0)
 
 
