@@ -58,12 +58,21 @@ def _time_ms(fn: Any, reps: int) -> float:
     return summarize(times).median
 
 
-def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:
-    """Bytes per second of a device-to-device copy (read + write counted)."""
+def bandwidths(device: torch.device, nbytes: int = 1 << 30) -> dict[str, float]:
+    """Bytes per second the device memory sustains: a copy (read + write counted), a pure read
+    (a sum) and a pure write (a fill). A read-only kernel can beat a copy, so the roofline uses the
+    best of the three."""
     bufs = [torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0) for _ in range(2)]
-    ms = _time_ms(lambda: bufs[1].copy_(bufs[0]), reps=15)
+    out = torch.empty((), device=device)
+    copy_ms = _time_ms(lambda: bufs[1].copy_(bufs[0]), reps=15)
+    read_ms = _time_ms(lambda: torch.sum(bufs[0], out=out), reps=15)
+    write_ms = _time_ms(lambda: bufs[1].fill_(2.0), reps=15)
     bufs.clear()
-    return 2 * nbytes / (ms * 1e-3)
+    return {
+        "copy": 2 * nbytes / (copy_ms * 1e-3),
+        "read": nbytes / (read_ms * 1e-3),
+        "write": nbytes / (write_ms * 1e-3),
+    }
 
 
 def matmul_rates(device: torch.device, n: int = 8192) -> dict[str, float]:
@@ -103,17 +112,24 @@ def matmul_rates(device: torch.device, n: int = 8192) -> dict[str, float]:
 def measure_ceilings(device: torch.device) -> dict[str, Any]:
     t0 = time.perf_counter()
     if device.type != "cuda":
-        return {"copy_bandwidth_Bps": None, "matmul_flops": {}, "seconds": 0.0}
-    bw = copy_bandwidth(device)
+        return {"bandwidth_Bps": None, "copy_bandwidth_Bps": None, "matmul_flops": {}, "seconds": 0.0}
+    bw = bandwidths(device)
     rates = matmul_rates(device)
-    return {"copy_bandwidth_Bps": bw, "matmul_flops": rates, "seconds": time.perf_counter() - t0}
+    return {
+        "copy_bandwidth_Bps": bw["copy"],
+        "read_bandwidth_Bps": bw["read"],
+        "write_bandwidth_Bps": bw["write"],
+        "bandwidth_Bps": max(bw.values()),
+        "matmul_flops": rates,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def roofline_fraction(
     median_us: float, flops: float, nbytes: float, dtype: str, ceilings: dict[str, Any]
 ) -> float | None:
     """Attainable time (max of compute and memory time at the measured ceilings) / measured time."""
-    bw = ceilings.get("copy_bandwidth_Bps")
+    bw = ceilings.get("bandwidth_Bps") or ceilings.get("copy_bandwidth_Bps")
     rates: dict[str, float] = ceilings.get("matmul_flops") or {}
     if median_us <= 0:
         return None

@@ -15,7 +15,6 @@ import itertools
 import json
 import logging
 import os
-import resource
 import shutil
 import signal
 import sys
@@ -64,10 +63,6 @@ def _group_rss(pgid: int) -> int:
     return total
 
 
-def _child_limits() -> None:  # runs in the child between fork and exec
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfaulting candidate leaves no core file
-
-
 class WorkerProcess:
     def __init__(
         self,
@@ -102,6 +97,7 @@ class WorkerProcess:
         self._death: WorkerError | None = None
         self._killed_for: FaultKind | None = None
         self._starting: asyncio.Task[None] | None = None
+        self._group_gone = False
         self.closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -169,10 +165,10 @@ class WorkerProcess:
             cwd=self.scratch,
             env=self._env(),
             start_new_session=True,
-            preexec_fn=_child_limits,
             limit=64 << 20,
         )
         self.starts += 1
+        self._group_gone = False
         self._tasks = [
             asyncio.create_task(self._read_stdout()),
             asyncio.create_task(self._read_stderr()),
@@ -191,10 +187,12 @@ class WorkerProcess:
             raise WorkerError("start", f"the worker failed to start: {e.message}", stderr=e.stderr) from None
 
     async def _reap(self) -> None:
+        # the whole group: the worker and whatever it left behind (compiler daemons, candidate children)
+        self._signal_group(signal.SIGKILL)
         if self._proc is not None and self._proc.returncode is None:
-            self._signal_group(signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 await self._proc.wait()
+        self._group_gone = True
         for t in self._tasks:
             if not t.done():
                 t.cancel()
@@ -204,10 +202,13 @@ class WorkerProcess:
         self._tasks = []
 
     def _signal_group(self, sig: int) -> None:
-        if self._proc is None:
+        if self._proc is None or self._group_gone:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
+        if sig == signal.SIGKILL and self._proc.returncode is not None:
+            # the leader is reaped and the rest killed: never signal this id again (it may be reused)
+            self._group_gone = True
 
     async def kill(self, reason: FaultKind) -> None:
         """Kill the worker's whole process group (candidate children included)."""
@@ -268,6 +269,7 @@ class WorkerProcess:
         assert self._proc is not None
         rc = await self._proc.wait()
         await asyncio.sleep(0.05)  # let the stderr reader drain the last lines
+        self._signal_group(signal.SIGKILL)  # orphans of the dead worker (its group) go with it
         self._death = self._death_error(rc)
         for fut in list(self._pending.values()) + ([self._hello_fut] if self._hello_fut else []):
             if not fut.done():

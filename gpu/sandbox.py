@@ -47,7 +47,7 @@ from worldmodel.models import (
 )
 
 Progress = Callable[[str, float], Awaitable[None]]
-CACHE_VERSION = "v1"
+CACHE_VERSION = "v2"
 # Flags that describe the task or the measurement, not a cheat: they never change the status.
 _NOTE_PREFIXES = ("note:", "degenerate_reference:")
 
@@ -69,6 +69,7 @@ class HardwareFacts(BaseModel):
     memory_gb: float | None = None
     l2_bytes: int | None = None
     copy_bandwidth_gbps: float | None = None  # measured device-to-device copy, read + write
+    bandwidth_gbps: float | None = None  # best measured of copy, pure read, pure write: the roofline's
     matmul_tflops: dict[str, float] = Field(default_factory=dict)  # measured n=8192 matmul per dtype
     driver: str | None = None
     cuda: str | None = None
@@ -341,6 +342,7 @@ class LocalSandbox(Sandbox):
         h = await self._hello()
         ceil = await self.ceilings()
         bw = ceil.get("copy_bandwidth_Bps")
+        best = ceil.get("bandwidth_Bps")
         self._facts = HardwareFacts(
             device=h.get("device", "unknown"),
             cpu_mode=bool(h.get("cpu_mode", self.cpu_mode)),
@@ -350,6 +352,7 @@ class LocalSandbox(Sandbox):
             memory_gb=h.get("memory_gb"),
             l2_bytes=h.get("l2_bytes"),
             copy_bandwidth_gbps=round(bw / 1e9, 1) if bw else None,
+            bandwidth_gbps=round(best / 1e9, 1) if best else None,
             matmul_tflops={k: round(v / 1e12, 1) for k, v in (ceil.get("matmul_flops") or {}).items()},
             driver=self._driver,
             cuda=h.get("cuda"),

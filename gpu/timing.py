@@ -3,8 +3,9 @@
 GPU: per call, the L2 is flushed (a write larger than L2), a short spin kernel covers the host's
 launch overhead, a CUDA event pair brackets the call, and a full device synchronize follows (work
 left on side streams cannot leak into the next call).
-Inputs rotate among several sets. Warm-up calls are excluded. Repetitions continue until the CI of
-the median is within the target, the time budget is spent, or `max_reps` is reached.
+Inputs rotate among several sets. Warm-up (at least `warmup` calls and 25 ms) is excluded.
+Repetitions continue until the CI of the median is within the target over a window of at least
+50 ms, the time budget is spent, or `max_reps` is reached.
 A separate short loop without flushing, synchronized before each call, gives the host-clock
 cross-check: a call whose host time far exceeds its event time did work the events did not see.
 
@@ -23,6 +24,9 @@ import torch
 from gpu.stats import Summary, summarize
 
 _perf = time.perf_counter  # bound now: a candidate patching time.perf_counter later does not reach us
+MIN_WARMUP_S = 0.025  # warm-up lasts at least this long (and at least `warmup` calls)
+MIN_TIMED_S = 0.05  # the CI-based early stop waits until the samples span at least this long
+HOST_EXCESS_US = 60.0  # host-clock excess over an empty call that flags off-stream work
 _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize
 
@@ -105,12 +109,18 @@ def time_gpu(
     `after_each(rep, out)` may check the output; neither is inside the timed region."""
     t_start = _perf()
     k = len(input_sets)
-    for i in range(max(warmup, 1)):
+    deadline = t_start + budget_s
+    # warm up by count and by time: after an idle moment the GPU needs a few ms to reach its clocks
+    i = 0
+    while i < max(warmup, 1) or (_perf() - t_start < MIN_WARMUP_S and _perf() < deadline):
         fn(input_sets[i % k] if k else before_each(-1 - i))  # type: ignore[misc]
-    _sync()
+        if preamble is not None:
+            preamble()
+        _sync()
+        i += 1
     pairs = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(max_reps)]
     samples: list[float] = []
-    deadline = t_start + budget_s
+    t_timed = _perf()
     rep = 0
     while rep < max_reps:
         inputs = before_each(rep) if before_each is not None else input_sets[rep % k]
@@ -127,12 +137,27 @@ def time_gpu(
         del out
         rep += 1
         if rep >= min_reps and (rep % 5 == 0 or _perf() > deadline):
-            if _perf() > deadline or summarize(samples).rel_halfwidth <= target_rel_ci:
+            if _perf() > deadline:
+                break
+            # a short window can sit entirely inside one transient (a clock change): require a minimum span
+            if _perf() - t_timed >= MIN_TIMED_S and summarize(samples).rel_halfwidth <= target_rel_ci:
                 break
     result = TimingResult(device=torch.cuda.get_device_name(), summary=summarize(samples), samples_us=samples)
     _host_check(fn, input_sets, result, before_each)
     result.wall_s = _perf() - t_start
     return result
+
+
+def _synced(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(host us, event us) of one call started on an idle GPU and followed by a full synchronize."""
+    s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+    _sync()
+    t0 = _perf()
+    s.record()
+    fn()
+    e.record()
+    _sync()
+    return (_perf() - t0) * 1e6, s.elapsed_time(e) * 1000.0
 
 
 def _host_check(
@@ -142,24 +167,25 @@ def _host_check(
     before_each: Callable[[int], list[Any]] | None,
     reps: int = 7,
 ) -> None:
+    """Host clock vs CUDA events on synchronized calls. Honest work on the timed stream shows the
+    same host-minus-event gap as an empty call (the synchronize's wake-up); work on another stream
+    shows up on the host clock only."""
+    empty = [_synced(lambda: None) for _ in range(reps)]
+    gap0 = summarize([h - d for h, d in empty]).median
     host, dev = [], []
     for i in range(reps):
         inputs = input_sets[i % len(input_sets)] if input_sets else before_each(-100 - i)  # type: ignore[misc]
-        s, e = _Event(enable_timing=True), _Event(enable_timing=True)
-        _sync()
-        t0 = _perf()
-        s.record()
-        fn(inputs)
-        e.record()
-        _sync()
-        host.append((_perf() - t0) * 1e6)
-        dev.append(s.elapsed_time(e) * 1000.0)
+        h, d = _synced(lambda inputs=inputs: fn(inputs))
+        host.append(h)
+        dev.append(d)
     hm, dm = summarize(host).median, summarize(dev).median
     result.host_median_us, result.event_median_synced_us = hm, dm
-    if hm > 2.0 * dm and hm - dm > 40.0:
+    excess = (hm - dm) - gap0
+    if excess > max(HOST_EXCESS_US, 0.5 * dm):
         result.flags.append(
             f"host_clock_mismatch: a synchronized call takes {hm:.1f} us on the host clock but only {dm:.1f} us "
-            "between the CUDA events; work outside the timed stream (a side stream?) is suspected"
+            f"between the CUDA events ({excess:.0f} us more than an empty call's gap); work outside the timed "
+            "stream (a side stream?) is suspected"
         )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 import time
 import traceback
@@ -40,6 +41,7 @@ def main() -> None:
     global _PROTO
     _PROTO = _open_protocol()
     cfg = json.loads(os.environ.get("KSEARCH_WORKER", "{}"))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing candidate leaves no core file
     import torch  # after the fd juggling: CUDA/triton banners go to stderr
 
     from gpu.worker_state import WorkerState

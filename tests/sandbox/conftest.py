@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -58,7 +59,7 @@ async def sandbox(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Loc
     try:
         yield sb
     finally:
-        await sb.close()
+        await asyncio.wait_for(sb.close(), 120)
 
 
 @pytest.fixture(scope="session")
