@@ -28,6 +28,14 @@ _BAD_CALLS = {
     "torch.set_float32_matmul_precision": "changes global matmul precision (the reference would run with it too)",
     "torch.set_default_dtype": "changes the global default dtype (the reference would run with it too)",
 }
+# Settings a kernel may change without affecting the measurement or the reference's numerics.
+_BENIGN_SETTINGS = (
+    "os.environ",
+    "torch.backends.cudnn.benchmark",
+    "torch._dynamo.config.",
+    "torch._inductor.config.",
+    "triton.Config",
+)
 _HARNESS_MODULES = (
     "gpu.worker",
     "gpu.timing",
@@ -91,6 +99,8 @@ def scan(source: str) -> list[tuple[int | None, str]]:
                 full = resolve(_dotted(t))
                 root = full.split(".")[0]
                 if root in _PROTECTED_ROOTS and aliases.get(_dotted(t).split(".")[0]) is not None:
+                    if full.startswith(_BENIGN_SETTINGS):
+                        continue
                     if full.startswith("torch.backends.") and full.endswith(
                         (
                             "allow_tf32",

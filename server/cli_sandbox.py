@@ -49,7 +49,7 @@ def _header(ev: Evaluation, settings: EvalSettings, timing: bool) -> list[str]:
         lines.append(f"measured on {where}" + (f" ({versions})" if versions else ""))
     lines.append(
         f"correctness: {settings.trials} trial(s) per workload on fresh inputs from seed {settings.seed}; "
-        "outputs poisoned before each call; inputs checked for mutation"
+        "fresh allocations poisoned with NaN (best effort) so unwritten outputs show; inputs checked for mutation"
     )
     if timing and env is not None and env.cpu_mode:
         lines.append(

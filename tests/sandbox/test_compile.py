@@ -114,3 +114,27 @@ def test_demangle_base_names() -> None:
     assert demangle("_Z6kernelPfi") == "kernel"
     assert demangle("_ZN2ns6kernelEPf") == "ns::kernel"
     assert demangle("plain_c_name") == "plain_c_name"
+
+
+def test_tamper_scan_flags_patching_and_precision_but_not_benign_settings() -> None:
+    from gpu.tamper import scan
+
+    src = """import os
+import time as t
+import torch
+from torch import cuda
+
+t.perf_counter = lambda: 0.0
+cuda.synchronize = lambda: None
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.benchmark = True
+os.environ["CUDA_LAUNCH_BLOCKING"] = "0"
+frame = __import__("sys")._getframe
+import gpu.timing
+self_like = object()
+"""
+    found = dict(scan(src))
+    assert "time.perf_counter" in found[6] and "torch.cuda.synchronize" in found[7]
+    assert "lowers precision" in found[8]
+    assert 9 not in found and 10 not in found  # cudnn.benchmark and environment variables are benign
+    assert "harness module" in found[12]
