@@ -362,6 +362,7 @@ async def apply_intents(
 
 
 async def _attempt_searches(db: aiosqlite.Connection, ids: set[int]) -> dict[int, int]:
+    ids = {i for i in ids if rows.storable_id(i)}  # larger ones cannot exist (nor be bound)
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))

@@ -33,6 +33,15 @@ LLM_COLUMNS = (
 )
 
 
+# SQLite integers are signed 64-bit: a larger id cannot name a row (and cannot even be bound).
+MAX_ID = 2**63 - 1
+
+
+def storable_id(value: int) -> bool:
+    """Whether `value` can be an id in the database (binding a larger int raises OverflowError)."""
+    return -MAX_ID - 1 <= value <= MAX_ID
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -142,7 +151,9 @@ async def fetchall(db: aiosqlite.Connection, sql: str, params: Sequence[Any] = (
 
 
 async def node(db: aiosqlite.Connection, node_id: int) -> Node:
-    row = await fetchone(db, f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,))
+    row = None
+    if storable_id(node_id):
+        row = await fetchone(db, f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?", (node_id,))
     if row is None:
         raise NotFound(f"no node #{node_id}; node ids come from the tree (`ksearch tree SEARCH`)")
     return node_from_row(row)
@@ -150,7 +161,7 @@ async def node(db: aiosqlite.Connection, node_id: int) -> Node:
 
 async def nodes_by_id(db: aiosqlite.Connection, ids: Iterable[int]) -> dict[int, Node]:
     """The nodes among `ids` that exist (missing ids are simply absent from the result)."""
-    wanted = sorted(set(ids))
+    wanted = sorted(i for i in set(ids) if storable_id(i))
     out: dict[int, Node] = {}
     # SQLite limits bound parameters per statement; chunk to stay well below it.
     for start in range(0, len(wanted), 500):
@@ -162,7 +173,9 @@ async def nodes_by_id(db: aiosqlite.Connection, ids: Iterable[int]) -> dict[int,
 
 
 async def search_row(db: aiosqlite.Connection, search_id: int) -> Search:
-    row = await fetchone(db, f"SELECT {SEARCH_COLUMNS} FROM searches WHERE id = ?", (search_id,))
+    row = None
+    if storable_id(search_id):
+        row = await fetchone(db, f"SELECT {SEARCH_COLUMNS} FROM searches WHERE id = ?", (search_id,))
     if row is None:
         raise NotFound(f"no search with id {search_id}; {await describe_searches(db)}")
     return search_from_row(row)
@@ -179,7 +192,9 @@ async def describe_searches(db: aiosqlite.Connection, limit: int = 20) -> str:
 
 
 async def attempt(db: aiosqlite.Connection, attempt_id: int) -> Attempt:
-    row = await fetchone(db, f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?", (attempt_id,))
+    row = None
+    if storable_id(attempt_id):
+        row = await fetchone(db, f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?", (attempt_id,))
     if row is None:
         raise NotFound(f"no attempt #{attempt_id}")
     return attempt_from_row(row)
