@@ -144,9 +144,29 @@ def _pydantic_problems(
     return out
 
 
+def text_problem(value: str, *, one_line: bool = False) -> str | None:
+    """Why `value` cannot be stored as text, or None. SQLite stores UTF-8, so a lone surrogate (e.g.
+    from an undecodable command-line byte) cannot be written; a NUL byte cuts the text short in C
+    tools and terminals, so it is refused everywhere; a one-line field (a title) takes no control
+    characters at all."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"contains {value[exc.start]!r} at position {exc.start}, which is not valid Unicode text"
+    for i, ch in enumerate(value):
+        if ch == "\x00" or (one_line and (ch < " " or ch == "\x7f")):
+            return f"contains the control character {ch!r} at position {i}"
+    return None
+
+
 def _recheck(spec: IntentSpec | EditSpec) -> list[tuple[str, str]]:
     """Range checks repeated here so they hold even if the pydantic models are loosened later."""
     bad: list[tuple[str, str]] = []
+    for name in ("title", "rationale", "notes", "reason"):
+        value = getattr(spec, name, None)
+        why = text_problem(value, one_line=name == "title") if isinstance(value, str) else None
+        if why is not None:
+            bad.append((name, f"{name} {why}"))
     title = spec.title
     if title is not None and len(title.strip()) < 3:
         bad.append(("title", "title is blank or shorter than 3 characters once spaces are removed"))
@@ -168,7 +188,12 @@ def _recheck(spec: IntentSpec | EditSpec) -> list[tuple[str, str]]:
 
 
 def _check_author(author: str) -> None:
-    if not isinstance(author, str) or not author.strip() or len(author) > 100:
+    if (
+        not isinstance(author, str)
+        or not author.strip()
+        or len(author) > 100
+        or text_problem(author, one_line=True)
+    ):
         raise ValueError(
             f"bad author {author!r}; accepted: 'human', 'tuner' or 'llm:<model>' (1-100 characters)"
         )
@@ -253,6 +278,11 @@ async def apply_intents(
     _check_author(author)
     _check_round(round)
     validated, problems = _validate_items(IntentSpec, specs)
+    why = text_problem(reason)
+    if why is not None:  # the batch's reason goes into every item's edit-log entry
+        problems.append(
+            EditProblem(index=0, field="reason", problem=f"reason {why}", accepted=_ACCEPTED["reason"])
+        )
     async with store.transaction() as db:
         await rows.search_row(db, search_id)
         root_row = await rows.fetchone(

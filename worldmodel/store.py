@@ -206,11 +206,13 @@ class Store:
         """A search by id (int or digit string) or by name; `NotFound` lists what exists."""
         async with self._lock:
             key = id_or_name.strip() if isinstance(id_or_name, str) else id_or_name
-            if isinstance(key, int) or key.isdigit():
+            if isinstance(key, int) or key.isdecimal():
                 return await rows.search_row(self._db, int(key))
-            row = await rows.fetchone(
-                self._db, f"SELECT {rows.SEARCH_COLUMNS} FROM searches WHERE name = ?", (key,)
-            )
+            row = None
+            if key.encode("utf-8", "replace").decode("utf-8") == key:  # a lone surrogate names nothing
+                row = await rows.fetchone(
+                    self._db, f"SELECT {rows.SEARCH_COLUMNS} FROM searches WHERE name = ?", (key,)
+                )
             if row is None:
                 raise NotFound(f"no search named {key!r}; {await rows.describe_searches(self._db)}")
             return rows.search_from_row(row)
