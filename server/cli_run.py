@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from server.cli_common import DEFAULT_DB, DbOption, console, fail, run_async
+from worldmodel.errors import StoreBusy
 
 
 def register(app: typer.Typer) -> None:
@@ -61,6 +62,9 @@ def run(
         res = run_async(run_main(args))
     except ValueError as e:
         raise fail(str(e)) from e
+    except StoreBusy as e:  # committed work is kept; only the step in flight is lost
+        again = f"--resume {resume}" if resume else task
+        raise fail(f"{e}. The search stopped here; continue it with `ksearch run {again}`", code=1) from e
     if as_json:
         console.print_json(json.dumps(res.model_dump(mode="json")))
     if res.stop_reason.startswith("policy stopped"):

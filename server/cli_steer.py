@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from server.cli_common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
 from tools.errors import ToolFailure, describe_validation
-from worldmodel.errors import NotFound, SchemaError
+from worldmodel.errors import NotFound, SchemaError, StoreBusy
 from worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
 
 if TYPE_CHECKING:  # tools are imported when a command runs, so `ksearch --help` stays fast
@@ -82,6 +82,8 @@ async def workspace(db: Path) -> AsyncIterator[Workspace]:
         raise fail(str(e)) from e
     except ValidationError as e:
         raise fail(str(describe_validation(e, "arguments"))) from e
+    except StoreBusy as e:  # not the input's fault: the same command can simply be repeated
+        raise fail(str(e), code=1) from e
     finally:
         await ws.close()
 

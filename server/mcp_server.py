@@ -36,6 +36,7 @@ from tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctne
 from tools.run_search import RunSearchIn, RunSearchOut, run_search
 from tools.select_action import SelectActionIn, SelectionOut, select_action
 from tools.workspace import Workspace
+from worldmodel.errors import StoreBusy
 from worldmodel.models import Node, Search
 
 log = logging.getLogger("ksearch.mcp")
@@ -120,7 +121,7 @@ class KsearchServer:
             try:
                 ws = await self.ws()
                 return await run(ws, inp, report) if progress else await run(ws, inp)
-            except (ToolFailure, SandboxError) as e:
+            except (ToolFailure, SandboxError, StoreBusy) as e:
                 raise ToolError(str(e)) from e
             except ValidationError as e:
                 raise ToolError(str(describe_validation(e, name))) from e

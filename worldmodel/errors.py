@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from pydantic import BaseModel
 
 
@@ -15,6 +17,11 @@ class Conflict(ValueError):
 
 class InvalidTransition(ValueError):
     """A node status change the lifecycle does not allow (e.g. closing a node with no correct attempt)."""
+
+
+class StoreBusy(sqlite3.OperationalError):
+    """Another process held the database's write lock for longer than the busy timeout; nothing was
+    written. (A subclass of sqlite3.OperationalError, which is what SQLite raised before.)"""
 
 
 class SchemaError(RuntimeError):

@@ -27,7 +27,7 @@ import aiosqlite
 from pydantic import BaseModel, ValidationError
 
 from worldmodel import rows
-from worldmodel.errors import Conflict, InvalidTransition, NotFound
+from worldmodel.errors import Conflict, InvalidTransition, NotFound, StoreBusy
 from worldmodel.models import (
     LANGUAGES,
     Attempt,
@@ -75,9 +75,10 @@ class LLMTotals(BaseModel):
 class Store:
     """Async access to a ksearch database. Open with `await Store.open(path)` or `async with`."""
 
-    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+    def __init__(self, db: aiosqlite.Connection, path: Path, busy_timeout_s: float = 10.0) -> None:
         self._db = db
         self.path = path
+        self.busy_timeout_s = busy_timeout_s
         self._lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -103,7 +104,7 @@ class Store:
         except BaseException:
             await db.close()
             raise
-        return cls(db, p)
+        return cls(db, p, busy_timeout_s)
 
     async def close(self) -> None:
         async with self._lock:
@@ -126,7 +127,7 @@ class Store:
         """
         async with self._lock:
             try:
-                await self._db.execute("BEGIN IMMEDIATE")
+                await self._begin_immediate()
                 yield self._db
             except BaseException:
                 await self._rollback()
@@ -144,6 +145,18 @@ class Store:
                 await self._rollback()
                 raise
             await self._db.execute("COMMIT")
+
+    async def _begin_immediate(self) -> None:
+        try:
+            await self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            raise StoreBusy(
+                f"the database {self.path} is locked by another writer: waited {self.busy_timeout_s:g} s for "
+                "it and wrote nothing. Another ksearch process (run, serve, ui) or a tool holding a write "
+                "transaction has it; try again when it is done"
+            ) from exc
 
     async def _rollback(self) -> None:
         # Also reached when the task was cancelled while BEGIN was queued: the connection's thread runs
