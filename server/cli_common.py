@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 T = TypeVar("T")
 
@@ -39,5 +40,6 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a user-facing error (what was wrong, what is accepted) and return the exit to raise."""
-    err_console.print(f"[red]error:[/red] {message}")
+    # The message quotes user input (names, paths): print it as plain text, never as markup.
+    err_console.print(Text.assemble(("error:", "red"), " ", message))
     return typer.Exit(code)

@@ -258,11 +258,17 @@ def read_source(path: Path) -> str:
         raise fail(f"file {path} not found; give the path of a Python file that defines ModelNew")
     if path.is_dir():
         raise fail(f"{path} is a directory; give the path of a Python file that defines ModelNew")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise fail(f"{path} is {size} bytes; a candidate may be at most {MAX_FILE_BYTES} bytes")
+    if not path.is_file():  # a device or a pipe: /dev/zero would never end
+        raise fail(f"{path} is not a regular file; give the path of a Python file that defines ModelNew")
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)  # bounded, even if the file grows while it is read
+    except OSError as e:
+        raise fail(f"{path} cannot be read: {e.strerror or e}") from e
+    if len(data) > MAX_FILE_BYTES:
+        raise fail(f"{path} is over {MAX_FILE_BYTES} bytes; a candidate may be at most {MAX_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise fail(
             f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); accepted: a UTF-8 Python file"

@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         try:
             found = run_async(_searches(str(db)))
         except SchemaError as exc:
-            raise fail(escape(str(exc))) from exc
+            raise fail(str(exc)) from exc
         if as_json:
             typer.echo(json.dumps(found, indent=2))
             return
@@ -104,5 +104,5 @@ def register(app: typer.Typer) -> None:
         try:
             text = run_async(_tree(str(db), search, fmt, budget))
         except (NotFound, SchemaError) as exc:
-            raise fail(escape(str(exc))) from exc
+            raise fail(str(exc)) from exc
         typer.echo(text)
