@@ -11,6 +11,7 @@ import typer
 
 from server.cli_common import DEFAULT_DB, DbOption, console, fail, run_async
 from worldmodel.errors import StoreBusy
+from worldmodel.models import LANGUAGES
 
 
 def register(app: typer.Typer) -> None:
@@ -52,6 +53,8 @@ def run(
 
     if (task is None) == (resume is None):
         raise fail("give a TASK to search on, or --resume SEARCH to continue one (not both)")
+    if language not in LANGUAGES:  # checked here: a resumed search would otherwise ignore it silently
+        raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
     args = RunArgs(
         task=task, resume=resume, new=new, name=name, policy=policy, model=model, base_url=base_url,
         replay=replay, record=record, language=language, rounds=rounds, attempts=attempts, wall=wall,

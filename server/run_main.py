@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from server.display import Display, LiveDisplay
 from server.driver import Driver, DriverOptions, DriverResult
-from server.policies import default_policy_name, make_policy
+from server.policies import PolicyError, default_policy_name, make_policy
 from tools.create_search import CreateSearchIn, create_search
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
@@ -41,9 +41,10 @@ class RunArgs(BaseModel):
     db: Path
 
 
-async def _find_or_create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
+async def _find(ws: Workspace, a: RunArgs) -> Search | None:
+    """The search to continue: the one named by --resume, or an unfinished one on the same task."""
     if a.resume is not None:
-        return await ws.search(int(a.resume) if a.resume.isdigit() else a.resume)
+        return await ws.search(int(a.resume) if a.resume.isdecimal() else a.resume)
     assert a.task is not None
     task = ws.task(a.task)
     ref = task.name if task.builtin else str(task.source_path.resolve())
@@ -51,6 +52,11 @@ async def _find_or_create(ws: Workspace, a: RunArgs, policy_name: str) -> Search
         unfinished = [s for s in await ws.store.list_searches() if s.task == ref and s.status != "done"]
         if unfinished:
             return unfinished[-1]  # same task, same db: continue where it stopped
+    return None
+
+
+async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
+    assert a.task is not None
     s = await create_search(ws, CreateSearchIn(
         task=a.task, name=a.name, language=a.language, policy=policy_name, model=a.model,  # type: ignore[arg-type]
         rounds=a.rounds or 10, stagnation=a.stagnation, seed=a.seed,
@@ -61,25 +67,30 @@ async def _find_or_create(ws: Workspace, a: RunArgs, policy_name: str) -> Search
 
 
 async def run_main(a: RunArgs) -> DriverResult:
+    """Run the driver. Raises ValueError (nothing written) when the arguments cannot start a run."""
     a.db.parent.mkdir(parents=True, exist_ok=True)
     ws = await Workspace.open(a.db)
     try:
-        prev = None
-        if a.resume is not None:
-            prev = await ws.search(int(a.resume) if a.resume.isdigit() else a.resume)
-        name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
         try:
-            s = await _find_or_create(ws, a, name)
-        except ToolFailure as e:
+            found = await _find(ws, a)
+            prev = found if a.resume is not None else None
+            name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
+            # The policy is built before a search is created: a bad name, model or key changes nothing.
+            policy = make_policy(
+                name, model=a.model or (found.config.model if found else None),
+                base_url=a.base_url or (found.config.base_url if found else None),
+                replay=a.replay, record=a.record,
+            )
+        except (ToolFailure, PolicyError) as e:
             raise ValueError(str(e)) from e
-        policy = make_policy(
-            name, model=a.model or s.config.model, base_url=a.base_url or s.config.base_url,
-            replay=a.replay, record=a.record,
-        )
-        display: Display = Display() if a.plain else LiveDisplay()
-        opts = DriverOptions(rounds=a.rounds, attempts=a.attempts, wall_s=a.wall, tokens=a.tokens, usd=a.usd,
-                             target_speedup=a.target, final_eval=a.final)
         try:
+            try:
+                s = found or await _create(ws, a, name)
+            except ToolFailure as e:
+                raise ValueError(str(e)) from e
+            display: Display = Display() if a.plain else LiveDisplay()
+            opts = DriverOptions(rounds=a.rounds, attempts=a.attempts, wall_s=a.wall, tokens=a.tokens, usd=a.usd,
+                                 target_speedup=a.target, final_eval=a.final)
             return await Driver(ws, policy, display, opts).run(s.id)
         finally:
             await policy.aclose()

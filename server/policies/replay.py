@@ -54,10 +54,14 @@ class ReplayPolicy(Policy):
 
     @staticmethod
     def _load(path: Path) -> list[tuple[int, ReplayLine]]:
+        if path.exists() and not path.is_file():  # a directory, or a device that never ends (/dev/zero)
+            raise PolicyError(f"the replay file {path} is not a regular file; give a JSONL file recorded with --record")
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError as e:
             raise PolicyError(f"cannot read the replay file {path}: {e.strerror or e}") from e
+        except UnicodeDecodeError as e:
+            raise PolicyError(f"the replay file {path} is not UTF-8 text ({e.reason} at byte {e.start})") from e
         entries: list[tuple[int, ReplayLine]] = []
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
