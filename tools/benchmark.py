@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.common import CandidateRef, Progress, eval_settings, resolve_candidate, summarize, task_for
+from tools.common import (
+    CandidateRef,
+    Progress,
+    check_workloads,
+    eval_settings,
+    resolve_candidate,
+    summarize,
+    task_for,
+)
 from tools.errors import ToolFailure
 from tools.run_correctness import EvaluationOut
 from tools.workspace import Workspace
@@ -43,6 +51,16 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
             raise ToolFailure(f"node {inp.node_id} belongs to another search, not {s.name!r}")
         if node.status == "pruned" or node.vetoed:
             raise ToolFailure(f"node {inp.node_id} is {'vetoed' if node.vetoed else 'pruned'}; reopen it first")
+    if inp.base_attempt_id is not None:  # checked now: after the evaluation it would be too late to say
+        if s is None:
+            raise ToolFailure("`base_attempt_id` needs `search`: it names an attempt of that search")
+        try:
+            base = await ws.store.get_attempt(inp.base_attempt_id)
+        except NotFound as e:
+            raise ToolFailure(f"base_attempt_id: {e} in search {s.name!r}") from e
+        if base.search_id != s.id:
+            raise ToolFailure(f"base_attempt_id: attempt #{base.id} belongs to another search, not {s.name!r}")
+    check_workloads(task, inp.workloads)
     cand = await resolve_candidate(ws, inp.candidate)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     sb = await ws.sandbox()

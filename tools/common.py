@@ -72,6 +72,15 @@ async def task_for(ws: Workspace, search: int | str | None, task: str | None) ->
     return None, ws.task(task)
 
 
+def check_workloads(t: Task, workloads: list[str] | None) -> None:
+    """Refuse unknown workload names (before anything is stored or run)."""
+    names = [w.name for w in t.workloads]
+    unknown = [w for w in workloads or [] if w not in names]
+    if unknown:
+        shown = ", ".join(repr(w[:80]) for w in unknown[:5])
+        raise ToolFailure(f"workloads: unknown workload(s) {shown} for task {t.name!r}; it has: {', '.join(names)}")
+
+
 async def eval_settings(
     ws: Workspace, s: Search | None, t: Task, workloads: list[str] | None, trials: int
 ) -> EvalSettings:
@@ -80,11 +89,8 @@ async def eval_settings(
     Without a GPU the sandbox runs the Triton interpreter, so only the task's smoke workload is
     practical there; on a GPU the search workloads are the default (held-out ones only when named).
     """
-    names = [w.name for w in t.workloads]
     if workloads:
-        unknown = [w for w in workloads if w not in names]
-        if unknown:
-            raise ToolFailure(f"unknown workload(s) {unknown} for task {t.name!r}; it has: {', '.join(names)}")
+        check_workloads(t, workloads)
         chosen = list(workloads)
     else:
         hw = await (await ws.sandbox()).hardware()

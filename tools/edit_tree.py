@@ -25,3 +25,5 @@ async def edit_tree(ws: Workspace, inp: EditTreeIn) -> list[Node]:
         return await apply_edits(ws.store, s.id, inp.edits, author=inp.author, round=s.round)
     except EditRejected as e:
         raise ToolFailure("no edit was applied", problems=e.problems) from e
+    except ValueError as e:  # the batch as a whole was refused (e.g. a bad author), with the reason
+        raise ToolFailure(str(e)) from e

@@ -26,10 +26,10 @@ class ProfileOut(BaseModel):
 
 async def profile_ncu(ws: Workspace, inp: ProfileIn) -> ProfileOut:
     _, task = await task_for(ws, inp.search, inp.task)
-    cand = await resolve_candidate(ws, inp.candidate)
     names = [w.name for w in task.workloads]
     wl = inp.workload or task.by_split("search")[0].name
     if wl not in names:
-        raise ToolFailure(f"unknown workload {wl!r} for task {task.name!r}; it has: {', '.join(names)}")
+        raise ToolFailure(f"workload: unknown workload {wl!r} for task {task.name!r}; it has: {', '.join(names)}")
+    cand = await resolve_candidate(ws, inp.candidate)
     prof = await (await ws.sandbox()).profile(cand, task, wl)
     return ProfileOut(candidate_id=cand.id, profile=prof)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.common import CandidateRef, Progress, eval_settings, resolve_candidate, summarize, task_for
+from tools.common import (
+    CandidateRef,
+    Progress,
+    check_workloads,
+    eval_settings,
+    resolve_candidate,
+    summarize,
+    task_for,
+)
 from tools.workspace import Workspace
 from worldmodel.models import Evaluation
 
@@ -28,6 +36,7 @@ class EvaluationOut(BaseModel):
 
 async def run_correctness(ws: Workspace, inp: RunCorrectnessIn, progress: Progress | None = None) -> EvaluationOut:
     s, task = await task_for(ws, inp.search, inp.task)
+    check_workloads(task, inp.workloads)
     cand = await resolve_candidate(ws, inp.candidate)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     ev = await (await ws.sandbox()).evaluate(cand, task, settings, timing=False, progress=progress)
