@@ -7,6 +7,7 @@ with its description and bounds. This process never imports torch: GPU work runs
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -17,8 +18,9 @@ from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
@@ -36,7 +38,7 @@ from tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctne
 from tools.run_search import RunSearchIn, RunSearchOut, run_search
 from tools.select_action import SelectActionIn, SelectionOut, select_action
 from tools.workspace import Workspace
-from worldmodel.errors import StoreBusy
+from worldmodel.errors import NotFound, StoreBusy
 from worldmodel.models import Node, Search
 
 log = logging.getLogger("ksearch.mcp")
@@ -197,7 +199,7 @@ class KsearchServer:
         async def _node(search: str, node_id: str) -> str:
             ws = await self.ws()
             s = await ws.search(_ref(search))
-            node = await ws.store.get_node(int(node_id))
+            node = await ws.store.get_node(_id(node_id, "node id"))
             if node.search_id != s.id:
                 raise ValueError(f"node {node_id} is not in search {s.name!r}")
             attempts = await ws.store.list_attempts(s.id, node.id)
@@ -209,7 +211,7 @@ class KsearchServer:
 
         async def _attempt(attempt_id: str) -> str:
             ws = await self.ws()
-            a = await ws.store.get_attempt(int(attempt_id))
+            a = await ws.store.get_attempt(_id(attempt_id, "attempt id"))
             cand = await ws.store.get_candidate(a.candidate_id)
             return json.dumps({"attempt": a.model_dump(mode="json"), "language": cand.language,
                                "source": cand.source})
@@ -226,15 +228,15 @@ class KsearchServer:
                                "seed_languages": sorted(task.seeds)})
 
         mcp.resource("ksearch://searches/{search}/tree", name="tree", mime_type="text/plain",
-                     description="A search's tree as the compact text view")(_tree_text)
+                     description="A search's tree as the compact text view")(_refusals(_tree_text))
         mcp.resource("ksearch://searches/{search}/tree.json", name="tree_json", mime_type="application/json",
-                     description="A search's tree as JSON")(_tree_json)
+                     description="A search's tree as JSON")(_refusals(_tree_json))
         mcp.resource("ksearch://searches/{search}/nodes/{node_id}", name="node", mime_type="application/json",
-                     description="One node with its attempts")(_node)
+                     description="One node with its attempts")(_refusals(_node))
         mcp.resource("ksearch://attempts/{attempt_id}", name="attempt", mime_type="application/json",
-                     description="An attempt's source and evaluation")(_attempt)
+                     description="An attempt's source and evaluation")(_refusals(_attempt))
         mcp.resource("ksearch://tasks/{name}", name="task", mime_type="application/json",
-                     description="A task: workloads, tolerance, reference source")(_task)
+                     description="A task: workloads, tolerance, reference source")(_refusals(_task))
 
     # ------------------------------------------------------------------ prompts
 
@@ -245,21 +247,45 @@ class KsearchServer:
             return await analyse_kernel(await self.ws(), _ref(search))
 
         async def p_implement(search: str, node_id: str) -> str:
-            return await implement_intent(await self.ws(), _ref(search), int(node_id))
+            return await implement_intent(await self.ws(), _ref(search), _id(node_id, "node id"))
 
         async def p_reflect(search: str, node_id: str) -> str:
-            return await reflect_and_edit(await self.ws(), _ref(search), int(node_id))
+            return await reflect_and_edit(await self.ws(), _ref(search), _id(node_id, "node id"))
 
         self.mcp.prompt("analyse_kernel", description="Phase 0: analyse the kernel and seed the tree with "
-                        "first intents (what ksearch's driver asks its model)")(p_analyse)
+                        "first intents (what ksearch's driver asks its model)")(_refusals(p_analyse, prompt=True))
         self.mcp.prompt("implement_intent", description="Phase 2: implement one intent, from its base code and "
-                        "the last attempt's feedback")(p_implement)
+                        "the last attempt's feedback")(_refusals(p_implement, prompt=True))
         self.mcp.prompt("reflect_and_edit", description="Phase 3: reflect on an intent's outcome and edit the "
-                        "tree")(p_reflect)
+                        "tree")(_refusals(p_reflect, prompt=True))
 
 
 def _ref(search: str) -> int | str:
-    return int(search) if search.isdigit() else search
+    return int(search) if search.isdecimal() else search
+
+
+def _id(value: str, what: str) -> int:
+    if not value.isdecimal():
+        raise ValueError(f"{what} must be a whole number, got {value[:80]!r}")
+    return int(value)
+
+
+def _refusals(fn: Callable[..., Awaitable[str]], *, prompt: bool = False) -> Callable[..., Awaitable[str]]:
+    """A resource's or prompt's refusal reaches the client with its message (the framework would replace
+    it with a generic "error creating resource" / "internal server error")."""
+
+    @functools.wraps(fn)
+    async def read(**params: str) -> str:
+        try:
+            return await fn(**params)
+        except (NotFound, ToolFailure, ValueError) as e:
+            if prompt:
+                raise MCPError(code=INVALID_PARAMS, message=str(e)) from e
+            if isinstance(e, ValueError):
+                raise ResourceError(str(e)) from e
+            raise ResourceNotFoundError(str(e)) from e
+
+    return read
 
 
 def build_server(db: Path, *, n_workers: int | None = None) -> KsearchServer:
