@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
@@ -295,7 +296,17 @@ def build_server(db: Path, *, n_workers: int | None = None) -> KsearchServer:
 def serve(db: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     ks = build_server(db)
-    if http:
-        ks.mcp.run("streamable-http", host=host, port=port)
-    else:
-        ks.mcp.run("stdio")
+
+    async def run() -> None:
+        try:
+            if http:
+                await ks.mcp.run_streamable_http_async(host=host, port=port)
+            else:
+                await ks.mcp.run_stdio_async()
+        finally:
+            # The database connection's thread (and the sandbox workers) would keep the process alive
+            # after the host hangs up; close them even when the run was cancelled (Ctrl-C).
+            with anyio.CancelScope(shield=True):
+                await ks.close()
+
+    anyio.run(run)
