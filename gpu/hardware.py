@@ -65,7 +65,7 @@ def bandwidths(device: torch.device, nbytes: int = 1 << 30) -> dict[str, float]:
     bufs = [torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0) for _ in range(2)]
     out = torch.empty((), device=device)
     copy_ms = _time_ms(lambda: bufs[1].copy_(bufs[0]), reps=15)
-    read_ms = _time_ms(lambda: torch.sum(bufs[0], out=out), reps=15)
+    read_ms = _time_ms(lambda: torch.sum(bufs[0], dim=0, out=out), reps=15)
     write_ms = _time_ms(lambda: bufs[1].fill_(2.0), reps=15)
     bufs.clear()
     return {
