@@ -181,3 +181,21 @@ async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
         assert after == before
         rows = await call(c, "list_searches")
         assert [r["attempts"] for r in rows] == [0]
+
+
+async def test_run_search_starts_the_driver_and_reports_progress(tmp_path: Path) -> None:
+    async with stdio_client(tmp_path / "k.db") as c:
+        await call(c, "create_search", {"task": "row_sum", "name": "bg", "seed": 3})
+        seen: list[str] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(message or "")
+
+        res = await c.call_tool("run_search", {"search": "bg", "rounds": 1, "wait_s": 240},
+                                progress_callback=on_progress)
+        assert not res.is_error, res.content[0].text
+        out = res.structured_content
+        assert out["running"] is False and out["message"] == "driver finished"
+        assert out["attempts"] >= 2 and out["round"] == 1  # the seed, then one round
+        assert seen and all("round" in m for m in seen)
+        assert Path(out["log"]).read_text().count("policy: tuner") == 1
