@@ -15,6 +15,8 @@ from tools.common import Progress
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
 
+_ROOT = Path(__file__).resolve().parent.parent
+
 
 class RunSearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -42,25 +44,27 @@ async def run_search(ws: Workspace, inp: RunSearchIn, db: Path, progress: Progre
     cmd = [sys.executable, "-m", "server.cli", "run", "--resume", str(s.id), "--db", str(db), "--plain"]
     if inp.rounds is not None:
         cmd += ["--rounds", str(inp.rounds)]
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen(  # a separate session: the driver outlives this request
-            cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-            cwd=str(Path(__file__).resolve().parent.parent), env=dict(os.environ),
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        proc = await asyncio.create_subprocess_exec(  # its own session: the driver outlives this request
+            *cmd, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(_ROOT), env=dict(os.environ),
         )
+    finally:
+        os.close(fd)
     deadline = time.monotonic() + inp.wait_s
-    while time.monotonic() < deadline and proc.poll() is None:
+    while time.monotonic() < deadline and proc.returncode is None:
         await asyncio.sleep(1.0)
         if progress is not None:
             cur = await ws.search(s.id)
             n = len(await ws.store.list_attempts(s.id))
             await progress(f"round {cur.round}, {n} attempts", min(1.0, 1 - (deadline - time.monotonic()) / max(inp.wait_s, 1e-9)))
-    if proc.poll() not in (None, 0):
+    if proc.returncode not in (None, 0):
         tail = log.read_text(errors="replace")[-2000:]
         raise ToolFailure(f"the driver exited with code {proc.returncode}; end of its log ({log}):\n{tail}")
     cur = await ws.search(s.id)
     attempts = await ws.store.list_attempts(s.id)
     best = next((a for a in attempts if a.id == cur.best_attempt_id), None)
-    running = proc.poll() is None
+    running = proc.returncode is None
     return RunSearchOut(
         search_id=s.id, pid=proc.pid, log=str(log), running=running, round=cur.round, attempts=len(attempts),
         best_speedup_vs_eager=best.speedup if best else None,
