@@ -49,7 +49,9 @@ async def _summary(db: Path, search_id: int) -> dict[str, Any]:
             "seed_speedup_vs_eager": seed_sp,
             "best_speedup_vs_eager": best_sp,
             "best_speedup_over_seed": (best_sp / seed_sp) if best_sp and seed_sp else None,
-            "best_speedup_vs_compile": best.evaluation.speedup_vs_compile if best and best.evaluation else None,
+            "best_speedup_vs_compile": best.evaluation.speedup_vs_compile
+            if best and best.evaluation
+            else None,
             "best_timings": [t.model_dump() for t in timings],
             "best_source_params": _params(await store.get_candidate(best.candidate_id)) if best else None,
             "final": final,
@@ -77,9 +79,27 @@ def main() -> None:
     rows = []
     for i, task in enumerate(a.tasks, start=1):
         t0 = time.monotonic()
-        cmd = [sys.executable, "-m", "server.cli", "run", task, "--policy", "tuner", "--new", "--rounds",
-               str(a.rounds), "--wall", str(a.wall), "--stagnation", "3", "--max-attempts", "4", "--plain",
-               "--db", str(a.db)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "run",
+            task,
+            "--policy",
+            "tuner",
+            "--new",
+            "--rounds",
+            str(a.rounds),
+            "--wall",
+            str(a.wall),
+            "--stagnation",
+            "3",
+            "--max-attempts",
+            "4",
+            "--plain",
+            "--db",
+            str(a.db),
+        ]
         p = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True)
         wall = time.monotonic() - t0
         print(p.stdout[-3000:], p.stderr[-2000:], flush=True)
@@ -90,19 +110,31 @@ def main() -> None:
             row["error"] = (p.stderr or p.stdout)[-2000:]
         rows.append(row)
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps({
-            "what": "tuner policy from each task's plain seed; speedups are medians of CUDA-event timings "
+        a.out.write_text(
+            json.dumps(
+                {
+                    "what": "tuner policy from each task's plain seed; speedups are medians of CUDA-event timings "
                     "(see each timing's IQR/CI); final = re-evaluation on all workloads incl. held-out",
-            "command": " ".join([sys.executable, *sys.argv]),
-            "host": platform.node(), "python": platform.python_version(), "rows": rows,
-        }, indent=2, default=str))
+                    "command": " ".join([sys.executable, *sys.argv]),
+                    "host": platform.node(),
+                    "python": platform.python_version(),
+                    "rows": rows,
+                },
+                indent=2,
+                default=str,
+            )
+        )
     print(f"{'task':<16}{'attempts':>9}{'seed x':>9}{'best x':>9}{'/seed':>8}{'vs compile':>11}{'wall s':>8}")
     for r in rows:
+
         def f(x: Any) -> str:
             return f"{x:.3f}" if isinstance(x, float) else str(x)
-        print(f"{r['task']:<16}{f(r.get('attempts')):>9}{f(r.get('seed_speedup_vs_eager')):>9}"
-              f"{f(r.get('best_speedup_vs_eager')):>9}{f(r.get('best_speedup_over_seed')):>8}"
-              f"{f(r.get('best_speedup_vs_compile')):>11}{r['wall_s']:>8}")
+
+        print(
+            f"{r['task']:<16}{f(r.get('attempts')):>9}{f(r.get('seed_speedup_vs_eager')):>9}"
+            f"{f(r.get('best_speedup_vs_eager')):>9}{f(r.get('best_speedup_over_seed')):>8}"
+            f"{f(r.get('best_speedup_vs_compile')):>11}{r['wall_s']:>8}"
+        )
 
 
 if __name__ == "__main__":

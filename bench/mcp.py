@@ -40,9 +40,15 @@ async def build(db: Path, n: int) -> None:
     parents = [(await store.root(s.id)).id]
     made = 1
     while made < n:
-        batch = [IntentSpec(title=f"idea {made + k} with block {made + k}", priority=((made + k) % 97) / 97,
-                            difficulty=1 + (made + k) % 5, parent_id=parents[(made + k) % len(parents)])
-                 for k in range(min(50, n - made))]
+        batch = [
+            IntentSpec(
+                title=f"idea {made + k} with block {made + k}",
+                priority=((made + k) % 97) / 97,
+                difficulty=1 + (made + k) % 5,
+                parent_id=parents[(made + k) % len(parents)],
+            )
+            for k in range(min(50, n - made))
+        ]
         nodes = await apply_intents(store, s.id, batch, author="human", round=0)
         parents.extend(x.id for x in nodes[:10])
         made += len(nodes)
@@ -52,8 +58,9 @@ async def build(db: Path, n: int) -> None:
 def params(db: Path) -> StdioServerParameters:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return StdioServerParameters(command=sys.executable, args=["-m", "server.cli", "serve", "--db", str(db)],
-                                 env=env, cwd=str(ROOT))
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "server.cli", "serve", "--db", str(db)], env=env, cwd=str(ROOT)
+    )
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -83,10 +90,20 @@ async def main() -> None:
         for i in range(a.reps):
             for name, args in (
                 ("get_tree", {"search": "bench"}),
-                ("propose_intents", {"search": "bench", "intents": [
-                    {"title": f"bench intent number {i}", "priority": 0.5, "parent_id": 1}]}),
-                ("edit_tree", {"search": "bench", "edits": [
-                    {"op": "update", "node_id": 2 + i, "priority": (i % 10) / 10}]}),
+                (
+                    "propose_intents",
+                    {
+                        "search": "bench",
+                        "intents": [{"title": f"bench intent number {i}", "priority": 0.5, "parent_id": 1}],
+                    },
+                ),
+                (
+                    "edit_tree",
+                    {
+                        "search": "bench",
+                        "edits": [{"op": "update", "node_id": 2 + i, "priority": (i % 10) / 10}],
+                    },
+                ),
             ):
                 t0 = time.perf_counter()
                 r = await c.call_tool(name, args)
@@ -95,7 +112,7 @@ async def main() -> None:
 
     out = {
         "what": "MCP over stdio: server ready time (spawn to first list_tools answer) and client-side tool "
-                f"round trips on a {a.nodes}-node tree",
+        f"round trips on a {a.nodes}-node tree",
         "command": " ".join([sys.executable, *sys.argv]),
         "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "ready_s": {"median": statistics.median(ready), "max": max(ready), "n": len(ready)},

@@ -22,27 +22,44 @@ def register(app: typer.Typer) -> None:
 def run(
     task: Annotated[str | None, typer.Argument(help="Built-in task name (e.g. softmax) or a path")] = None,
     resume: Annotated[str | None, typer.Option("--resume", help="Continue this search (id or name)")] = None,
-    new: Annotated[bool, typer.Option("--new", help="Start a new search even if one on this task is unfinished")] = False,
+    new: Annotated[
+        bool, typer.Option("--new", help="Start a new search even if one on this task is unfinished")
+    ] = False,
     name: Annotated[str | None, typer.Option(help="Name of a new search")] = None,
-    policy: Annotated[str | None, typer.Option(help="anthropic | openai | tuner | replay (default: anthropic "
-                                               "when ANTHROPIC_API_KEY is set, else tuner)")] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="anthropic | openai | tuner | replay (default: anthropic "
+            "when ANTHROPIC_API_KEY is set, else tuner)"
+        ),
+    ] = None,
     model: Annotated[str | None, typer.Option(help="Model name for anthropic/openai")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. "
-                                                 "http://localhost:8000/v1")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"),
+    ] = None,
     replay: Annotated[Path | None, typer.Option(help="JSONL of recorded responses (policy replay)")] = None,
     record: Annotated[Path | None, typer.Option(help="Record every policy response to this JSONL")] = None,
     language: Annotated[str, typer.Option(help="triton | cuda | cpp_ext")] = "triton",
     rounds: Annotated[int | None, typer.Option(min=1, help="Rounds for this run")] = None,
-    attempts: Annotated[int | None, typer.Option(min=1, help="Stop when the search has this many attempts")] = None,
+    attempts: Annotated[
+        int | None, typer.Option(min=1, help="Stop when the search has this many attempts")
+    ] = None,
     wall: Annotated[float | None, typer.Option(min=1, help="Wall-time budget in seconds")] = None,
     tokens: Annotated[int | None, typer.Option(min=1, help="Token budget")] = None,
     usd: Annotated[float | None, typer.Option(min=0.0, help="Money budget in USD")] = None,
     target: Annotated[float | None, typer.Option(min=0.0, help="Stop at this speedup vs eager")] = None,
-    stagnation: Annotated[int, typer.Option(min=1, help="Attempts without a significant gain before an "
-                                            "intent's refine phase ends")] = 5,
+    stagnation: Annotated[
+        int,
+        typer.Option(min=1, help="Attempts without a significant gain before an intent's refine phase ends"),
+    ] = 5,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Attempt cap per intent")] = 8,
-    branching: Annotated[int, typer.Option(min=1, max=16, help="Implementations written at once per intent")] = 1,
-    seed: Annotated[int | None, typer.Option(min=0, help="Input seed of a new search (secret random default)")] = None,
+    branching: Annotated[
+        int, typer.Option(min=1, max=16, help="Implementations written at once per intent")
+    ] = 1,
+    seed: Annotated[
+        int | None, typer.Option(min=0, help="Input seed of a new search (secret random default)")
+    ] = None,
     no_final: Annotated[bool, typer.Option("--no-final", help="Skip the final evaluation")] = False,
     plain: Annotated[bool, typer.Option("--plain", help="Plain log lines instead of the live panel")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON at the end")] = False,
@@ -56,10 +73,29 @@ def run(
     if language not in LANGUAGES:  # checked here: a resumed search would otherwise ignore it silently
         raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
     args = RunArgs(
-        task=task, resume=resume, new=new, name=name, policy=policy, model=model, base_url=base_url,
-        replay=replay, record=record, language=language, rounds=rounds, attempts=attempts, wall=wall,
-        tokens=tokens, usd=usd, target=target, stagnation=stagnation, max_attempts=max_attempts,
-        branching=branching, seed=seed, final=not no_final, plain=plain or not sys.stdout.isatty(), db=db,
+        task=task,
+        resume=resume,
+        new=new,
+        name=name,
+        policy=policy,
+        model=model,
+        base_url=base_url,
+        replay=replay,
+        record=record,
+        language=language,
+        rounds=rounds,
+        attempts=attempts,
+        wall=wall,
+        tokens=tokens,
+        usd=usd,
+        target=target,
+        stagnation=stagnation,
+        max_attempts=max_attempts,
+        branching=branching,
+        seed=seed,
+        final=not no_final,
+        plain=plain or not sys.stdout.isatty(),
+        db=db,
     )
     try:
         res = run_async(run_main(args))

@@ -29,10 +29,16 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
     task = ws.task(s.task)
     src = task.source_path.read_text() if task.source_path.is_file() else ""
     return TaskBrief(
-        name=task.name, title=task.title, op=task.op, dtype=task.dtype, bound=task.bound,
-        description=task.description, reference_source=src,
+        name=task.name,
+        title=task.title,
+        op=task.op,
+        dtype=task.dtype,
+        bound=task.bound,
+        description=task.description,
+        reference_source=src,
         workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
-        language=s.config.language, hardware=await hardware_text(ws),
+        language=s.config.language,
+        hardware=await hardware_text(ws),
     )
 
 
@@ -76,7 +82,9 @@ def outcome(att: Attempt, source: str, base: Attempt | None) -> AttemptOutcome:
     sp = att.speedup
     base_sp = base.speedup if base is not None else None
     return AttemptOutcome(
-        attempt_id=att.id, node_id=att.node_id, params=params_of(source),
+        attempt_id=att.id,
+        node_id=att.node_id,
+        params=params_of(source),
         status=ev.status if ev else "missing",
         speedup_vs_eager=sp,
         speedup_vs_base=(sp / base_sp) if (sp and base_sp) else None,
@@ -99,7 +107,14 @@ async def outcome_of(ws: Workspace, att: Attempt, base: Attempt | None) -> Attem
 
 def open_intents(nodes: list[Node]) -> list[dict[str, Any]]:
     return [
-        {"id": n.id, "title": n.title, "priority": n.priority, "difficulty": n.difficulty, "params": n.params,
-         "parent_id": n.parent_id}
-        for n in nodes if n.kind == "intent" and n.status == "open" and not n.vetoed
+        {
+            "id": n.id,
+            "title": n.title,
+            "priority": n.priority,
+            "difficulty": n.difficulty,
+            "params": n.params,
+            "parent_id": n.parent_id,
+        }
+        for n in nodes
+        if n.kind == "intent" and n.status == "open" and not n.vetoed
     ]

@@ -35,9 +35,13 @@ class Display:
         self.console.print(text, markup=False)
 
     def start(self, s: Search, policy: Policy) -> None:
-        what = f"policy: {policy.name}" + (f" ({policy.model})" if policy.model and policy.model != policy.name else "")
+        what = f"policy: {policy.name}" + (
+            f" ({policy.model})" if policy.model and policy.model != policy.name else ""
+        )
         if policy.name == "tuner":
-            what += " — offline tuner, no language model (set ANTHROPIC_API_KEY or --policy openai for an LLM)"
+            what += (
+                " — offline tuner, no language model (set ANTHROPIC_API_KEY or --policy openai for an LLM)"
+            )
         self._line(f"search {s.id} '{s.name}' on task {s.task}; {what}")
 
     def round(self, round_no: int, node: Node, reason: str) -> None:
@@ -55,7 +59,8 @@ class Display:
         device = ev.timings[0].device if ev and ev.timings else ""
         self._line(
             f"  attempt {att.id if att else '-'} on #{node.id}: {status}{detail}, {_speed(sp)} vs eager"
-            + (f" [{device}]" if device else "") + f"; best so far {_speed(self.best)}"
+            + (f" [{device}]" if device else "")
+            + f"; best so far {_speed(self.best)}"
         )
 
     def event(self, text: str) -> None:
@@ -102,8 +107,11 @@ class LiveDisplay(Display):
             self._live.update(self._render())
 
     def start(self, s: Search, policy: Policy) -> None:
-        self._header = {"search": f"{s.id} {s.name}", "task": s.task,
-                        "policy": policy.name + (f" ({policy.model})" if policy.model else "")}
+        self._header = {
+            "search": f"{s.id} {s.name}",
+            "task": s.task,
+            "policy": policy.name + (f" ({policy.model})" if policy.model else ""),
+        }
         super().start(s, policy)
         self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
         self._live.start()

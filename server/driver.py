@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+
 from pydantic import BaseModel, Field
 
 from gpu.compare import compare
@@ -82,7 +83,9 @@ class _Budget:
 
 
 class Driver:
-    def __init__(self, ws: Workspace, policy: Policy, display: Display, opts: DriverOptions | None = None) -> None:
+    def __init__(
+        self, ws: Workspace, policy: Policy, display: Display, opts: DriverOptions | None = None
+    ) -> None:
         self.ws = ws
         self.policy = policy
         self.display = display
@@ -210,39 +213,67 @@ class Driver:
         root = nodes[0]
         seed, _ = await contexts.base_source(self.ws, s, root)
         ctx = InitContext(
-            task=await contexts.task_brief(self.ws, s), seed_source=seed,
-            tunables=contexts.tunables_of(seed), tree_view=await contexts.tree_view(self.ws, s.id),
+            task=await contexts.task_brief(self.ws, s),
+            seed_source=seed,
+            tunables=contexts.tunables_of(seed),
+            tree_view=await contexts.tree_view(self.ws, s.id),
         )
         res = await self.policy.init(ctx)
-        await apply_edits(self.ws.store, s.id, [EditSpec(op="update", node_id=root.id, notes=res.analysis[:4000])],
-                          author=self._author(), round=s.round)
+        await apply_edits(
+            self.ws.store,
+            s.id,
+            [EditSpec(op="update", node_id=root.id, notes=res.analysis[:4000])],
+            author=self._author(),
+            round=s.round,
+        )
         problems: list[str] = []
         intents = res.intents
         for _ in range(MAX_EDIT_RETRIES + 1):
             try:
-                await apply_intents(self.ws.store, s.id, intents, author=self._author(), round=s.round,
-                                    reason="initial intents")
+                await apply_intents(
+                    self.ws.store,
+                    s.id,
+                    intents,
+                    author=self._author(),
+                    round=s.round,
+                    reason="initial intents",
+                )
                 self.display.event(f"init: {len(intents)} intents")
                 return
             except EditRejected as e:
                 problems = e.problems
                 self.display.event(f"init intents rejected: {'; '.join(problems)[:300]}")
                 # Ask again with the reasons (only keep what the validator accepted is not our call to guess).
-                upd = await self.policy.update(UpdateContext(
-                    task=ctx.task, round=s.round, intent_id=root.id, intent_title="initial intents",
-                    outcomes=[], tree_view=await contexts.tree_view(self.ws, s.id), rejected=problems,
-                ))
+                upd = await self.policy.update(
+                    UpdateContext(
+                        task=ctx.task,
+                        round=s.round,
+                        intent_id=root.id,
+                        intent_title="initial intents",
+                        outcomes=[],
+                        tree_view=await contexts.tree_view(self.ws, s.id),
+                        rejected=problems,
+                    )
+                )
                 intents = upd.new_intents
-        raise PolicyError(f"the policy's initial intents were rejected {MAX_EDIT_RETRIES + 1} times: {problems}")
+        raise PolicyError(
+            f"the policy's initial intents were rejected {MAX_EDIT_RETRIES + 1} times: {problems}"
+        )
 
     async def _evaluate(
         self, s: Search, node_id: int | None, source: str, base_id: int | None, author: str
     ) -> tuple[str, Attempt | None, Evaluation]:
         try:
-            out = await benchmark(self.ws, BenchmarkIn(
-                search=s.id, node_id=node_id, candidate=CandidateRef(source=source, language=s.config.language),
-                base_attempt_id=base_id, author=author,
-            ))
+            out = await benchmark(
+                self.ws,
+                BenchmarkIn(
+                    search=s.id,
+                    node_id=node_id,
+                    candidate=CandidateRef(source=source, language=s.config.language),
+                    base_attempt_id=base_id,
+                    author=author,
+                ),
+            )
         except ToolFailure as e:
             # The source never reached the evaluator (it does not parse, say): feed that back as a result.
             ev = Evaluation(status="error", error=str(e))
@@ -267,10 +298,17 @@ class Driver:
             width = max(1, min(s.config.branching, cap - i))
             ctxs = [
                 WriteContext(
-                    task=brief, intent_id=node.id, intent_title=node.title, intent_rationale=node.rationale,
-                    intent_params=node.params, base_source=best_src,
-                    base_summary=summarize(best_ev) if best_ev else "", feedback=feedback,
-                    attempt_index=i + k, tunables=tunables, tree_view=await contexts.tree_view(self.ws, s.id),
+                    task=brief,
+                    intent_id=node.id,
+                    intent_title=node.title,
+                    intent_rationale=node.rationale,
+                    intent_params=node.params,
+                    base_source=best_src,
+                    base_summary=summarize(best_ev) if best_ev else "",
+                    feedback=feedback,
+                    attempt_index=i + k,
+                    tunables=tunables,
+                    tree_view=await contexts.tree_view(self.ws, s.id),
                 )
                 for k in range(width)
             ]
@@ -279,9 +317,19 @@ class Driver:
             except IntentDeclined as e:
                 # The policy cannot implement this intent; the search goes on without it.
                 self.display.event(f"intent #{node.id} declined: {e}")
-                await apply_edits(self.ws.store, s.id, [EditSpec(
-                    op="update", node_id=node.id, notes=(node.notes + f"\n[declined] {e}").strip()[:4000],
-                )], author=self._author(), round=s.round)
+                await apply_edits(
+                    self.ws.store,
+                    s.id,
+                    [
+                        EditSpec(
+                            op="update",
+                            node_id=node.id,
+                            notes=(node.notes + f"\n[declined] {e}").strip()[:4000],
+                        )
+                    ],
+                    author=self._author(),
+                    round=s.round,
+                )
                 break
             results = [await self._evaluate(s, node.id, c.source, best_id, self._author()) for c in codes]
             i += width
@@ -291,7 +339,9 @@ class Driver:
                     attempts.append(att)
                 self.display.attempt(node, att, ev)
                 feedback = summary
-                if ev.status == "ok" and (best_ev is None or best_ev.status != "ok" or compare(ev, best_ev).faster):
+                if ev.status == "ok" and (
+                    best_ev is None or best_ev.status != "ok" or compare(ev, best_ev).faster
+                ):
                     best_ev, best_src, best_id = ev, code.source, att.id if att else best_id
                     improved = True
             stagnant = 0 if improved else stagnant + width
@@ -304,11 +354,17 @@ class Driver:
         nodes = await self.ws.store.list_nodes(s.id)
         best = await self.ws.store.best_attempt(s.id)
         ctx = UpdateContext(
-            task=await contexts.task_brief(self.ws, s), round=s.round, intent_id=node.id, intent_title=node.title,
-            intent_params=node.params, prediction=node.expected_speedup,
+            task=await contexts.task_brief(self.ws, s),
+            round=s.round,
+            intent_id=node.id,
+            intent_title=node.title,
+            intent_params=node.params,
+            prediction=node.expected_speedup,
             outcomes=[await contexts.outcome_of(self.ws, a, base) for a in attempts],
-            history=await contexts.history(self.ws, s.id), tree_view=await contexts.tree_view(self.ws, s.id),
-            open_intents=contexts.open_intents(nodes), best_speedup=best.speedup if best else None,
+            history=await contexts.history(self.ws, s.id),
+            tree_view=await contexts.tree_view(self.ws, s.id),
+            open_intents=contexts.open_intents(nodes),
+            best_speedup=best.speedup if best else None,
             tunables=contexts.tunables_of((await contexts.base_source(self.ws, s, node))[0]),
         )
         for _ in range(MAX_EDIT_RETRIES + 1):
@@ -317,8 +373,14 @@ class Driver:
                 if res.edits:
                     await apply_edits(self.ws.store, s.id, res.edits, author=self._author(), round=s.round)
                 if res.new_intents:
-                    await apply_intents(self.ws.store, s.id, res.new_intents, author=self._author(), round=s.round,
-                                        reason=res.reflection[:2000])
+                    await apply_intents(
+                        self.ws.store,
+                        s.id,
+                        res.new_intents,
+                        author=self._author(),
+                        round=s.round,
+                        reason=res.reflection[:2000],
+                    )
                 self.display.event(
                     f"update: {len(res.edits)} edits, {len(res.new_intents)} new intents"
                     + (f" — {res.reflection[:160]}" if res.reflection else "")
@@ -336,13 +398,21 @@ class Driver:
         final: list[FinalRow] = []
         if self.opts.final_eval and not stop.startswith("policy stopped"):
             final = await self._final_eval(s)
-        await self.ws.store.set_search_status(s.id, "done" if stop.startswith(("no open", "target")) else "stopped")
+        await self.ws.store.set_search_status(
+            s.id, "done" if stop.startswith(("no open", "target")) else "stopped"
+        )
         best = await self.ws.store.best_attempt(s.id)
         tokens, usd = await self._spent(s.id)
         res = DriverResult(
-            search_id=s.id, stop_reason=stop, rounds_run=b.rounds_run,
-            attempts=len(await self.ws.store.list_attempts(s.id)), best_attempt_id=best.id if best else None,
-            best_speedup_vs_eager=best.speedup if best else None, final=final, tokens=tokens, usd=usd,
+            search_id=s.id,
+            stop_reason=stop,
+            rounds_run=b.rounds_run,
+            attempts=len(await self.ws.store.list_attempts(s.id)),
+            best_attempt_id=best.id if best else None,
+            best_speedup_vs_eager=best.speedup if best else None,
+            final=final,
+            tokens=tokens,
+            usd=usd,
             wall_s=time.monotonic() - b.started,
         )
         await self.ws.store.cache_put(f"driver-result:{s.id}", res.model_dump(mode="json"))
@@ -373,10 +443,17 @@ class Driver:
             settings = EvalSettings(seed=(s.config.seed * 7919 + 17) % 2**31, workloads=names, final=True)
             self.display.event(f"final evaluation of attempt {a.id} on {len(names)} workloads")
             ev = await sb.evaluate(cand, task, settings, timing=True)
-            rows.append(FinalRow(
-                attempt_id=a.id, node_id=a.node_id, status=ev.status, speedup_vs_eager=ev.speedup_vs_eager,
-                speedup_vs_compile=ev.speedup_vs_compile, workloads=names, summary=summarize(ev),
-            ))
+            rows.append(
+                FinalRow(
+                    attempt_id=a.id,
+                    node_id=a.node_id,
+                    status=ev.status,
+                    speedup_vs_eager=ev.speedup_vs_eager,
+                    speedup_vs_compile=ev.speedup_vs_compile,
+                    workloads=names,
+                    summary=summarize(ev),
+                )
+            )
         rows.sort(key=lambda r: (r.status == "ok", r.speedup_vs_eager or 0.0), reverse=True)
         await self.ws.store.cache_put(f"final:{s.id}", {"rows": [r.model_dump() for r in rows]})
         return rows
@@ -385,4 +462,3 @@ class Driver:
         if self.policy.name in ("tuner",):
             return "tuner"
         return f"llm:{self.policy.model or self.policy.name}"
-

@@ -72,7 +72,9 @@ def _flat_signature(model: type[BaseModel]) -> list[inspect.Parameter]:
             default = fi.default_factory()  # type: ignore[call-arg]
         else:
             default = fi.default if fi.default is not PydanticUndefined else None
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default))
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
+        )
     return params
 
 
@@ -119,7 +121,9 @@ class KsearchServer:
             if progress:
 
                 async def report(message: str, fraction: float) -> None:
-                    await ctx.report_progress(progress=max(0.0, min(1.0, fraction)), total=1.0, message=message)
+                    await ctx.report_progress(
+                        progress=max(0.0, min(1.0, fraction)), total=1.0, message=message
+                    )
 
             try:
                 ws = await self.ws()
@@ -138,45 +142,115 @@ class KsearchServer:
         handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
         handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
         handler.__name__ = name
-        self.mcp.add_tool(handler, name=name, description=description, annotations=annotations,
-                          structured_output=True)
+        self.mcp.add_tool(
+            handler, name=name, description=description, annotations=annotations, structured_output=True
+        )
 
     def _register_tools(self) -> None:
         t = self._tool
-        t("create_search", "Start a search on a task (built-in name like 'softmax', or a path). Returns the "
-          "search with its root node ready for intents.", CreateSearchIn, Search,
-          lambda ws, i: create_search(ws, i), _annotations(False))
-        t("list_searches", "List the searches in this project's database with their best speedup so far.",
-          None, list[SearchRow], lambda ws, _i: list_searches(ws), _annotations(True, idempotent=True))
-        t("get_tree", "Read a search's world-model tree: compact text (with the model's notes, the best path "
-          "and the open frontier, within a size budget), JSON, or Mermaid.", GetTreeIn, TreeOut,
-          lambda ws, i: get_tree(ws, i), _annotations(True, idempotent=True))
-        t("propose_intents", "Add open optimization intents under a node (the root by default). Each has a "
-          "title, rationale, priority 0-1, difficulty 1-5, optional expected speedup and params. "
-          "Near-duplicates of existing intents are refused; all-or-nothing.", ProposeIntentsIn, list[Node],
-          lambda ws, i: propose_intents(ws, i), _annotations(False))
-        t("edit_tree", "Edit nodes: update priority/difficulty/notes/rationale/title, prune a branch, reopen, "
-          "pin, unpin, veto, unveto. Results cannot be edited. All-or-nothing.", EditTreeIn, list[Node],
-          lambda ws, i: edit_tree(ws, i), _annotations(False, destructive=True))
-        t("select_action", "Phase 1: the next open intent to implement by the search's selection rule "
-          "(priority, difficulty cap, exploration; pinned first, vetoed never), with the reason and the "
-          "attempt whose code to start from.", SelectActionIn, SelectionOut,
-          lambda ws, i: select_action(ws, i), _annotations(True, idempotent=True))
-        t("compile_kernel", "Compile a candidate without running it: diagnostics with line numbers in your "
-          "source, registers, spills, shared memory, compile time. Returns a candidate_id to reuse.",
-          CompileKernelIn, CompileOut, lambda ws, i: compile_kernel(ws, i), _annotations(True, idempotent=True))
-        t("run_correctness", "Run a candidate against the reference on fresh random inputs: per workload "
-          "pass/fail, max abs/rel error, where it differs.", RunCorrectnessIn, EvaluationOut,
-          lambda ws, i, p: run_correctness(ws, i, p), _annotations(True), progress=True)
-        t("benchmark", "Compile, check and time a candidate (median, spread, speedup vs eager and "
-          "torch.compile, roofline fraction). With node_id, records the attempt on that intent.",
-          BenchmarkIn, EvaluationOut, lambda ws, i, p: benchmark(ws, i, p), _annotations(False), progress=True)
-        t("profile_ncu", "Nsight Compute on one workload: duration, DRAM/SM throughput, occupancy, registers, "
-          "cache hit rates, top warp stalls and ncu's advice (GPU machines only).", ProfileIn, ProfileOut,
-          lambda ws, i: profile_ncu(ws, i), _annotations(True, idempotent=True))
-        t("run_search", "Start ksearch's built-in driver on a search in the background (select, refine, "
-          "update rounds). Optionally follow its progress for wait_s seconds.", RunSearchIn, RunSearchOut,
-          lambda ws, i, p: run_search(ws, i, self.db, p), _annotations(False), progress=True)
+        t(
+            "create_search",
+            "Start a search on a task (built-in name like 'softmax', or a path). Returns the "
+            "search with its root node ready for intents.",
+            CreateSearchIn,
+            Search,
+            lambda ws, i: create_search(ws, i),
+            _annotations(False),
+        )
+        t(
+            "list_searches",
+            "List the searches in this project's database with their best speedup so far.",
+            None,
+            list[SearchRow],
+            lambda ws, _i: list_searches(ws),
+            _annotations(True, idempotent=True),
+        )
+        t(
+            "get_tree",
+            "Read a search's world-model tree: compact text (with the model's notes, the best path "
+            "and the open frontier, within a size budget), JSON, or Mermaid.",
+            GetTreeIn,
+            TreeOut,
+            lambda ws, i: get_tree(ws, i),
+            _annotations(True, idempotent=True),
+        )
+        t(
+            "propose_intents",
+            "Add open optimization intents under a node (the root by default). Each has a "
+            "title, rationale, priority 0-1, difficulty 1-5, optional expected speedup and params. "
+            "Near-duplicates of existing intents are refused; all-or-nothing.",
+            ProposeIntentsIn,
+            list[Node],
+            lambda ws, i: propose_intents(ws, i),
+            _annotations(False),
+        )
+        t(
+            "edit_tree",
+            "Edit nodes: update priority/difficulty/notes/rationale/title, prune a branch, reopen, "
+            "pin, unpin, veto, unveto. Results cannot be edited. All-or-nothing.",
+            EditTreeIn,
+            list[Node],
+            lambda ws, i: edit_tree(ws, i),
+            _annotations(False, destructive=True),
+        )
+        t(
+            "select_action",
+            "Phase 1: the next open intent to implement by the search's selection rule "
+            "(priority, difficulty cap, exploration; pinned first, vetoed never), with the reason and the "
+            "attempt whose code to start from.",
+            SelectActionIn,
+            SelectionOut,
+            lambda ws, i: select_action(ws, i),
+            _annotations(True, idempotent=True),
+        )
+        t(
+            "compile_kernel",
+            "Compile a candidate without running it: diagnostics with line numbers in your "
+            "source, registers, spills, shared memory, compile time. Returns a candidate_id to reuse.",
+            CompileKernelIn,
+            CompileOut,
+            lambda ws, i: compile_kernel(ws, i),
+            _annotations(True, idempotent=True),
+        )
+        t(
+            "run_correctness",
+            "Run a candidate against the reference on fresh random inputs: per workload "
+            "pass/fail, max abs/rel error, where it differs.",
+            RunCorrectnessIn,
+            EvaluationOut,
+            lambda ws, i, p: run_correctness(ws, i, p),
+            _annotations(True),
+            progress=True,
+        )
+        t(
+            "benchmark",
+            "Compile, check and time a candidate (median, spread, speedup vs eager and "
+            "torch.compile, roofline fraction). With node_id, records the attempt on that intent.",
+            BenchmarkIn,
+            EvaluationOut,
+            lambda ws, i, p: benchmark(ws, i, p),
+            _annotations(False),
+            progress=True,
+        )
+        t(
+            "profile_ncu",
+            "Nsight Compute on one workload: duration, DRAM/SM throughput, occupancy, registers, "
+            "cache hit rates, top warp stalls and ncu's advice (GPU machines only).",
+            ProfileIn,
+            ProfileOut,
+            lambda ws, i: profile_ncu(ws, i),
+            _annotations(True, idempotent=True),
+        )
+        t(
+            "run_search",
+            "Start ksearch's built-in driver on a search in the background (select, refine, "
+            "update rounds). Optionally follow its progress for wait_s seconds.",
+            RunSearchIn,
+            RunSearchOut,
+            lambda ws, i, p: run_search(ws, i, self.db, p),
+            _annotations(False),
+            progress=True,
+        )
 
     # ------------------------------------------------------------------ resources
 
@@ -204,18 +278,28 @@ class KsearchServer:
             if node.search_id != s.id:
                 raise ValueError(f"node {node_id} is not in search {s.name!r}")
             attempts = await ws.store.list_attempts(s.id, node.id)
-            return json.dumps({
-                "node": node.model_dump(mode="json"),
-                "attempts": [{"id": a.id, "candidate_id": a.candidate_id, "status": a.evaluation.status
-                              if a.evaluation else None, "speedup_vs_eager": a.speedup} for a in attempts],
-            })
+            return json.dumps(
+                {
+                    "node": node.model_dump(mode="json"),
+                    "attempts": [
+                        {
+                            "id": a.id,
+                            "candidate_id": a.candidate_id,
+                            "status": a.evaluation.status if a.evaluation else None,
+                            "speedup_vs_eager": a.speedup,
+                        }
+                        for a in attempts
+                    ],
+                }
+            )
 
         async def _attempt(attempt_id: str) -> str:
             ws = await self.ws()
             a = await ws.store.get_attempt(_id(attempt_id, "attempt id"))
             cand = await ws.store.get_candidate(a.candidate_id)
-            return json.dumps({"attempt": a.model_dump(mode="json"), "language": cand.language,
-                               "source": cand.source})
+            return json.dumps(
+                {"attempt": a.model_dump(mode="json"), "language": cand.language, "source": cand.source}
+            )
 
         async def _task(name: str) -> str:
             ws = await self.ws()
@@ -225,19 +309,44 @@ class KsearchServer:
                 raise ValueError(str(e)) from e
             ref = task.source_path
             src = ref.read_text() if ref.is_file() else ""
-            return json.dumps({"task": task.model_dump(mode="json", exclude={"seeds"}), "reference_source": src,
-                               "seed_languages": sorted(task.seeds)})
+            return json.dumps(
+                {
+                    "task": task.model_dump(mode="json", exclude={"seeds"}),
+                    "reference_source": src,
+                    "seed_languages": sorted(task.seeds),
+                }
+            )
 
-        mcp.resource("ksearch://searches/{search}/tree", name="tree", mime_type="text/plain",
-                     description="A search's tree as the compact text view")(_refusals(_tree_text))
-        mcp.resource("ksearch://searches/{search}/tree.json", name="tree_json", mime_type="application/json",
-                     description="A search's tree as JSON")(_refusals(_tree_json))
-        mcp.resource("ksearch://searches/{search}/nodes/{node_id}", name="node", mime_type="application/json",
-                     description="One node with its attempts")(_refusals(_node))
-        mcp.resource("ksearch://attempts/{attempt_id}", name="attempt", mime_type="application/json",
-                     description="An attempt's source and evaluation")(_refusals(_attempt))
-        mcp.resource("ksearch://tasks/{name}", name="task", mime_type="application/json",
-                     description="A task: workloads, tolerance, reference source")(_refusals(_task))
+        mcp.resource(
+            "ksearch://searches/{search}/tree",
+            name="tree",
+            mime_type="text/plain",
+            description="A search's tree as the compact text view",
+        )(_refusals(_tree_text))
+        mcp.resource(
+            "ksearch://searches/{search}/tree.json",
+            name="tree_json",
+            mime_type="application/json",
+            description="A search's tree as JSON",
+        )(_refusals(_tree_json))
+        mcp.resource(
+            "ksearch://searches/{search}/nodes/{node_id}",
+            name="node",
+            mime_type="application/json",
+            description="One node with its attempts",
+        )(_refusals(_node))
+        mcp.resource(
+            "ksearch://attempts/{attempt_id}",
+            name="attempt",
+            mime_type="application/json",
+            description="An attempt's source and evaluation",
+        )(_refusals(_attempt))
+        mcp.resource(
+            "ksearch://tasks/{name}",
+            name="task",
+            mime_type="application/json",
+            description="A task: workloads, tolerance, reference source",
+        )(_refusals(_task))
 
     # ------------------------------------------------------------------ prompts
 
@@ -253,12 +362,18 @@ class KsearchServer:
         async def p_reflect(search: str, node_id: str) -> str:
             return await reflect_and_edit(await self.ws(), _ref(search), _id(node_id, "node id"))
 
-        self.mcp.prompt("analyse_kernel", description="Phase 0: analyse the kernel and seed the tree with "
-                        "first intents (what ksearch's driver asks its model)")(_refusals(p_analyse, prompt=True))
-        self.mcp.prompt("implement_intent", description="Phase 2: implement one intent, from its base code and "
-                        "the last attempt's feedback")(_refusals(p_implement, prompt=True))
-        self.mcp.prompt("reflect_and_edit", description="Phase 3: reflect on an intent's outcome and edit the "
-                        "tree")(_refusals(p_reflect, prompt=True))
+        self.mcp.prompt(
+            "analyse_kernel",
+            description="Phase 0: analyse the kernel and seed the tree with "
+            "first intents (what ksearch's driver asks its model)",
+        )(_refusals(p_analyse, prompt=True))
+        self.mcp.prompt(
+            "implement_intent",
+            description="Phase 2: implement one intent, from its base code and the last attempt's feedback",
+        )(_refusals(p_implement, prompt=True))
+        self.mcp.prompt(
+            "reflect_and_edit", description="Phase 3: reflect on an intent's outcome and edit the tree"
+        )(_refusals(p_reflect, prompt=True))
 
 
 def _ref(search: str) -> int | str:

@@ -29,8 +29,12 @@ async def analyse_kernel(ws: Workspace, search: int | str) -> str:
     s = await ws.search(search)
     root = await ws.store.root(s.id)
     seed, _ = await contexts.base_source(ws, s, root)
-    ctx = InitContext(task=await contexts.task_brief(ws, s), seed_source=seed, tunables=contexts.tunables_of(seed),
-                      tree_view=await contexts.tree_view(ws, s.id))
+    ctx = InitContext(
+        task=await contexts.task_brief(ws, s),
+        seed_source=seed,
+        tunables=contexts.tunables_of(seed),
+        tree_view=await contexts.tree_view(ws, s.id),
+    )
     return _join(*render_prompt("init", ctx), TOOL_HINT["init"])
 
 
@@ -51,11 +55,17 @@ async def implement_intent(ws: Workspace, search: int | str, node_id: int) -> st
     attempts = await ws.store.list_attempts(s.id, node.id)
     last = attempts[-1] if attempts else None
     ctx = WriteContext(
-        task=await contexts.task_brief(ws, s), intent_id=node.id, intent_title=node.title,
-        intent_rationale=node.rationale, intent_params=node.params, base_source=src,
+        task=await contexts.task_brief(ws, s),
+        intent_id=node.id,
+        intent_title=node.title,
+        intent_rationale=node.rationale,
+        intent_params=node.params,
+        base_source=src,
         base_summary=(await contexts.outcome_of(ws, base, None)).summary if base else "",
         feedback=(await contexts.outcome_of(ws, last, base)).summary if last else "",
-        attempt_index=len(attempts), tunables=contexts.tunables_of(src), tree_view=await contexts.tree_view(ws, s.id),
+        attempt_index=len(attempts),
+        tunables=contexts.tunables_of(src),
+        tree_view=await contexts.tree_view(ws, s.id),
     )
     return _join(*render_prompt("write_code", ctx), TOOL_HINT["write_code"].format(node=node.id))
 
@@ -67,10 +77,15 @@ async def reflect_and_edit(ws: Workspace, search: int | str, node_id: int) -> st
     attempts = await ws.store.list_attempts(s.id, node.id)
     best = await ws.store.best_attempt(s.id)
     ctx = UpdateContext(
-        task=await contexts.task_brief(ws, s), round=s.round, intent_id=node.id, intent_title=node.title,
-        intent_params=node.params, prediction=node.expected_speedup,
+        task=await contexts.task_brief(ws, s),
+        round=s.round,
+        intent_id=node.id,
+        intent_title=node.title,
+        intent_params=node.params,
+        prediction=node.expected_speedup,
         outcomes=[await contexts.outcome_of(ws, a, base) for a in attempts],
-        history=await contexts.history(ws, s.id), tree_view=await contexts.tree_view(ws, s.id),
+        history=await contexts.history(ws, s.id),
+        tree_view=await contexts.tree_view(ws, s.id),
         open_intents=contexts.open_intents(await ws.store.list_nodes(s.id)),
         best_speedup=best.speedup if best else None,
     )

@@ -57,13 +57,29 @@ async def _find(ws: Workspace, a: RunArgs) -> Search | None:
 
 async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
     assert a.task is not None
-    s = await create_search(ws, CreateSearchIn(
-        task=a.task, name=a.name, language=a.language, policy=policy_name, model=a.model,  # type: ignore[arg-type]
-        rounds=a.rounds or 10, stagnation=a.stagnation, seed=a.seed,
-    ))
-    return await ws.store.set_search_fields(s.id, config=s.config.model_copy(update={
-        "max_attempts_per_intent": a.max_attempts, "branching": a.branching, "base_url": a.base_url,
-    }))
+    s = await create_search(
+        ws,
+        CreateSearchIn(
+            task=a.task,
+            name=a.name,
+            language=a.language,
+            policy=policy_name,
+            model=a.model,  # type: ignore[arg-type]
+            rounds=a.rounds or 10,
+            stagnation=a.stagnation,
+            seed=a.seed,
+        ),
+    )
+    return await ws.store.set_search_fields(
+        s.id,
+        config=s.config.model_copy(
+            update={
+                "max_attempts_per_intent": a.max_attempts,
+                "branching": a.branching,
+                "base_url": a.base_url,
+            }
+        ),
+    )
 
 
 async def run_main(a: RunArgs) -> DriverResult:
@@ -77,9 +93,11 @@ async def run_main(a: RunArgs) -> DriverResult:
             name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
             # The policy is built before a search is created: a bad name, model or key changes nothing.
             policy = make_policy(
-                name, model=a.model or (found.config.model if found else None),
+                name,
+                model=a.model or (found.config.model if found else None),
                 base_url=a.base_url or (found.config.base_url if found else None),
-                replay=a.replay, record=a.record,
+                replay=a.replay,
+                record=a.record,
             )
         except (ToolFailure, PolicyError) as e:
             raise ValueError(str(e)) from e
@@ -89,8 +107,15 @@ async def run_main(a: RunArgs) -> DriverResult:
             except ToolFailure as e:
                 raise ValueError(str(e)) from e
             display: Display = Display() if a.plain else LiveDisplay()
-            opts = DriverOptions(rounds=a.rounds, attempts=a.attempts, wall_s=a.wall, tokens=a.tokens, usd=a.usd,
-                                 target_speedup=a.target, final_eval=a.final)
+            opts = DriverOptions(
+                rounds=a.rounds,
+                attempts=a.attempts,
+                wall_s=a.wall,
+                tokens=a.tokens,
+                usd=a.usd,
+                target_speedup=a.target,
+                final_eval=a.final,
+            )
             return await Driver(ws, policy, display, opts).run(s.id)
         finally:
             await policy.aclose()

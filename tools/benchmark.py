@@ -20,19 +20,25 @@ from tools.common import (
 from tools.errors import ToolFailure
 from tools.run_correctness import EvaluationOut
 from tools.workspace import Workspace
-from worldmodel.models import Attempt, Evaluation
 from worldmodel.errors import NotFound
+from worldmodel.models import Attempt, Evaluation
 
 
 class BenchmarkIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     search: int | str | None = Field(None, description="Search id or name (or give `task`)")
-    task: str | None = Field(None, max_length=1000, description="Task name or path, for a free-standing benchmark")
-    node_id: int | None = Field(None, ge=1, description="Intent this candidate implements: records the attempt there")
+    task: str | None = Field(
+        None, max_length=1000, description="Task name or path, for a free-standing benchmark"
+    )
+    node_id: int | None = Field(
+        None, ge=1, description="Intent this candidate implements: records the attempt there"
+    )
     candidate: CandidateRef
     base_attempt_id: int | None = Field(None, ge=1, description="Attempt whose code this one modifies")
-    workloads: list[str] | None = Field(None, max_length=64, description="Workload names; default: the search set")
+    workloads: list[str] | None = Field(
+        None, max_length=64, description="Workload names; default: the search set"
+    )
     trials: int = Field(3, ge=1, le=20)
     profile: bool = Field(False, description="Also run Nsight Compute on the first workload (GPU only)")
     author: str = Field("human", min_length=1, max_length=80, description="human | llm:<model> | tuner")
@@ -50,7 +56,9 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         if node.search_id != s.id:
             raise ToolFailure(f"node {inp.node_id} belongs to another search, not {s.name!r}")
         if node.status == "pruned" or node.vetoed:
-            raise ToolFailure(f"node {inp.node_id} is {'vetoed' if node.vetoed else 'pruned'}; reopen it first")
+            raise ToolFailure(
+                f"node {inp.node_id} is {'vetoed' if node.vetoed else 'pruned'}; reopen it first"
+            )
     if inp.base_attempt_id is not None:  # checked now: after the evaluation it would be too late to say
         if s is None:
             raise ToolFailure("`base_attempt_id` needs `search`: it names an attempt of that search")
@@ -59,14 +67,20 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         except NotFound as e:
             raise ToolFailure(f"base_attempt_id: {e} in search {s.name!r}") from e
         if base.search_id != s.id:
-            raise ToolFailure(f"base_attempt_id: attempt #{base.id} belongs to another search, not {s.name!r}")
+            raise ToolFailure(
+                f"base_attempt_id: attempt #{base.id} belongs to another search, not {s.name!r}"
+            )
     check_workloads(task, inp.workloads)
     cand = await resolve_candidate(ws, inp.candidate)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     sb = await ws.sandbox()
     ev = await sb.evaluate(
-        cand, task, settings, timing=True,
-        profile_workload=settings.workloads[0] if inp.profile else None, progress=progress,
+        cand,
+        task,
+        settings,
+        timing=True,
+        profile_workload=settings.workloads[0] if inp.profile else None,
+        progress=progress,
     )
     attempt_id = None
     if s is not None:
@@ -76,8 +90,14 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
 
 
 async def record(
-    ws: Workspace, search_id: int, node_id: int | None, candidate_id: str, ev: Evaluation,
-    base_attempt_id: int | None, round: int, author: str,
+    ws: Workspace,
+    search_id: int,
+    node_id: int | None,
+    candidate_id: str,
+    ev: Evaluation,
+    base_attempt_id: int | None,
+    round: int,
+    author: str,
 ) -> Attempt:
     from gpu.compare import compare
 
@@ -88,6 +108,12 @@ async def record(
         return a.evaluation is not None and compare(a.evaluation, b.evaluation).faster
 
     return await ws.store.record_attempt(
-        search_id, node_id, candidate_id, ev, base_attempt_id=base_attempt_id, round=round, author=author,
+        search_id,
+        node_id,
+        candidate_id,
+        ev,
+        base_attempt_id=base_attempt_id,
+        round=round,
+        author=author,
         better=better,
     )

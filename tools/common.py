@@ -5,13 +5,14 @@ from __future__ import annotations
 import ast
 import secrets
 from collections.abc import Awaitable, Callable
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpu.task import Task
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
-from worldmodel.models import Candidate, EvalSettings, Evaluation, Language, Search
 from worldmodel.errors import NotFound
+from worldmodel.models import Candidate, EvalSettings, Evaluation, Language, Search
 
 Progress = Callable[[str, float], Awaitable[None]]
 
@@ -24,13 +25,18 @@ class CandidateRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str | None = Field(
-        None, max_length=MAX_SOURCE_CHARS,
+        None,
+        max_length=MAX_SOURCE_CHARS,
         description="Python module source defining ModelNew (or custom_kernel for GPU MODE tasks)",
     )
     candidate_id: str | None = Field(
-        None, pattern=r"^c[0-9a-f]{15}$", description="Id from an earlier submission, instead of the source",
+        None,
+        pattern=r"^c[0-9a-f]{15}$",
+        description="Id from an earlier submission, instead of the source",
     )
-    language: Language = Field("triton", description="triton | cuda (NVRTC via gpu.nvrtc) | cpp_ext (load_inline)")
+    language: Language = Field(
+        "triton", description="triton | cuda (NVRTC via gpu.nvrtc) | cpp_ext (load_inline)"
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> CandidateRef:
@@ -64,7 +70,9 @@ def check_python_syntax(source: str) -> None:
 async def task_for(ws: Workspace, search: int | str | None, task: str | None) -> tuple[Search | None, Task]:
     """The task of a search, or a free-standing task reference; exactly one must be given."""
     if (search is None) == (task is None):
-        raise ToolFailure("give exactly one of `search` (an id or name) or `task` (a built-in name or a path)")
+        raise ToolFailure(
+            "give exactly one of `search` (an id or name) or `task` (a built-in name or a path)"
+        )
     if search is not None:
         s = await ws.search(search)
         return s, ws.task(s.task)
@@ -78,7 +86,9 @@ def check_workloads(t: Task, workloads: list[str] | None) -> None:
     unknown = [w for w in workloads or [] if w not in names]
     if unknown:
         shown = ", ".join(repr(w[:80]) for w in unknown[:5])
-        raise ToolFailure(f"workloads: unknown workload(s) {shown} for task {t.name!r}; it has: {', '.join(names)}")
+        raise ToolFailure(
+            f"workloads: unknown workload(s) {shown} for task {t.name!r}; it has: {', '.join(names)}"
+        )
 
 
 async def eval_settings(
@@ -117,8 +127,11 @@ def summarize(ev: Evaluation) -> str:
             )
     for r in ev.correctness:
         if r.passed:
-            lines.append(f"correct on {r.workload} ({r.trials} trials, max abs err {r.max_abs_err:.3g})"
-                         if r.max_abs_err is not None else f"correct on {r.workload} ({r.trials} trials)")
+            lines.append(
+                f"correct on {r.workload} ({r.trials} trials, max abs err {r.max_abs_err:.3g})"
+                if r.max_abs_err is not None
+                else f"correct on {r.workload} ({r.trials} trials)"
+            )
         else:
             lines.append(f"INCORRECT on {r.workload}: {r.kind}: {r.message}")
             if r.first_mismatch_index is not None:
@@ -153,4 +166,3 @@ def summarize(ev: Evaluation) -> str:
         lines.extend(f"  ncu: {a}" for a in p.advice[:4])
     lines.extend(f"flag: {f}" for f in ev.flags)
     return "\n".join(lines)
-

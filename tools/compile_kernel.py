@@ -13,7 +13,9 @@ class CompileKernelIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     search: int | str | None = Field(None, description="Search id or name (or give `task`)")
-    task: str | None = Field(None, max_length=1000, description="Task name or path, for a free-standing compile")
+    task: str | None = Field(
+        None, max_length=1000, description="Task name or path, for a free-standing compile"
+    )
     candidate: CandidateRef
 
 

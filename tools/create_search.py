@@ -15,14 +15,25 @@ from worldmodel.models import Budgets, Language, Search, SearchConfig
 class CreateSearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    task: str = Field(min_length=1, max_length=1000, description="Built-in task name (e.g. 'softmax') or a path")
-    name: str | None = Field(None, min_length=1, max_length=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                             description="Unique name; defaults to '<task>-<n>'")
+    task: str = Field(
+        min_length=1, max_length=1000, description="Built-in task name (e.g. 'softmax') or a path"
+    )
+    name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=80,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="Unique name; defaults to '<task>-<n>'",
+    )
     language: Language = Field("triton", description="Language candidates are written in")
-    policy: str = Field("tuner", max_length=40, description="Policy the built-in driver uses: anthropic|openai|tuner|replay")
+    policy: str = Field(
+        "tuner", max_length=40, description="Policy the built-in driver uses: anthropic|openai|tuner|replay"
+    )
     model: str | None = Field(None, max_length=120)
     rounds: int | None = Field(10, ge=1, le=10_000)
-    stagnation: int = Field(5, ge=1, le=100, description="Attempts without a significant gain before refine stops")
+    stagnation: int = Field(
+        5, ge=1, le=100, description="Attempts without a significant gain before refine stops"
+    )
     seed: int | None = Field(None, ge=0, lt=2**31, description="Input seed; a secret random one by default")
 
 

@@ -32,12 +32,15 @@ async def get_tree(ws: Workspace, inp: GetTreeIn) -> TreeOut:
     s = await ws.search(inp.search)
     nodes = await ws.store.list_nodes(s.id)
     attempts = await ws.store.attempt_speedups(s.id)  # id -> speedup: all the views need
-    out = TreeOut(search_id=s.id, search_name=s.name, round=s.round, nodes=len(nodes),
-                  best_attempt_id=s.best_attempt_id)
+    out = TreeOut(
+        search_id=s.id, search_name=s.name, round=s.round, nodes=len(nodes), best_attempt_id=s.best_attempt_id
+    )
     if inp.format == "json":
         out.tree = tree_json(nodes, attempts, best_attempt_id=s.best_attempt_id)
     elif inp.format == "mermaid":
         out.text = tree_mermaid(nodes, attempts)
     else:
-        out.text = render_tree(nodes, attempts, budget_chars=inp.budget_chars, best_attempt_id=s.best_attempt_id)
+        out.text = render_tree(
+            nodes, attempts, budget_chars=inp.budget_chars, best_attempt_id=s.best_attempt_id
+        )
     return out

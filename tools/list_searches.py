@@ -26,8 +26,14 @@ async def list_searches(ws: Workspace) -> list[SearchRow]:
         best = next((a for a in attempts if a.id == s.best_attempt_id), None)
         rows.append(
             SearchRow(
-                id=s.id, name=s.name, task=s.task, status=s.status, round=s.round, policy=s.config.policy,
-                attempts=len(attempts), best_attempt_id=s.best_attempt_id,
+                id=s.id,
+                name=s.name,
+                task=s.task,
+                status=s.status,
+                round=s.round,
+                policy=s.config.policy,
+                attempts=len(attempts),
+                best_attempt_id=s.best_attempt_id,
                 best_speedup_vs_eager=best.speedup if best else None,
             )
         )

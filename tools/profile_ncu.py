@@ -16,7 +16,9 @@ class ProfileIn(BaseModel):
     search: int | str | None = Field(None, description="Search id or name (or give `task`)")
     task: str | None = Field(None, max_length=1000)
     candidate: CandidateRef
-    workload: str | None = Field(None, max_length=200, description="Workload name; default: the first search one")
+    workload: str | None = Field(
+        None, max_length=200, description="Workload name; default: the first search one"
+    )
 
 
 class ProfileOut(BaseModel):
@@ -29,7 +31,9 @@ async def profile_ncu(ws: Workspace, inp: ProfileIn) -> ProfileOut:
     names = [w.name for w in task.workloads]
     wl = inp.workload or task.by_split("search")[0].name
     if wl not in names:
-        raise ToolFailure(f"workload: unknown workload {wl!r} for task {task.name!r}; it has: {', '.join(names)}")
+        raise ToolFailure(
+            f"workload: unknown workload {wl!r} for task {task.name!r}; it has: {', '.join(names)}"
+        )
     cand = await resolve_candidate(ws, inp.candidate)
     prof = await (await ws.sandbox()).profile(cand, task, wl)
     return ProfileOut(candidate_id=cand.id, profile=prof)

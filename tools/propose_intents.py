@@ -23,7 +23,9 @@ class ProposeIntentsIn(BaseModel):
 async def propose_intents(ws: Workspace, inp: ProposeIntentsIn) -> list[Node]:
     s = await ws.search(inp.search)
     try:
-        return await apply_intents(ws.store, s.id, inp.intents, author=inp.author, round=s.round, reason=inp.reason)
+        return await apply_intents(
+            ws.store, s.id, inp.intents, author=inp.author, round=s.round, reason=inp.reason
+        )
     except EditRejected as e:
         raise ToolFailure("no intent was added", problems=e.problems) from e
     except ValueError as e:  # the batch as a whole was refused (e.g. a bad author), with the reason

@@ -21,9 +21,13 @@ class RunCorrectnessIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     search: int | str | None = Field(None, description="Search id or name (or give `task`)")
-    task: str | None = Field(None, max_length=1000, description="Task name or path, for a free-standing check")
+    task: str | None = Field(
+        None, max_length=1000, description="Task name or path, for a free-standing check"
+    )
     candidate: CandidateRef
-    workloads: list[str] | None = Field(None, max_length=64, description="Workload names; default: the search set")
+    workloads: list[str] | None = Field(
+        None, max_length=64, description="Workload names; default: the search set"
+    )
     trials: int = Field(3, ge=1, le=20, description="Fresh random inputs per workload")
 
 
@@ -34,7 +38,9 @@ class EvaluationOut(BaseModel):
     attempt_id: int | None = None
 
 
-async def run_correctness(ws: Workspace, inp: RunCorrectnessIn, progress: Progress | None = None) -> EvaluationOut:
+async def run_correctness(
+    ws: Workspace, inp: RunCorrectnessIn, progress: Progress | None = None
+) -> EvaluationOut:
     s, task = await task_for(ws, inp.search, inp.task)
     check_workloads(task, inp.workloads)
     cand = await resolve_candidate(ws, inp.candidate)

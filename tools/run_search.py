@@ -22,8 +22,12 @@ class RunSearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     search: int | str = Field(description="Search id or name")
-    rounds: int | None = Field(None, ge=1, le=10_000, description="Round budget for this run (default: the search's)")
-    wait_s: float = Field(0.0, ge=0.0, le=3600.0, description="Follow progress for up to this long before returning")
+    rounds: int | None = Field(
+        None, ge=1, le=10_000, description="Round budget for this run (default: the search's)"
+    )
+    wait_s: float = Field(
+        0.0, ge=0.0, le=3600.0, description="Follow progress for up to this long before returning"
+    )
 
 
 class RunSearchOut(BaseModel):
@@ -37,7 +41,9 @@ class RunSearchOut(BaseModel):
     message: str
 
 
-async def run_search(ws: Workspace, inp: RunSearchIn, db: Path, progress: Progress | None = None) -> RunSearchOut:
+async def run_search(
+    ws: Workspace, inp: RunSearchIn, db: Path, progress: Progress | None = None
+) -> RunSearchOut:
     s = await ws.search(inp.search)
     log = db.parent / "logs" / f"search-{s.id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -47,7 +53,12 @@ async def run_search(ws: Workspace, inp: RunSearchIn, db: Path, progress: Progre
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         proc = await asyncio.create_subprocess_exec(  # its own session: the driver outlives this request
-            *cmd, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(_ROOT), env=dict(os.environ),
+            *cmd,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(_ROOT),
+            env=dict(os.environ),
         )
     finally:
         os.close(fd)
@@ -57,7 +68,10 @@ async def run_search(ws: Workspace, inp: RunSearchIn, db: Path, progress: Progre
         if progress is not None:
             cur = await ws.search(s.id)
             n = len(await ws.store.list_attempts(s.id))
-            await progress(f"round {cur.round}, {n} attempts", min(1.0, 1 - (deadline - time.monotonic()) / max(inp.wait_s, 1e-9)))
+            await progress(
+                f"round {cur.round}, {n} attempts",
+                min(1.0, 1 - (deadline - time.monotonic()) / max(inp.wait_s, 1e-9)),
+            )
     if proc.returncode not in (None, 0):
         tail = log.read_text(errors="replace")[-2000:]
         raise ToolFailure(f"the driver exited with code {proc.returncode}; end of its log ({log}):\n{tail}")
@@ -66,8 +80,16 @@ async def run_search(ws: Workspace, inp: RunSearchIn, db: Path, progress: Progre
     best = next((a for a in attempts if a.id == cur.best_attempt_id), None)
     running = proc.returncode is None
     return RunSearchOut(
-        search_id=s.id, pid=proc.pid, log=str(log), running=running, round=cur.round, attempts=len(attempts),
+        search_id=s.id,
+        pid=proc.pid,
+        log=str(log),
+        running=running,
+        round=cur.round,
+        attempts=len(attempts),
         best_speedup_vs_eager=best.speedup if best else None,
-        message=("driver running in the background; call get_tree or list_searches to follow it"
-                 if running else "driver finished"),
+        message=(
+            "driver running in the background; call get_tree or list_searches to follow it"
+            if running
+            else "driver finished"
+        ),
     )

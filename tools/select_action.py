@@ -30,7 +30,8 @@ async def select_action(ws: Workspace, inp: SelectActionIn) -> SelectionOut:
     node = await ws.store.get_node(sel.node_id)
     base = await base_attempt(ws, node)
     return SelectionOut(
-        node=node, reason=sel.reason,
+        node=node,
+        reason=sel.reason,
         base_attempt_id=base.id if base else None,
         base_candidate_id=base.candidate_id if base else None,
     )

@@ -14,8 +14,8 @@ from gpu.sandbox import LocalSandbox, Sandbox
 from gpu.task import Task, TaskError
 from gpu.tasks import load_task
 from tools.errors import ToolFailure
-from worldmodel.models import Search
 from worldmodel.errors import NotFound
+from worldmodel.models import Search
 from worldmodel.store import Store
 
 
@@ -41,7 +41,9 @@ class Workspace:
         self._tasks: dict[str, Task] = {}
 
     @classmethod
-    async def open(cls, db: Path, *, sandbox: Sandbox | None = None, n_workers: int | None = None) -> Workspace:
+    async def open(
+        cls, db: Path, *, sandbox: Sandbox | None = None, n_workers: int | None = None
+    ) -> Workspace:
         return cls(await Store.open(db), sandbox, n_workers=n_workers)
 
     async def sandbox(self) -> Sandbox:

@@ -22,8 +22,14 @@ def _env() -> dict[str, str]:
 
 
 def ksearch(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "server.cli", *args], cwd=ROOT, env=_env(), text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args],
+        cwd=ROOT,
+        env=_env(),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def _attempt_ids(db: Path) -> list[int]:
@@ -39,11 +45,23 @@ def _attempt_ids(db: Path) -> list[int]:
 
 def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
-    p = ksearch("run", "softmax", "--rounds", "2", "--max-attempts", "2", "--stagnation", "1", "--plain",
-                "--json", "--db", str(db))
+    p = ksearch(
+        "run",
+        "softmax",
+        "--rounds",
+        "2",
+        "--max-attempts",
+        "2",
+        "--stagnation",
+        "1",
+        "--plain",
+        "--json",
+        "--db",
+        str(db),
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "policy: tuner" in p.stdout
-    res = json.loads(p.stdout[p.stdout.index("{\n"):])
+    res = json.loads(p.stdout[p.stdout.index("{\n") :])
     assert res["rounds_run"] == 2
     assert res["attempts"] >= 3  # the seed plus at least one per round
     assert res["best_speedup_vs_eager"] is not None
@@ -56,10 +74,21 @@ def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> Non
 
 def test_attempt_budget_stops_the_run(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
-    p = ksearch("run", "softmax", "--rounds", "50", "--attempts", "3", "--plain", "--no-final", "--json",
-                "--db", str(db))
+    p = ksearch(
+        "run",
+        "softmax",
+        "--rounds",
+        "50",
+        "--attempts",
+        "3",
+        "--plain",
+        "--no-final",
+        "--json",
+        "--db",
+        str(db),
+    )
     assert p.returncode == 0, p.stdout + p.stderr
-    res = json.loads(p.stdout[p.stdout.index("{\n"):])
+    res = json.loads(p.stdout[p.stdout.index("{\n") :])
     assert res["stop_reason"].startswith("attempt budget reached")
     assert 3 <= res["attempts"] <= 3 + 1  # may finish the attempt in flight: never runs on past it
 
@@ -67,9 +96,25 @@ def test_attempt_budget_stops_the_run(tmp_path: Path) -> None:
 def test_sigkill_mid_round_then_resume_loses_nothing_committed(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "run", "softmax", "--rounds", "20", "--plain", "--no-final",
-         "--stagnation", "2", "--db", str(db)],
-        cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "run",
+            "softmax",
+            "--rounds",
+            "20",
+            "--plain",
+            "--no-final",
+            "--stagnation",
+            "2",
+            "--db",
+            str(db),
+        ],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:

@@ -22,8 +22,15 @@ BROKEN = "import torch\n\nclass ModelNew(torch.nn.Module:\n    pass\n"
 
 INIT = {
     "analysis": "softmax over rows: memory-bound, 2 reads + 1 write in the seed; aim for one read.",
-    "intents": [{"title": "wider blocks for the row loop", "rationale": "fewer loop trips", "priority": 0.9,
-                 "difficulty": 1, "expected_speedup": 1.1}],
+    "intents": [
+        {
+            "title": "wider blocks for the row loop",
+            "rationale": "fewer loop trips",
+            "priority": 0.9,
+            "difficulty": 1,
+            "expected_speedup": 1.1,
+        }
+    ],
 }
 
 
@@ -33,15 +40,35 @@ def _run(args: list[str], env_extra: dict[str, str], db: Path) -> subprocess.Com
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TRITON_INTERPRET", "1")
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", "run", "softmax", "--rounds", "1", "--max-attempts", "2",
-         "--stagnation", "2", "--plain", "--json", "--db", str(db), *args],
-        cwd=ROOT, env=env, text=True, capture_output=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "run",
+            "softmax",
+            "--rounds",
+            "1",
+            "--max-attempts",
+            "2",
+            "--stagnation",
+            "2",
+            "--plain",
+            "--json",
+            "--db",
+            str(db),
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=600,
     )
 
 
 def _result(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert p.returncode == 0, p.stdout + p.stderr
-    return json.loads(p.stdout[p.stdout.index("{\n"):])
+    return json.loads(p.stdout[p.stdout.index("{\n") :])
 
 
 def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -61,13 +88,23 @@ def test_anthropic_search_recovers_from_provider_and_model_faults(tmp_path: Path
         StubAnthropic.tool_call({"source": BROKEN, "explanation": "oops"}),  # ... code that does not parse
         StubAnthropic.error(500, "upstream hiccup"),  # write 2: server error, retried
         StubAnthropic.tool_call({"source": FASTER, "explanation": "BLOCK_N 4096"}),
-        StubAnthropic.tool_call({"reflection": "edit an unknown node", "edits": [{"op": "update", "node_id": 999,
-                                                                              "priority": 0.1}]}),
-        StubAnthropic.tool_call({"reflection": "fixed", "new_intents": [
-            {"title": "single pass online softmax", "priority": 0.7, "difficulty": 3}]}),
+        StubAnthropic.tool_call(
+            {
+                "reflection": "edit an unknown node",
+                "edits": [{"op": "update", "node_id": 999, "priority": 0.1}],
+            }
+        ),
+        StubAnthropic.tool_call(
+            {
+                "reflection": "fixed",
+                "new_intents": [{"title": "single pass online softmax", "priority": 0.7, "difficulty": 3}],
+            }
+        ),
     ]
     with StubAnthropic(script) as stub:
-        p = _run(["--policy", "anthropic", "--base-url", stub.root_url], {"ANTHROPIC_API_KEY": "test-key"}, db)
+        p = _run(
+            ["--policy", "anthropic", "--base-url", stub.root_url], {"ANTHROPIC_API_KEY": "test-key"}, db
+        )
         res = _result(p)
         assert stub.remaining == 0
         requests = stub.requests
@@ -99,14 +136,22 @@ def test_openai_compatible_search_and_wrong_key_stops_cleanly(tmp_path: Path) ->
         StubOpenAI.chat(json.dumps({"reflection": "ok", "edits": []})),
     ]
     with StubOpenAI(script) as stub:
-        res = _result(_run(["--policy", "openai", "--base-url", stub.base_url, "--model", "stub-model"],
-                           {"OPENAI_API_KEY": "k"}, db))
+        res = _result(
+            _run(
+                ["--policy", "openai", "--base-url", stub.base_url, "--model", "stub-model"],
+                {"OPENAI_API_KEY": "k"},
+                db,
+            )
+        )
         assert stub.remaining == 0
     assert res["attempts"] == 3 and res["rounds_run"] == 1
 
     with StubAnthropic([StubAnthropic.error(401, "invalid x-api-key")]) as stub:
-        p = _run(["--policy", "anthropic", "--base-url", stub.root_url, "--new"], {"ANTHROPIC_API_KEY": "bad"},
-                 tmp_path / "k2.db")
+        p = _run(
+            ["--policy", "anthropic", "--base-url", stub.root_url, "--new"],
+            {"ANTHROPIC_API_KEY": "bad"},
+            tmp_path / "k2.db",
+        )
     assert p.returncode == 3, p.stdout + p.stderr
     assert "key was rejected" in p.stdout
     assert "Traceback" not in p.stdout + p.stderr

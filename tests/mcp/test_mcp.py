@@ -55,7 +55,10 @@ async def http_client(db: Path) -> AsyncIterator[Client]:
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "serve", "--http", "--port", str(port), "--db", str(db)],
-        env=_env(), cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=_env(),
+        cwd=str(ROOT),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 30
@@ -91,13 +94,31 @@ async def full_flow(c: Client) -> None:
     edit_tree → get_tree, on the built-in softmax task, on the CPU."""
     s = await call(c, "create_search", {"task": "softmax", "name": "flow", "seed": 7})
     assert s["task"] == "softmax" and s["name"] == "flow"
-    nodes = await call(c, "propose_intents", {"search": "flow", "intents": [
-        {"title": "one row per program with a larger block", "rationale": "fewer programs", "priority": 0.9,
-         "difficulty": 1},
-        {"title": "online softmax in one pass", "rationale": "read the row once", "priority": 0.4,
-         "difficulty": 3},
-    ]})
-    assert [n["title"] for n in nodes] == ["one row per program with a larger block", "online softmax in one pass"]
+    nodes = await call(
+        c,
+        "propose_intents",
+        {
+            "search": "flow",
+            "intents": [
+                {
+                    "title": "one row per program with a larger block",
+                    "rationale": "fewer programs",
+                    "priority": 0.9,
+                    "difficulty": 1,
+                },
+                {
+                    "title": "online softmax in one pass",
+                    "rationale": "read the row once",
+                    "priority": 0.4,
+                    "difficulty": 3,
+                },
+            ],
+        },
+    )
+    assert [n["title"] for n in nodes] == [
+        "one row per program with a larger block",
+        "online softmax in one pass",
+    ]
     sel = await call(c, "select_action", {"search": "flow"})
     assert sel["node"]["id"] == nodes[0]["id"], sel
     assert sel["reason"]
@@ -108,14 +129,23 @@ async def full_flow(c: Client) -> None:
     cid = comp["candidate_id"]
     corr = await call(c, "run_correctness", {"search": "flow", "candidate": {"candidate_id": cid}})
     assert corr["evaluation"]["correctness"] and all(r["passed"] for r in corr["evaluation"]["correctness"])
-    bench = await call(c, "benchmark", {"search": "flow", "node_id": sel["node"]["id"],
-                                        "candidate": {"candidate_id": cid}})
+    bench = await call(
+        c, "benchmark", {"search": "flow", "node_id": sel["node"]["id"], "candidate": {"candidate_id": cid}}
+    )
     assert bench["attempt_id"] is not None
     assert bench["evaluation"]["status"] == "ok", bench["summary"]
     assert bench["evaluation"]["timings"][0]["device"] == "cpu-interpreter"
 
-    await call(c, "edit_tree", {"search": "flow", "edits": [
-        {"op": "update", "node_id": nodes[1]["id"], "priority": 0.8, "notes": "next: try this"}]})
+    await call(
+        c,
+        "edit_tree",
+        {
+            "search": "flow",
+            "edits": [
+                {"op": "update", "node_id": nodes[1]["id"], "priority": 0.8, "notes": "next: try this"}
+            ],
+        },
+    )
     tree = await call(c, "get_tree", {"search": "flow", "format": "json"})
     assert tree["best_attempt_id"] == bench["attempt_id"]
     text = (await call(c, "get_tree", {"search": "flow"}))["text"]
@@ -128,8 +158,19 @@ async def full_flow(c: Client) -> None:
 async def test_stdio_tools_schemas_and_full_flow(tmp_path: Path) -> None:
     async with stdio_client(tmp_path / "k.db") as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        for name in ("create_search", "list_searches", "get_tree", "propose_intents", "edit_tree", "select_action",
-                     "compile_kernel", "run_correctness", "benchmark", "profile_ncu", "run_search"):
+        for name in (
+            "create_search",
+            "list_searches",
+            "get_tree",
+            "propose_intents",
+            "edit_tree",
+            "select_action",
+            "compile_kernel",
+            "run_correctness",
+            "benchmark",
+            "profile_ncu",
+            "run_search",
+        ):
             assert name in tools, name
             assert tools[name].description
         item = tools["propose_intents"].input_schema["properties"]["intents"]
@@ -153,28 +194,36 @@ async def test_http_full_flow(tmp_path: Path) -> None:
 async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
     async with stdio_client(tmp_path / "k.db") as c:
         await call(c, "create_search", {"task": "softmax", "name": "b", "seed": 1})
-        await call(c, "propose_intents", {"search": "b", "intents": [{"title": "vectorize loads", "priority": 0.5}]})
+        await call(
+            c, "propose_intents", {"search": "b", "intents": [{"title": "vectorize loads", "priority": 0.5}]}
+        )
         before = await call(c, "get_tree", {"search": "b", "format": "json"})
 
         msg = await call_error(c, "get_tree", {"search": "nope"})
         assert "nope" in msg
         msg = await call_error(c, "create_search", {"task": "no-such-task"})
         assert "no-such-task" in msg
-        msg = await call_error(c, "propose_intents", {"search": "b", "intents": [{"title": "x" * 5, "priority": 2}]})
+        msg = await call_error(
+            c, "propose_intents", {"search": "b", "intents": [{"title": "x" * 5, "priority": 2}]}
+        )
         assert "priority" in msg
         msg = await call_error(c, "propose_intents", {"search": "b", "intents": [{"priority": 0.3}]})
         assert "title" in msg
         msg = await call_error(c, "edit_tree", {"search": "b", "edits": [{"op": "update", "node_id": 999}]})
         assert "999" in msg
-        msg = await call_error(c, "edit_tree", {"search": "b", "edits": [
-            {"op": "update", "node_id": 2, "best_attempt_id": 1}]})
+        msg = await call_error(
+            c, "edit_tree", {"search": "b", "edits": [{"op": "update", "node_id": 2, "best_attempt_id": 1}]}
+        )
         assert "best_attempt_id" in msg
         msg = await call_error(c, "edit_tree", {"search": "b", "edits": [{"op": "prune", "node_id": 1}]})
         assert "root" in msg
-        msg = await call_error(c, "benchmark", {"search": "b", "node_id": 2,
-                                                "candidate": {"source": "def broken(:\n  pass"}})
+        msg = await call_error(
+            c, "benchmark", {"search": "b", "node_id": 2, "candidate": {"source": "def broken(:\n  pass"}}
+        )
         assert "does not parse" in msg and "line 1" in msg
-        msg = await call_error(c, "propose_intents", {"search": "b", "intents": [{"title": "Vectorize loads!"}]})
+        msg = await call_error(
+            c, "propose_intents", {"search": "b", "intents": [{"title": "Vectorize loads!"}]}
+        )
         assert "duplicate" in msg.lower()
 
         after = await call(c, "get_tree", {"search": "b", "format": "json"})
@@ -191,8 +240,9 @@ async def test_run_search_starts_the_driver_and_reports_progress(tmp_path: Path)
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             seen.append(message or "")
 
-        res = await c.call_tool("run_search", {"search": "bg", "rounds": 1, "wait_s": 240},
-                                progress_callback=on_progress)
+        res = await c.call_tool(
+            "run_search", {"search": "bg", "rounds": 1, "wait_s": 240}, progress_callback=on_progress
+        )
         assert not res.is_error, res.content[0].text
         out = res.structured_content
         assert out["running"] is False and out["message"] == "driver finished"
