@@ -271,8 +271,30 @@ def _finish(
     )
 
 
+def subclass_output(got: Any, exp: Any) -> OutputCheck | None:
+    """A failure if an output is a torch.Tensor subclass the reference does not return.
+
+    A subclass runs its own code whenever the checker touches it (`__torch_function__`), so it can
+    do its work lazily, outside the timed call, or fake comparisons. Only `type()` is used here:
+    anything else would run that code.
+    """
+    for i, (g, e) in enumerate(zip(flatten(got), flatten(exp), strict=False)):
+        if isinstance(g, torch.Tensor) and type(g) is not torch.Tensor and type(g) is not type(e):
+            return OutputCheck(
+                False,
+                "wrong_dtype",
+                f"output {i} is a {type(g).__name__}, a torch.Tensor subclass; return a plain "
+                "torch.Tensor (a subclass can defer its work past the timer or fake the checks)",
+                output_index=i,
+            )
+    return None
+
+
 def compare_outputs(got: Any, exp: Any, tol: Tolerance) -> OutputCheck:
     """Check every output; the first failing one decides the kind. Errors are maxima over outputs."""
+    odd = subclass_output(got, exp)
+    if odd is not None:
+        return odd
     gl, el = flatten(got), flatten(exp)
     if len(gl) != len(el):
         return OutputCheck(False, "wrong_shape", f"returned {len(gl)} output(s), expected {len(el)}")

@@ -369,6 +369,9 @@ class WorkerState:
         ref_after: list[Any],
         tol: Any,
     ) -> checking.OutputCheck | dict[str, Any]:
+        odd = checking.subclass_output(got, exp)  # before any check runs the subclass's own code
+        if odd is not None:
+            return {"passed": False, "kind": odd.kind, "message": odd.message}
         custom = self.rt.check(got, exp, wl, inputs)
         if custom is not None:
             d = custom.model_dump() if hasattr(custom, "model_dump") else dict(custom)
