@@ -16,7 +16,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -349,9 +349,10 @@ class WorkerState:
             agg["mismatches"] += res.mismatches or 0
             agg["numel"] += res.numel or 0
         flags = self._runtime_flags()
-        if not self.cpu_mode and not self._audited and args.get("audit", True):
+        if not self._audited and args.get("audit", True):
             self._audited = True
-            flags += self._audit(fn, self.rt.make_inputs(wl, seed, self.device))
+            audit = self._audit_interpreted if self.cpu_mode else self._audit
+            flags += audit(fn, self.rt.make_inputs(wl, seed, self.device))
         return {
             "correctness": {**base, "trials": trials, "passed": True, "kind": "ok", **agg},
             "notes": notes,
@@ -505,6 +506,33 @@ class WorkerState:
             return [
                 f"no_custom_kernel: none of the candidate's kernels ({', '.join(sorted(own))}) ran during a "
                 f"call; it launched only: {', '.join(launched[:8])}"
+            ]
+        return []
+
+    def _audit_interpreted(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> list[str]:
+        """CPU mode's audit: under the Triton interpreter there is no profiler, so count launches of
+        the candidate's own @triton.jit functions during one call instead."""
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+        except ImportError:
+            return []
+        name = getattr(self.module, "__name__", None)
+        own = sorted(
+            v.__name__
+            for v in vars(self.module).values()
+            if isinstance(v, InterpretedFunction) and getattr(v.fn, "__module__", None) == name
+        )
+        if not own:  # a pure-PyTorch candidate: the static check already warned it has no kernel
+            return []
+        with _count_launches(InterpretedFunction, name) as launched:
+            try:
+                self._call(fn, inputs)
+            except CandidateFailure as cf:
+                return [f"note: kernel audit skipped (the call failed: {cf.fault.message[:200]})"]
+        if not launched:
+            return [
+                f"no_custom_kernel: none of the candidate's Triton kernels ({', '.join(own)}) was launched "
+                "during a call (counted under the Triton interpreter); the work was done some other way"
             ]
         return []
 
@@ -710,6 +738,24 @@ class WorkerState:
                 f"did not follow ({chk.kind}: {chk.message}); results must not be cached by address"
             )
         return flags
+
+
+@contextlib.contextmanager
+def _count_launches(cls: Any, module_name: str | None) -> Iterator[list[str]]:
+    """Record launches (not warm-ups) of interpreted Triton functions defined in `module_name`."""
+    launched: list[str] = []
+    original = cls.run
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        if not warmup and getattr(self.fn, "__module__", None) == module_name:
+            launched.append(self.fn.__name__)
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    cls.run = run
+    try:
+        yield launched
+    finally:
+        cls.run = original
 
 
 def _triton_compiled(jf: Any) -> list[Any]:
