@@ -6,10 +6,10 @@ the search's best move only when the evaluator says the new attempt is correct a
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tools.common import (
-    CandidateRef,
+    MeasuredJob,
     Progress,
     check_workloads,
     eval_settings,
@@ -24,22 +24,11 @@ from worldmodel.errors import NotFound
 from worldmodel.models import Attempt, Evaluation
 
 
-class BenchmarkIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    search: int | str | None = Field(None, description="Search id or name (or give `task`)")
-    task: str | None = Field(
-        None, max_length=1000, description="Task name or path, for a free-standing benchmark"
-    )
+class BenchmarkIn(MeasuredJob):
     node_id: int | None = Field(
         None, ge=1, description="Intent this candidate implements: records the attempt there"
     )
-    candidate: CandidateRef
     base_attempt_id: int | None = Field(None, ge=1, description="Attempt whose code this one modifies")
-    workloads: list[str] | None = Field(
-        None, max_length=64, description="Workload names; default: the search set"
-    )
-    trials: int = Field(3, ge=1, le=20)
     profile: bool = Field(False, description="Also run Nsight Compute on the first workload (GPU only)")
     author: str = Field("human", min_length=1, max_length=80, description="human | llm:<model> | tuner")
 

@@ -45,6 +45,27 @@ class CandidateRef(BaseModel):
         return self
 
 
+class CandidateJob(BaseModel):
+    """A candidate to work on, for a search or for a free-standing task (exactly one of the two)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    search: int | str | None = Field(None, description="Search id or name (or give `task`)")
+    task: str | None = Field(
+        None, max_length=1000, description="Task name or path, for work outside any search"
+    )
+    candidate: CandidateRef
+
+
+class MeasuredJob(CandidateJob):
+    """A candidate run on workloads with fresh random inputs."""
+
+    workloads: list[str] | None = Field(
+        None, max_length=64, description="Workload names; default: the search set"
+    )
+    trials: int = Field(3, ge=1, le=20, description="Fresh random inputs per workload")
+
+
 async def resolve_candidate(ws: Workspace, ref: CandidateRef) -> Candidate:
     if ref.candidate_id is not None:
         try:

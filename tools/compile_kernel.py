@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from tools.common import CandidateRef, resolve_candidate, task_for
+from tools.common import CandidateJob, resolve_candidate, task_for
 from tools.workspace import Workspace
 from worldmodel.models import CompileReport
 
 
-class CompileKernelIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    search: int | str | None = Field(None, description="Search id or name (or give `task`)")
-    task: str | None = Field(
-        None, max_length=1000, description="Task name or path, for a free-standing compile"
-    )
-    candidate: CandidateRef
+class CompileKernelIn(CandidateJob):
+    """Compile a candidate (nothing runs)."""
 
 
 class CompileOut(BaseModel):

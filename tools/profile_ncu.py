@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from tools.common import CandidateRef, resolve_candidate, task_for
+from tools.common import CandidateJob, resolve_candidate, task_for
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
 from worldmodel.models import ProfileSummary
 
 
-class ProfileIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    search: int | str | None = Field(None, description="Search id or name (or give `task`)")
-    task: str | None = Field(None, max_length=1000)
-    candidate: CandidateRef
+class ProfileIn(CandidateJob):
     workload: str | None = Field(
         None, max_length=200, description="Workload name; default: the first search one"
     )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from tools.common import (
-    CandidateRef,
+    MeasuredJob,
     Progress,
     check_workloads,
     eval_settings,
@@ -17,18 +17,8 @@ from tools.workspace import Workspace
 from worldmodel.models import Evaluation
 
 
-class RunCorrectnessIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    search: int | str | None = Field(None, description="Search id or name (or give `task`)")
-    task: str | None = Field(
-        None, max_length=1000, description="Task name or path, for a free-standing check"
-    )
-    candidate: CandidateRef
-    workloads: list[str] | None = Field(
-        None, max_length=64, description="Workload names; default: the search set"
-    )
-    trials: int = Field(3, ge=1, le=20, description="Fresh random inputs per workload")
+class RunCorrectnessIn(MeasuredJob):
+    """Check a candidate (no timing)."""
 
 
 class EvaluationOut(BaseModel):
