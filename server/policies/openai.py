@@ -4,6 +4,7 @@ through httpx, asking for one JSON object that matches the phase's result schema
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 from urllib.parse import urlsplit
@@ -133,18 +134,26 @@ class OpenAIPolicy(LLMPolicy):
                 status=r.status_code,
                 response_text=r.text,
             ) from e
-        usage = data.get("usage") or {}
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         text = content if isinstance(content, str) else ""
+        reason = choice.get("finish_reason")
         return Completion(
             content=text or None,
             text=text,
-            tokens_in=int(usage.get("prompt_tokens") or 0),
-            tokens_out=int(usage.get("completion_tokens") or 0),
-            stop_reason=choice.get("finish_reason"),
+            tokens_in=_count(usage.get("prompt_tokens")),
+            tokens_out=_count(usage.get("completion_tokens")),
+            stop_reason=reason if isinstance(reason, str) else None,
         )
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _count(value: object) -> int:
+    """A token count from a usage block; a malformed one (a string, infinity, negative) counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return 0
+    return int(value)
 
 
 def _error_message(text: str) -> str:
