@@ -125,7 +125,7 @@ def test_a_lock_held_past_the_busy_timeout_is_a_clear_error_and_nothing_is_half_
     try:
         mcp.initialize()
         before = dump_db(db)
-        holder = _hold(db, 12.0, "holder-long")  # the busy timeout is 10 s
+        holder = _hold(db, 14.0, "holder-long")  # the busy timeout is 10 s; start-up takes ~1 s
         cli = _start("intent", "add", "L", "never written", "--db", str(db), env=env)
         driver = _start(
             "run", "--resume", "L", "--rounds", "1", "--no-final", "--plain", "--db", str(db), env=env
