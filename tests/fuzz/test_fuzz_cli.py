@@ -28,7 +28,7 @@ from tools.workspace import Workspace
 from worldmodel.models import IntentSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 _register()
 
 

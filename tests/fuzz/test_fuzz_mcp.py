@@ -43,7 +43,7 @@ pytestmark = pytest.mark.anyio
 
 MISSING = object()  # a path set to MISSING is removed from the arguments
 EXISTING = {"fz", "other", "1", "2"}
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
 @pytest.fixture(scope="module")
@@ -475,7 +475,7 @@ async def test_odd_unicode_text_is_stored_exactly_or_refused_by_name(
     # Titles lose outer whitespace (str.strip: NBSP and the like too); everything inside is kept exactly.
     assert node["title"] == title.strip() and node["rationale"] == rationale
     tree = await _ok(world.client, "get_tree", {"search": "other", "format": "json"})
-    assert title.strip() in json.dumps(tree, ensure_ascii=False)
+    assert title.strip() in [n["title"] for n in tree["tree"]["nodes"]]
 
 
 async def test_resources_and_prompts_refuse_with_the_reason(world: World) -> None:
