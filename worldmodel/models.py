@@ -305,9 +305,9 @@ class Edit(Strict):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class LLMCall(Strict):
-    id: int
-    search_id: int | None
+class LLMCallRecord(Strict):
+    """One model call as its policy reports it: what the driver accounts."""
+
     phase: Literal["init", "write_code", "update", "other"]
     provider: str
     model: str
@@ -318,8 +318,15 @@ class LLMCall(Strict):
     request: str = ""
     response: str = ""
     error: str | None = None
-    created_at: datetime = Field(default_factory=utcnow)
     priced: bool = True  # False: the model has no known price, so cost_usd = 0 means "unknown", not "free"
+
+
+class LLMCall(LLMCallRecord):
+    """A stored model call."""
+
+    id: int
+    search_id: int | None
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 # --------------------------------------------------------------------------- requested changes

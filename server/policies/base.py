@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldmodel.models import EditSpec, IntentSpec, Language
+from worldmodel.models import EditSpec, IntentSpec, Language, LLMCallRecord
 
 
 class PolicyError(RuntimeError):
@@ -116,20 +116,8 @@ class UpdateResult(Ctx):
     edits: list[EditSpec] = Field(default_factory=list, description="Changes to existing nodes")
 
 
-class CallRecord(Ctx):
-    """One model call, for accounting (stored by the driver as an LLMCall)."""
-
-    phase: Literal["init", "write_code", "update", "other"]
-    provider: str
-    model: str
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-    request: str = ""
-    response: str = ""
-    error: str | None = None
-    priced: bool = True  # False when the model has no known price: cost_usd is then 0, not "free"
+# One model call, for accounting (stored by the driver as an LLMCall): the store's own schema.
+CallRecord = LLMCallRecord
 
 
 CallSink = Callable[[CallRecord], Awaitable[None]]
