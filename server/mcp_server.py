@@ -317,36 +317,45 @@ class KsearchServer:
                 }
             )
 
-        mcp.resource(
-            "ksearch://searches/{search}/tree",
-            name="tree",
-            mime_type="text/plain",
-            description="A search's tree as the compact text view",
-        )(_refusals(_tree_text))
-        mcp.resource(
-            "ksearch://searches/{search}/tree.json",
-            name="tree_json",
-            mime_type="application/json",
-            description="A search's tree as JSON",
-        )(_refusals(_tree_json))
-        mcp.resource(
-            "ksearch://searches/{search}/nodes/{node_id}",
-            name="node",
-            mime_type="application/json",
-            description="One node with its attempts",
-        )(_refusals(_node))
-        mcp.resource(
-            "ksearch://attempts/{attempt_id}",
-            name="attempt",
-            mime_type="application/json",
-            description="An attempt's source and evaluation",
-        )(_refusals(_attempt))
-        mcp.resource(
-            "ksearch://tasks/{name}",
-            name="task",
-            mime_type="application/json",
-            description="A task: workloads, tolerance, reference source",
-        )(_refusals(_task))
+        json_type = "application/json"
+        for uri, name, mime, description, fn in (
+            (
+                "ksearch://searches/{search}/tree",
+                "tree",
+                "text/plain",
+                "A search's tree as the compact text view",
+                _tree_text,
+            ),
+            (
+                "ksearch://searches/{search}/tree.json",
+                "tree_json",
+                json_type,
+                "A search's tree as JSON",
+                _tree_json,
+            ),
+            (
+                "ksearch://searches/{search}/nodes/{node_id}",
+                "node",
+                json_type,
+                "One node with its attempts",
+                _node,
+            ),
+            (
+                "ksearch://attempts/{attempt_id}",
+                "attempt",
+                json_type,
+                "An attempt's source and evaluation",
+                _attempt,
+            ),
+            (
+                "ksearch://tasks/{name}",
+                "task",
+                json_type,
+                "A task: workloads, tolerance, reference source",
+                _task,
+            ),
+        ):
+            mcp.resource(uri, name=name, mime_type=mime, description=description)(_refusals(fn))
 
     # ------------------------------------------------------------------ prompts
 
