@@ -20,6 +20,10 @@ def _speed(x: float | None) -> str:
     return f"{x:.3f}x" if x is not None else "-"
 
 
+def _on(device: str | None) -> str:
+    return f" [{device}]" if device else ""
+
+
 class Display:
     """Plain lines: one per event. Used in logs, CI and with --plain."""
 
@@ -68,15 +72,21 @@ class Display:
         self._line(f"  · {text}")
 
     def finish(self, res: DriverResult) -> None:
+        unpriced = f" (+{res.unpriced_calls} calls to unpriced models)" if res.unpriced_calls else ""
         self._line(
             f"stopped: {res.stop_reason}. {res.rounds_run} rounds, {res.attempts} attempts, "
-            f"best attempt {res.best_attempt_id} at {_speed(res.best_speedup_vs_eager)} vs eager; "
-            f"{res.tokens} tokens, ${res.usd:.2f}, {res.wall_s:.0f}s"
+            f"best attempt {res.best_attempt_id} at {_speed(res.best_speedup_vs_eager)} vs eager"
+            f"{_on(res.device)}; {res.tokens} tokens, ${res.usd:.2f}{unpriced}, {res.wall_s:.0f}s"
         )
         for r in res.final:
             self._line(
                 f"final: attempt {r.attempt_id}: {r.status}, {_speed(r.speedup_vs_eager)} vs eager, "
-                f"{_speed(r.speedup_vs_compile)} vs torch.compile on {', '.join(r.workloads)}"
+                f"{_speed(r.speedup_vs_compile)} vs torch.compile on {', '.join(r.workloads)}{_on(r.device)}"
+            )
+        if res.device == "cpu-interpreter":
+            self._line(
+                "note: timed in the Triton interpreter on the CPU: a functional check of the pipeline, "
+                "not a GPU speed; run on a GPU machine for real numbers"
             )
 
 

@@ -55,6 +55,7 @@ class FinalRow(BaseModel):
     speedup_vs_eager: float | None
     speedup_vs_compile: float | None
     workloads: list[str]
+    device: str | None = None  # where it was timed: a GPU name or "cpu-interpreter"
     summary: str
 
 
@@ -65,9 +66,11 @@ class DriverResult(BaseModel):
     attempts: int
     best_attempt_id: int | None
     best_speedup_vs_eager: float | None
+    device: str | None = None  # where the best attempt was timed
     final: list[FinalRow] = Field(default_factory=list)
     tokens: int = 0
     usd: float = 0.0
+    unpriced_calls: int = 0  # calls to models without a known price: `usd` leaves them out
     wall_s: float = 0.0
 
 
@@ -410,7 +413,11 @@ class Driver:
             attempts=len(await self.ws.store.list_attempts(s.id)),
             best_attempt_id=best.id if best else None,
             best_speedup_vs_eager=best.speedup if best else None,
+            device=best.evaluation.timings[0].device
+            if best and best.evaluation and best.evaluation.timings
+            else None,
             final=final,
+            unpriced_calls=(await self.ws.store.llm_totals(s.id)).unpriced_calls,
             tokens=tokens,
             usd=usd,
             wall_s=time.monotonic() - b.started,
@@ -451,6 +458,7 @@ class Driver:
                     speedup_vs_eager=ev.speedup_vs_eager,
                     speedup_vs_compile=ev.speedup_vs_compile,
                     workloads=names,
+                    device=ev.timings[0].device if ev.timings else None,
                     summary=summarize(ev),
                 )
             )
