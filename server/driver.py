@@ -131,6 +131,7 @@ class Driver:
         except PolicyError as e:
             stop = f"policy stopped: {e}"
             self.display.event(stop)
+            await self._recover(s)  # release the intent it was working on: open again for the next run
         result = await self._finish(s.id, stop, b)
         return result
 

@@ -181,3 +181,4 @@ def test_answers_that_stay_unusable_stop_the_run_cleanly(searched: tuple[Path, d
     assert p.returncode == 3, text[-3000:]
     assert "Traceback" not in text and "unusable write_code answer twice" in text, text[-2000:]
     _unchanged(before, db)
+    assert "active" not in node_statuses(db)  # the stopped run released the intent it had claimed
