@@ -176,7 +176,7 @@ class Driver:
         rounds = o.rounds if o.rounds is not None else sb.rounds
         if not refining and rounds is not None and b.rounds_started >= rounds:
             return f"round budget reached ({rounds})"
-        n_att = len(await self.ws.store.list_attempts(s.id))
+        n_att = len(await self.ws.store.attempt_speedups(s.id))  # a count: no evaluations loaded
         attempts = o.attempts if o.attempts is not None else sb.attempts
         if attempts is not None and n_att >= attempts:
             return f"attempt budget reached ({attempts})"
@@ -411,7 +411,7 @@ class Driver:
             search_id=s.id,
             stop_reason=stop,
             rounds_run=b.rounds_run,
-            attempts=len(await self.ws.store.list_attempts(s.id)),
+            attempts=len(await self.ws.store.attempt_speedups(s.id)),
             best_attempt_id=best.id if best else None,
             best_speedup_vs_eager=best.speedup if best else None,
             device=best.evaluation.timings[0].device

@@ -154,7 +154,7 @@ class KsearchServer:
             "search with its root node ready for intents.",
             CreateSearchIn,
             Search,
-            lambda ws, i: create_search(ws, i),
+            create_search,
             _annotations(False),
         )
         t(
@@ -171,7 +171,7 @@ class KsearchServer:
             "and the open frontier, within a size budget), JSON, or Mermaid.",
             GetTreeIn,
             TreeOut,
-            lambda ws, i: get_tree(ws, i),
+            get_tree,
             _annotations(True, idempotent=True),
         )
         t(
@@ -181,7 +181,7 @@ class KsearchServer:
             "Near-duplicates of existing intents are refused; all-or-nothing.",
             ProposeIntentsIn,
             list[Node],
-            lambda ws, i: propose_intents(ws, i),
+            propose_intents,
             _annotations(False),
         )
         t(
@@ -190,7 +190,7 @@ class KsearchServer:
             "pin, unpin, veto, unveto. Results cannot be edited. All-or-nothing.",
             EditTreeIn,
             list[Node],
-            lambda ws, i: edit_tree(ws, i),
+            edit_tree,
             _annotations(False, destructive=True),
         )
         t(
@@ -200,7 +200,7 @@ class KsearchServer:
             "attempt whose code to start from.",
             SelectActionIn,
             SelectionOut,
-            lambda ws, i: select_action(ws, i),
+            select_action,
             _annotations(True, idempotent=True),
         )
         t(
@@ -209,7 +209,7 @@ class KsearchServer:
             "source, registers, spills, shared memory, compile time. Returns a candidate_id to reuse.",
             CompileKernelIn,
             CompileOut,
-            lambda ws, i: compile_kernel(ws, i),
+            compile_kernel,
             _annotations(True, idempotent=True),
         )
         t(
@@ -218,7 +218,7 @@ class KsearchServer:
             "pass/fail, max abs/rel error, where it differs.",
             RunCorrectnessIn,
             EvaluationOut,
-            lambda ws, i, p: run_correctness(ws, i, p),
+            run_correctness,
             _annotations(True),
             progress=True,
         )
@@ -228,7 +228,7 @@ class KsearchServer:
             "torch.compile, roofline fraction). With node_id, records the attempt on that intent.",
             BenchmarkIn,
             EvaluationOut,
-            lambda ws, i, p: benchmark(ws, i, p),
+            benchmark,
             _annotations(False),
             progress=True,
         )
@@ -238,7 +238,7 @@ class KsearchServer:
             "cache hit rates, top warp stalls and ncu's advice (GPU machines only).",
             ProfileIn,
             ProfileOut,
-            lambda ws, i: profile_ncu(ws, i),
+            profile_ncu,
             _annotations(True, idempotent=True),
         )
         t(

@@ -22,8 +22,7 @@ class SearchRow(BaseModel):
 async def list_searches(ws: Workspace) -> list[SearchRow]:
     rows = []
     for s in await ws.store.list_searches():
-        attempts = await ws.store.list_attempts(s.id)
-        best = next((a for a in attempts if a.id == s.best_attempt_id), None)
+        speedups = await ws.store.attempt_speedups(s.id)  # id -> speedup: no evaluation JSON to load
         rows.append(
             SearchRow(
                 id=s.id,
@@ -32,9 +31,9 @@ async def list_searches(ws: Workspace) -> list[SearchRow]:
                 status=s.status,
                 round=s.round,
                 policy=s.config.policy,
-                attempts=len(attempts),
+                attempts=len(speedups),
                 best_attempt_id=s.best_attempt_id,
-                best_speedup_vs_eager=best.speedup if best else None,
+                best_speedup_vs_eager=speedups.get(s.best_attempt_id) if s.best_attempt_id else None,
             )
         )
     return rows

@@ -67,7 +67,7 @@ async def run_search(
         await asyncio.sleep(1.0)
         if progress is not None:
             cur = await ws.search(s.id)
-            n = len(await ws.store.list_attempts(s.id))
+            n = len(await ws.store.attempt_speedups(s.id))
             await progress(
                 f"round {cur.round}, {n} attempts",
                 min(1.0, 1 - (deadline - time.monotonic()) / max(inp.wait_s, 1e-9)),
@@ -76,8 +76,7 @@ async def run_search(
         tail = log.read_text(errors="replace")[-2000:]
         raise ToolFailure(f"the driver exited with code {proc.returncode}; end of its log ({log}):\n{tail}")
     cur = await ws.search(s.id)
-    attempts = await ws.store.list_attempts(s.id)
-    best = next((a for a in attempts if a.id == cur.best_attempt_id), None)
+    speedups = await ws.store.attempt_speedups(s.id)
     running = proc.returncode is None
     return RunSearchOut(
         search_id=s.id,
@@ -85,8 +84,8 @@ async def run_search(
         log=str(log),
         running=running,
         round=cur.round,
-        attempts=len(attempts),
-        best_speedup_vs_eager=best.speedup if best else None,
+        attempts=len(speedups),
+        best_speedup_vs_eager=speedups.get(cur.best_attempt_id) if cur.best_attempt_id else None,
         message=(
             "driver running in the background; call get_tree or list_searches to follow it"
             if running
