@@ -313,8 +313,11 @@ class LocalSandbox(Sandbox):
             python=h.get("python"),
         )
 
-    async def ceilings(self) -> dict[str, Any]:
-        """Measured copy bandwidth and matmul rates, cached per environment ({} in CPU mode)."""
+    async def ceilings(self, held: WorkerProcess | None = None) -> dict[str, Any]:
+        """Measured copy bandwidth and matmul rates, cached per environment ({} in CPU mode).
+
+        `held`: a worker the caller already holds, measured on directly; acquiring another from the
+        pool while holding one would wait forever when every worker is held (a one-GPU machine)."""
         if self._ceilings is not None:
             return self._ceilings
         async with self._hw_lock:
@@ -327,8 +330,11 @@ class LocalSandbox(Sandbox):
             key = f"ceilings:{CACHE_VERSION}:{env.key()}"
             hit = await self.cache.get(key)
             if hit is None:
-                async with self.pool.acquire() as w:
-                    reply = await w.call("hardware", {}, timeout_s=600.0)
+                if held is not None:
+                    reply = await held.call("hardware", {}, timeout_s=600.0)
+                else:
+                    async with self.pool.acquire() as w:
+                        reply = await w.call("hardware", {}, timeout_s=600.0)
                 if not reply.get("ok"):
                     raise SandboxError(f"measuring the GPU's ceilings failed: {reply.get('error')}")
                 hit = reply["result"]
@@ -632,7 +638,7 @@ class LocalSandbox(Sandbox):
         say: Callable[[str, float], Awaitable[None]],
     ) -> None:
         st = run.settings
-        ceil = await self.ceilings() if not env.cpu_mode else {}
+        ceil = await self.ceilings(w) if not env.cpu_mode else {}
         for i, wl in enumerate(names):
             await say(f"timing: {wl}", 0.5 + 0.4 * i / len(names))
             timeout = self.call_timeout_s + (8 if st.final else 3) * st.time_budget_s

@@ -82,3 +82,25 @@ async def test_worker_environment_is_scrubbed(tmp_path_factory, affine, cand, st
     assert home.name == "w0" and home.is_relative_to(scratch.resolve())  # HOME is the worker's scratch dir
     assert seen["cwd"] == seen["home"]
     assert os.environ["FAKE_API_KEY"] == "sk-do-not-leak"  # the parent keeps its own environment
+
+
+async def test_ceilings_measured_on_the_held_worker_never_wait_for_the_pool(tmp_path, monkeypatch) -> None:
+    """Timing asks for the GPU's ceilings while it holds the only worker: they must be measured on
+    that worker, not on one acquired from the (empty) pool, which would wait forever."""
+    import asyncio
+
+    from worldmodel.models import Environment
+
+    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=30.0)
+    real_env = sb._environment
+
+    async def as_if_gpu() -> Environment:  # so that ceilings are measured, here on the CPU
+        return (await real_env()).model_copy(update={"cpu_mode": False})
+
+    monkeypatch.setattr(sb, "_environment", as_if_gpu)
+    try:
+        async with sb.pool.acquire() as held:
+            ceil = await asyncio.wait_for(sb.ceilings(held), 60)
+        assert "copy_bandwidth_Bps" in ceil  # the held worker answered (no GPU here: no figure)
+    finally:
+        await sb.close()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One device call: the gpu-marked tests, the integrity suite and the ncu/extension parts of the
+# sandbox bench, each under its own timeout so one hang cannot eat the call. Writes into $OUT.
+# Usage on the H200 (repo root): source .whl/setup.sh && bash bench/h200_run.sh
+set -u
+OUT=${OUT:-/tmp/ks-out}
+mkdir -p "$OUT"
+{
+  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  uname -r
+  echo "lsm: $(cat /sys/kernel/security/lsm 2>/dev/null)"
+  echo "userns: $(unshare --user --map-current-user --pid --fork --mount-proc sh -c 'ls /proc | grep -c "^[0-9]"' 2>&1)"
+} >"$OUT/env.txt" 2>&1
+step() {  # step NAME SECONDS CMD...
+  local name=$1 secs=$2; shift 2
+  local t0=$SECONDS
+  timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
+  echo "$name rc=$? ${SECONDS}s-${t0}s" >>"$OUT/steps.txt"
+}
+step pytest-gpu "${KS_PYTEST_S:-360}" python3 -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=150 -o timeout_method=thread \
+  tests/sandbox tests/faults tests/adversarial tests/tasks ${KS_PYTEST_EXTRA:-}
+step integrity "${KS_INTEGRITY_S:-200}" python3 bench/integrity.py --out "$OUT/integrity-h200.json"
+step sandbox-ncu "${KS_SANDBOX_S:-150}" python3 bench/sandbox.py --out "$OUT/sandbox-ncu-ext-h200.json" \
+  --parts setup,ncu,ext --budget-s 130
+cat "$OUT/steps.txt"
