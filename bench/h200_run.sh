@@ -10,7 +10,8 @@ mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   uname -r
   echo "lsm: $(cat /sys/kernel/security/lsm 2>/dev/null)"
-  echo "userns: $(unshare --user --map-current-user --pid --fork --mount-proc sh -c 'ls /proc | grep -c "^[0-9]"' 2>&1)"
+  echo "jail: $(python3 -c 'from gpu import jail; print(jail.unavailable_reason() or "available")' 2>&1)"
+  python3 -m gpu.jail -- nvidia-smi -L 2>&1 | head -3
 } >"$OUT/env.txt" 2>&1
 step() {  # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
@@ -18,9 +19,9 @@ step() {  # step NAME SECONDS CMD...
   timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
   echo "$name rc=$? ${SECONDS}s-${t0}s" >>"$OUT/steps.txt"
 }
-step pytest-gpu "${KS_PYTEST_S:-360}" python3 -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=150 -o timeout_method=thread \
+step pytest-gpu "${KS_PYTEST_S:-330}" python3 -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=150 -o timeout_method=thread \
   tests/sandbox tests/faults tests/adversarial tests/tasks ${KS_PYTEST_EXTRA:-}
-step integrity "${KS_INTEGRITY_S:-200}" python3 bench/integrity.py --out "$OUT/integrity-h200.json"
-step sandbox-ncu "${KS_SANDBOX_S:-150}" python3 bench/sandbox.py --out "$OUT/sandbox-ncu-ext-h200.json" \
-  --parts setup,ncu,ext --budget-s 130
+step integrity "${KS_INTEGRITY_S:-150}" python3 bench/integrity.py --out "$OUT/integrity-h200.json"
+step sandbox "${KS_SANDBOX_S:-150}" python3 bench/sandbox.py --out "$OUT/sandbox-h200-part.json" \
+  --parts "${KS_PARTS:-setup,ncu,e2e}" --budget-s $(( ${KS_SANDBOX_S:-150} - 20 ))
 cat "$OUT/steps.txt"

@@ -20,7 +20,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu import cudasrc, tamper
+from gpu import cudasrc, jail, tamper
+from gpu.scrub import scrubbed_env
 from worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
 
 LOG_LIMIT = 20_000
@@ -250,9 +251,18 @@ class StaticCompiler:
     """Compiles CUDA units with nvcc (cached by content) and checks Python/Triton sources."""
 
     def __init__(
-        self, scratch: Path, arch: str = "sm_90", timeout_s: float = 240.0, cache_size: int = 256
+        self,
+        scratch: Path,
+        arch: str = "sm_90",
+        timeout_s: float = 240.0,
+        cache_size: int = 256,
+        *,
+        jailed: bool = False,
     ) -> None:
         self.scratch = scratch
+        # candidate sources are hostile even at compile time (`#include "/proc/self/environ"`): nvcc
+        # runs with a scrubbed environment, and inside gpu.jail where the machine allows it
+        self.jailed = jailed
         self.arch = arch
         self.timeout_s = timeout_s
         self.nvcc = find_nvcc()
@@ -306,13 +316,20 @@ class StaticCompiler:
             path.write_text(unit.text)
             cmd, dropped = self._cmd(unit, path)
             t0 = time.perf_counter()
+            if self.jailed:
+                cmd = jail.wrap(cmd, [work])
             proc = await asyncio.create_subprocess_exec(
-                *cmd, cwd=work, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+                *cmd,
+                cwd=work,
+                env=scrubbed_env(home=work),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
             )
             try:
                 out, _ = await asyncio.wait_for(proc.communicate(), self.timeout_s)
             except TimeoutError:
-                proc.kill()
+                os.killpg(proc.pid, 9)
                 await proc.wait()
                 return UnitResult(
                     False,

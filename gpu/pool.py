@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
+from gpu import jail
 from gpu.scrub import scrubbed_env
 
 log = logging.getLogger("ksearch.sandbox")
@@ -76,8 +77,10 @@ class WorkerProcess:
         memory_limit_bytes: int,
         start_timeout_s: float = 180.0,
         extra_env: dict[str, str] | None = None,
+        jailed: bool = False,
     ) -> None:
         self.slot = slot
+        self.jailed = jailed  # run inside gpu.jail: own PID namespace, read-only outside scratch/caches
         self.gpu = gpu
         self.root = root  # this sandbox's own directory: scratch dirs of its workers
         self.shared = shared  # compiler caches shared by every sandbox on the machine
@@ -155,10 +158,11 @@ class WorkerProcess:
         self._pending = {}
         loop = asyncio.get_running_loop()
         self._hello_fut = loop.create_future()
+        cmd = [sys.executable, "-m", "gpu.worker"]
+        if self.jailed:
+            cmd = jail.wrap(cmd, [self.scratch, self.shared])
         self._proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gpu.worker",
+            *cmd,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -175,7 +179,9 @@ class WorkerProcess:
             asyncio.create_task(self._watch_memory()),
         ]
         try:
-            self.hello = await asyncio.wait_for(asyncio.shield(self._hello_fut), self.start_timeout_s)
+            hello = await asyncio.wait_for(asyncio.shield(self._hello_fut), self.start_timeout_s)
+            # the PID the host sees (the worker's own is 2 inside its namespace when jailed)
+            self.hello = {**hello, "pid": self._proc.pid, "jailed": self.jailed}
         except TimeoutError:
             await self.kill("start")
             raise WorkerError(

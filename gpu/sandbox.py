@@ -14,6 +14,7 @@ import abc
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -26,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpu import ncu
+from gpu import jail, ncu
 from gpu.compiler import StaticCompiler
 from gpu.kvcache import JsonFileCache, KVCache
 from gpu.pool import WorkerError, WorkerPool, WorkerProcess
@@ -47,6 +48,7 @@ from worldmodel.models import (
 )
 
 Progress = Callable[[str, float], Awaitable[None]]
+log = logging.getLogger("ksearch.sandbox")
 CACHE_VERSION = "v2"
 # Flags that describe the task or the measurement, not a cheat: they never change the status.
 _NOTE_PREFIXES = ("note:", "degenerate_reference:")
@@ -78,6 +80,7 @@ class HardwareFacts(BaseModel):
     python: str | None = None
     nvcc: bool = False
     ncu: bool = False
+    isolation: str = ""  # how candidates are kept from other processes and the filesystem
 
     def environment(self) -> Environment:
         return Environment(
@@ -223,6 +226,23 @@ class _Run:
 # ---------------------------------------------------------------------------------------------- local
 
 
+def _sweep_dead_sessions(sessions: Path) -> None:
+    """Remove the session directories of processes that are gone (a SIGKILLed driver cannot clean
+    up after itself). A directory is named `<pid>-<token>`; a live or unknown owner keeps it."""
+    if not sessions.is_dir():
+        return
+    for d in sessions.iterdir():
+        pid = d.name.split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except (PermissionError, OverflowError):
+            continue  # someone else's process: not ours to judge
+
+
 class LocalSandbox(Sandbox):
     """Worker processes on this machine: one per visible GPU, or one CPU (Triton interpreter) worker."""
 
@@ -239,7 +259,15 @@ class LocalSandbox(Sandbox):
         cpu_mode: bool | None = None,
         arch: str | None = None,
         kernel_audit: bool = True,
+        isolation: str | None = None,
     ) -> None:
+        mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
+        try:
+            self.jailed, self.isolation = jail.resolve(mode)
+        except (ValueError, OSError) as e:
+            raise SandboxError(str(e)) from None
+        if not self.jailed:
+            log.warning("sandbox isolation %s", self.isolation)
         gpus, self._driver, cc = _query_gpus()
         self.cpu_mode = (not gpus) if cpu_mode is None else cpu_mode
         if not self.cpu_mode and not gpus:
@@ -256,6 +284,7 @@ class LocalSandbox(Sandbox):
         )
         self.root = root.resolve()  # caches shared by every sandbox that uses this directory
         # this sandbox's own worker scratch space: several sandboxes may share `root` at once
+        _sweep_dead_sessions(self.root / "sessions")
         self.session = self.root / "sessions" / f"{os.getpid()}-{secrets.token_hex(4)}"
         self.session.mkdir(parents=True, exist_ok=True)
         self.shared = self.root / "shared"
@@ -268,7 +297,7 @@ class LocalSandbox(Sandbox):
         self.memory_limit_gb = memory_limit_gb
         self.arch = arch or (f"sm_{cc.replace('.', '')}" if cc else "sm_90")
         self.cache: KVCache = cache if cache is not None else JsonFileCache(self.root / "cache.json")
-        self.compiler = StaticCompiler(self.root, arch=self.arch)
+        self.compiler = StaticCompiler(self.root, arch=self.arch, jailed=self.jailed)
         self.pool = WorkerPool(
             [
                 WorkerProcess(
@@ -279,6 +308,7 @@ class LocalSandbox(Sandbox):
                     cpu_mode=self.cpu_mode,
                     gpu_mem_fraction=gpu_mem_fraction,
                     memory_limit_bytes=int(memory_limit_gb * 2**30),
+                    jailed=self.jailed,
                 )
                 for i, g in enumerate(slots)
             ]
@@ -367,6 +397,7 @@ class LocalSandbox(Sandbox):
             python=h.get("python"),
             nvcc=self.compiler.nvcc is not None,
             ncu=ncu.find_ncu() is not None,
+            isolation=self.isolation,
         )
         return self._facts
 
@@ -837,6 +868,9 @@ class LocalSandbox(Sandbox):
         cmd = ncu.ncu_command(
             exe, [sys.executable, "-m", "gpu.profile_driver", str(work / "spec.json")], report, kernel
         )
+        if self.jailed:  # the candidate runs under ncu here: the same walls as in a worker
+            self.shared.mkdir(parents=True, exist_ok=True)
+            cmd = jail.wrap(cmd, [work, self.shared])
         env = scrubbed_env(
             home=work,
             extra={

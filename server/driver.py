@@ -125,7 +125,10 @@ class Driver:
             await self._init(s)
             # One lane per sandbox worker (one per GPU): several intents are refined at once, and each
             # lane's update lands in the tree as soon as its intent is done.
-            lanes = max(1, (await (await self.ws.sandbox()).hardware()).workers)
+            hw = await (await self.ws.sandbox()).hardware()
+            if not hw.isolation.startswith("namespaces"):
+                self.display.event(f"candidate isolation: {hw.isolation}")
+            lanes = max(1, hw.workers)
             stops = await asyncio.gather(*(self._lane(s.id, b) for _ in range(lanes)))
             stop = stops[0]
         except PolicyError as e:

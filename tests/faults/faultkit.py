@@ -101,13 +101,17 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
-def worker_pids(parent: int | None = None, scratch: Path | None = None) -> list[int]:
-    """Live sandbox worker processes (`python -m gpu.worker`): children of `parent`, and/or whose
-    working directory is under `scratch`. Zombies are left out."""
+def worker_pids(parent: int | None = None, scratch: Path | None = None, *, itself: bool = False) -> list[int]:
+    """Live sandbox worker processes (`python -m gpu.worker`, and the gpu.jail processes around it
+    unless `itself`): children of `parent`, and/or whose working directory is under `scratch`.
+    Zombies are left out. PIDs are the host's (a jailed worker is PID 2 in its own namespace)."""
     found = []
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         fields = _stat(pid)
-        if fields is None or fields[0] == "Z" or b"gpu.worker" not in _cmdline(pid):
+        cmd = _cmdline(pid)
+        if fields is None or fields[0] == "Z" or b"gpu.worker" not in cmd:
+            continue
+        if itself and b"gpu.jail" in cmd:
             continue
         if parent is not None and int(fields[1]) != parent:
             continue

@@ -189,11 +189,5 @@ def test_workers_of_killed_drivers_exit_by_themselves(kill_loop: dict[str, Any])
     assert kill_loop["orphans_gone"], "sandbox workers outlived their killed driver"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reported to the lead: a SIGKILLed process never removes its sandbox "
-    "session directory (scratch/ksearch-sandbox-<uid>/sessions/<pid>-<token>, with the "
-    "candidates it ran), and later sandboxes do not sweep those of dead processes",
-)
 def test_session_directories_of_killed_drivers_are_swept(kill_loop: dict[str, Any]) -> None:
     assert kill_loop["stale_sessions"] == [], f"{len(kill_loop['stale_sessions'])} stale session directories"

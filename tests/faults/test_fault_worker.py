@@ -16,7 +16,7 @@ import pytest
 from mcp.client import Client
 
 from server.mcp_server import build_server
-from tests.faults.faultkit import SEED, SLOW_SEED, attempts, integrity
+from tests.faults.faultkit import SEED, SLOW_SEED, attempts, integrity, worker_pids
 
 pytestmark = pytest.mark.anyio
 
@@ -79,7 +79,7 @@ async def test_worker_killed_mid_benchmark_is_a_crash_and_the_next_evaluation_is
             await anyio.sleep(0.05)
         else:
             raise AssertionError("the slow candidate never started running")
-        victim = int(seen.read_text())
+        (victim,) = worker_pids(scratch=seen.parent, itself=True)  # its host PID (jailed, it is 2 inside)
         os.kill(victim, signal.SIGKILL)  # from outside: the worker's own pid, as an operator would
     res = out["res"]
     assert not res.is_error, res.content[0].text

@@ -3,9 +3,11 @@ outside its scratch directory unnoticed.
 
 One probing candidate is submitted with `ksearch submit` in a subprocess whose environment holds
 ANTHROPIC_API_KEY and OPENAI_API_KEY, as a user's shell would. The probe looks for the keys' names in
-its own environment, in /proc/self/environ and in the /proc/<pid>/environ of every ancestor, writes a
-marker file into the repository, the real home directory, /tmp and the database's directory, and
-reports what it found by raising (the report comes back in the evaluation).
+its own environment, in /proc/self/environ, in the /proc/<pid>/environ of every process it can see and
+of the `ksearch submit` process by its host PID, writes a marker file into the repository, the real
+home directory, /tmp and the database's directory, and reports what it found by raising (the report
+comes back in the evaluation). Where the machine has no unprivileged user namespaces the sandbox runs
+candidates unjailed and says so; the isolation tests are then skipped with that reason.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from gpu import jail
 from tests.fuzz.fuzzkit import dump_db
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,32 +36,35 @@ import json, os, torch
 
 TOKEN = "{token}"
 TARGETS = {targets}
+SUBMITTER_PID_FILE = "{pid_file}"
 
 
 def _environ_has_keys(blob):
     return [k for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY") if (k + "=").encode() in blob]
 
 
-def _ancestors():
-    pid, out = os.getppid(), []
-    while pid > 1 and len(out) < 8:
-        out.append(pid)
-        with open(f"/proc/{{pid}}/status") as f:
-            pid = int(next(ln.split()[1] for ln in f if ln.startswith("PPid:")))
-    return out
+def _others():
+    # every process the probe can see, and the submitting ksearch process by its host PID
+    pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != os.getpid()]
+    with open(SUBMITTER_PID_FILE) as f:
+        return pids + [int(f.read())]
 
 
 def probe():
     seen = {{"own_env": [k for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY") if k in os.environ]}}
     with open("/proc/self/environ", "rb") as f:
         seen["self_proc"] = _environ_has_keys(f.read())
-    seen["ancestors"] = {{}}
-    for pid in _ancestors():
+    seen["visible"] = sum(d.isdigit() for d in os.listdir("/proc"))
+    seen["others"], seen["unreadable"] = {{}}, 0
+    for pid in _others():
         try:
             with open(f"/proc/{{pid}}/environ", "rb") as f:
-                seen["ancestors"][str(pid)] = _environ_has_keys(f.read())
-        except OSError as e:
-            seen["ancestors"][str(pid)] = "unreadable: " + type(e).__name__
+                keys = _environ_has_keys(f.read())
+        except OSError:
+            seen["unreadable"] += 1
+            continue
+        if keys:
+            seen["others"][str(pid)] = keys
     seen["wrote"] = {{}}
     for name, path in TARGETS.items():
         try:
@@ -88,7 +94,8 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "db_dir": str(base / f"escape-{token}"),
     }
     probe = base / "probe.py"
-    probe.write_text(PROBE.format(token=token, targets=json.dumps(targets)))
+    pid_file = base / "submitter.pid"
+    probe.write_text(PROBE.format(token=token, targets=json.dumps(targets), pid_file=pid_file))
     env = dict(os.environ)
     env.update({"ANTHROPIC_API_KEY": "sk-ant-probe-" + token, "OPENAI_API_KEY": "sk-probe-" + token})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -97,14 +104,17 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env.setdefault("TRITON_INTERPRET", "1")
 
     def ksearch(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        with subprocess.Popen(
             [sys.executable, "-m", "server.cli", *args, "--db", str(db)],
             cwd=ROOT,
             env=env,
             text=True,
-            capture_output=True,
-            timeout=300,
-        )
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as proc:
+            pid_file.write_text(str(proc.pid))  # the probe runs much later, in a worker
+            out, err = proc.communicate(timeout=300)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     try:
         made = ksearch(
@@ -148,32 +158,22 @@ def test_the_candidate_sees_no_api_key_in_its_own_environment(probed: dict[str, 
     assert probed["token"] not in json.dumps(probed["evaluation"])  # no key value in what is stored
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reported to the lead: a worker runs as the same user as the ksearch "
-    "process that started it, so /proc/<ppid>/environ (the parent's environment at exec, "
-    "API keys included) is readable by candidate code; the sandbox neither prevents nor "
-    "detects it (needs another uid, a PID namespace, or dropping the ability to read it)",
+needs_jail = pytest.mark.skipif(
+    jail.unavailable_reason() is not None,
+    reason=f"no process isolation on this machine: {jail.unavailable_reason()}",
 )
+
+
+@needs_jail
 def test_the_candidate_cannot_read_the_keys_of_the_process_that_started_it(probed: dict[str, Any]) -> None:
-    ancestors = probed["seen"]["ancestors"]
-    assert ancestors, "the probe found no ancestor to look at"
-    leaked = {pid: keys for pid, keys in ancestors.items() if isinstance(keys, list) and keys}
-    assert not leaked, f"ancestor environments readable with keys: {leaked}"
+    seen = probed["seen"]
+    assert seen["visible"] <= 3, f"the candidate sees {seen['visible']} processes (itself and init expected)"
+    assert not seen["others"], f"environments readable with keys: {seen['others']}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reported to the lead: the sandbox only points HOME/TMPDIR/cwd at the "
-    "scratch directory; a candidate can still write anywhere its user can (repository, real "
-    "home, /tmp, next to the database) and nothing flags it",
-)
-def test_a_write_outside_the_scratch_directory_is_prevented_or_flagged(probed: dict[str, Any]) -> None:
-    ev = probed["evaluation"]
-    flags = " ".join(ev.get("flags", [])) + " " + (ev.get("error") or "")
-    unnoticed = [
-        name
-        for name, path in probed["targets"].items()
-        if probed["existed"][name] and path not in flags and "outside" not in flags
-    ]
-    assert not unnoticed, f"written outside the scratch directory, unflagged: {unnoticed}"
+@needs_jail
+def test_a_write_outside_the_scratch_directory_is_prevented(probed: dict[str, Any]) -> None:
+    wrote = probed["seen"]["wrote"]
+    assert set(wrote) == set(probed["targets"])
+    assert all(v == "OSError" for v in wrote.values()), wrote  # EROFS from the read-only mounts
+    assert not any(probed["existed"].values()), probed["existed"]

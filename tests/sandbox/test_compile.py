@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
+from gpu import jail
 from gpu.compiler import StaticCompiler, demangle, find_nvcc, parse_nvcc_output
 
 pytestmark = pytest.mark.anyio
@@ -138,3 +142,19 @@ self_like = object()
     assert "lowers precision" in found[8]
     assert 9 not in found and 10 not in found  # cudnn.benchmark and environment variables are benign
     assert "harness module" in found[12]
+
+
+@needs_nvcc
+@pytest.mark.skipif(
+    jail.unavailable_reason() is not None, reason=f"no isolation: {jail.unavailable_reason()}"
+)
+async def test_nvcc_runs_jailed_and_cannot_see_the_parent(tmp_path, cand) -> None:
+    """A source is hostile at compile time too: nvcc runs in the candidate's jail, where the
+    process that started it does not exist."""
+    compiler = StaticCompiler(tmp_path, arch="sm_90", jailed=True)
+    probe = f"/proc/{os.getpid()}/status"
+    assert Path(probe).exists()
+    src = cand("cuda_good", "cuda").source.replace('SRC = r"""', f'SRC = r"""#include "{probe}"\n', 1)
+    r = await compiler.compile(cand(src, "cuda"))
+    assert not r.ok
+    assert any(probe in d.message and "No such file" in d.message for d in r.diagnostics), r.diagnostics
