@@ -6,7 +6,7 @@ set -u
 OUT=${OUT:-/tmp/ks-out}
 mkdir -p "$OUT"
 {
-  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "tree: the working tree sent with this call (see the commit that added these results)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   uname -r
   echo "lsm: $(cat /sys/kernel/security/lsm 2>/dev/null)"

@@ -12,6 +12,7 @@ import io
 import os
 import re
 import shutil
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -164,7 +165,8 @@ def parse_raw_stalls(text: str) -> dict[str, dict[str, float]]:
 def parse_details(
     text: str, workload: str, kernel_regex: str | None = None, raw_text: str | None = None
 ) -> ProfileSummary:
-    """A ProfileSummary for the main kernel (the longest, or the first matching `kernel_regex`).
+    """A ProfileSummary for the main kernel (the longest, or the first matching `kernel_regex`): its
+    median duration over the profiled launches, the other figures from its median launch.
 
     `text` is the details page (sections and rules); `raw_text`, if given, the raw page, where the
     warp-stall breakdown lives."""
@@ -190,7 +192,17 @@ def parse_details(
         pat = re.compile(kernel_regex)
         matching = [i for i in ids if pat.search(kernels[i][0].get("Kernel Name", ""))]
         ids = matching or ids
-    main_id = max(ids, key=lambda i: duration(kernels[i]))
+    # Several calls are profiled: each kernel name has one launch per call. The main kernel is the
+    # name with the longest median launch; its figures are those of its median launch.
+    launches: dict[str, list[str]] = {}
+    for i in ids:
+        launches.setdefault(kernels[i][0].get("Kernel Name", "?"), []).append(i)
+    for group in launches.values():
+        group.sort(key=lambda i: duration(kernels[i]))
+    main_name = max(launches, key=lambda n: statistics.median(duration(kernels[i]) for i in launches[n]))
+    group = launches[main_name]
+    main_id = group[(len(group) - 1) // 2]
+    durations = [duration(kernels[i]) for i in group]
     rs = kernels[main_id]
     name = rs[0].get("Kernel Name", "?")
     metrics: dict[str, str] = {}
@@ -228,17 +240,20 @@ def parse_details(
             smem += _to_bytes(values[n][0], values[n][1]) or 0.0
             have_smem = True
     regs = pct("Registers Per Thread")
-    others = [
-        f"{kernels[i][0].get('Kernel Name', '?')[:60]}: {duration(kernels[i]):.2f} us"
-        for i in kernels
-        if i != main_id
-    ]
+    other_names: dict[str, list[float]] = {}
+    for i in kernels:
+        name_i = kernels[i][0].get("Kernel Name", "?")
+        if name_i != main_name:
+            other_names.setdefault(name_i, []).append(duration(kernels[i]))
+    others = [f"{n[:60]}: {statistics.median(d):.2f} us (median of {len(d)})" for n, d in other_names.items()]
     if others:
         metrics["other kernels in the call"] = "; ".join(others[:10])
     return ProfileSummary(
         workload=workload,
         kernel=name,
-        duration_us=duration(rs) or None,
+        duration_us=statistics.median(durations) or None,
+        launches=len(durations),
+        duration_range_us=(durations[0], durations[-1]) if len(durations) > 1 else None,
         dram_throughput_pct=pct("DRAM Throughput"),
         sm_throughput_pct=pct("Compute (SM) Throughput", "SM Throughput", "Compute (SM) [%]"),
         achieved_occupancy_pct=pct("Achieved Occupancy"),

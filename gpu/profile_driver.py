@@ -1,10 +1,10 @@
-"""The program Nsight Compute profiles: one workload of one candidate, one profiled call.
+"""The program Nsight Compute profiles: one workload of one candidate, a few profiled calls.
 
     python -m gpu.profile_driver SPEC.json
 
 SPEC holds the task (as JSON), the candidate (id, language, source), the workload name and a seed.
-Warm-up calls run first (Triton compiles, caches fill); only the call between
-cudaProfilerStart/Stop is profiled (ncu runs with --profile-from-start off). Exit status 0 on
+Warm-up calls run first (Triton compiles, caches fill); only the `calls` calls between
+cudaProfilerStart/Stop are profiled (ncu runs with --profile-from-start off). Exit status 0 on
 success, 3 when the candidate raised (the message is on stderr).
 """
 
@@ -38,8 +38,9 @@ def main(spec_path: str) -> int:
                 fn(inputs)
             torch.cuda.synchronize()
             torch.cuda.cudart().cudaProfilerStart()
-            fn(inputs)
-            torch.cuda.synchronize()
+            for _ in range(int(spec.get("calls", 1))):  # several calls: the summary takes the median
+                fn(inputs)
+                torch.cuda.synchronize()
             torch.cuda.cudart().cudaProfilerStop()
     except Exception as e:  # reported to the sandbox through stderr and the exit status
         print(f"candidate failed under the profiler: {type(e).__name__}: {e}", file=sys.stderr)

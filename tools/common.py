@@ -180,7 +180,7 @@ def summarize(ev: Evaluation) -> str:
     if ev.profile is not None:
         p = ev.profile
         lines.append(
-            f"profile ({p.kernel}): {p.duration_us} us, DRAM {p.dram_throughput_pct}%, SM {p.sm_throughput_pct}%, "
+            f"profile ({p.kernel}): {p.duration_us} us (median of {p.launches} profiled calls), DRAM {p.dram_throughput_pct}%, SM {p.sm_throughput_pct}%, "
             f"occupancy {p.achieved_occupancy_pct}%, regs {p.registers_per_thread}"
         )
         lines.extend(f"  stall {n}: {v}" for n, v in p.top_stalls[:4])

@@ -131,7 +131,9 @@ class WorkloadTiming(Strict):
 class ProfileSummary(Strict):
     workload: str
     kernel: str
-    duration_us: float | None = None
+    duration_us: float | None = None  # median over `launches` profiled calls (gpu__time_duration)
+    launches: int = 1
+    duration_range_us: tuple[float, float] | None = None  # fastest and slowest profiled launch
     dram_throughput_pct: float | None = None
     sm_throughput_pct: float | None = None
     achieved_occupancy_pct: float | None = None

@@ -67,3 +67,46 @@ def test_command_leaves_clocks_alone_and_filters_case_sensitively() -> None:
     assert cmd[-4:] == ["python", "-m", "gpu.profile_driver", "s.json"]
     imp = import_command("ncu", "r.ncu-rep", "raw")
     assert imp[imp.index("--page") + 1] == "raw" and "--csv" in imp
+
+
+def _launch(new_id: str, duration_ns: str, registers: str) -> str:
+    """The fixture's softmax launch (ID 0) again as launch `new_id`, with other numbers."""
+    rows = [ln for ln in SAMPLE.splitlines() if ln.startswith('"0",')]
+    out = []
+    for ln in rows:
+        ln = '"' + new_id + '"' + ln[3:]
+        if '"Duration","ns"' in ln or '"gpu__time_duration.sum","ns"' in ln:
+            ln = ln.replace('"612,448"', f'"{duration_ns}"')
+        if '"Registers Per Thread"' in ln:
+            ln = ln.replace('"32"', f'"{registers}"')
+        out.append(ln)
+    return "\n".join(out)
+
+
+def test_several_profiled_calls_give_the_median_launch() -> None:
+    # launches of 612.4 (ID 0), 700.0 and 590.0 us: the median is ID 0's; the fill kernel stays apart
+    text = (
+        SAMPLE.rstrip("\n")
+        + "\n"
+        + _launch("2", "700,000", "40")
+        + "\n"
+        + _launch("3", "590,000", "48")
+        + "\n"
+    )
+    p = parse_details(text, "w")
+    assert p.kernel == "_softmax_rows" and p.launches == 3
+    assert p.duration_us == pytest.approx(612.448)
+    assert p.duration_range_us == pytest.approx((590.0, 700.0))
+    assert p.registers_per_thread == 32  # figures come from the median launch, not the slowest
+    assert "(median of 1)" in p.metrics["other kernels in the call"]
+    slow = (
+        SAMPLE.rstrip("\n")
+        + "\n"
+        + _launch("2", "700,000", "40")
+        + "\n"
+        + _launch("3", "800,000", "48")
+        + "\n"
+    )
+    q = parse_details(slow, "w")
+    assert q.duration_us == pytest.approx(700.0) and q.registers_per_thread == 40
+    assert parse_details(SAMPLE, "w").launches == 1 and parse_details(SAMPLE, "w").duration_range_us is None
