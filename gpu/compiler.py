@@ -322,6 +322,7 @@ class StaticCompiler:
                 *cmd,
                 cwd=work,
                 env=scrubbed_env(home=work),
+                stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,

@@ -186,6 +186,7 @@ def unavailable_reason() -> str | None:
     try:
         p = subprocess.run(
             [sys.executable, "-m", "gpu.jail", "--", sys.executable, "-c", _PROBE],
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=30,

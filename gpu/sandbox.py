@@ -147,6 +147,7 @@ def _query_gpus() -> tuple[list[str], str | None, str | None]:
     try:
         out = subprocess.run(
             [smi, "--query-gpu=index,driver_version,compute_cap", "--format=csv,noheader"],
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=30,
@@ -899,6 +900,7 @@ class LocalSandbox(Sandbox):
             *cmd,
             cwd=cwd,
             env=env,
+            stdin=asyncio.subprocess.DEVNULL,  # never the MCP host's pipe
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,

@@ -20,12 +20,14 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
 from gpu.sandbox import SandboxError
+from server.stdio_input import HostLines
 from tools.benchmark import BenchmarkIn, benchmark
 from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from tools.create_search import CreateSearchIn, create_search
@@ -417,6 +419,13 @@ def build_server(db: Path, *, n_workers: int | None = None) -> KsearchServer:
     return KsearchServer(db, n_workers=n_workers)
 
 
+async def _run_stdio(ks: KsearchServer) -> None:
+    """MCPServer.run_stdio_async, with host lines made decodable first (server/stdio_input.py)."""
+    lowlevel = ks.mcp._lowlevel_server  # the SDK's own stdio runner offers no way to filter its input
+    async with stdio_server(stdin=HostLines()) as (read_stream, write_stream):  # type: ignore[arg-type]
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
 def serve(db: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     ks = build_server(db)
@@ -426,7 +435,7 @@ def serve(db: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 
             if http:
                 await ks.mcp.run_streamable_http_async(host=host, port=port)
             else:
-                await ks.mcp.run_stdio_async()
+                await _run_stdio(ks)
         finally:
             # The database connection's thread (and the sandbox workers) would keep the process alive
             # after the host hangs up; close them even when the run was cancelled (Ctrl-C).

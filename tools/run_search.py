@@ -54,6 +54,7 @@ async def run_search(
     try:
         proc = await asyncio.create_subprocess_exec(  # its own session: the driver outlives this request
             *cmd,
+            stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -13,15 +13,17 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from gpu import jail
+from gpu.scrub import scrubbed_env
 from gpu.task import Task, TaskError, Workload
 from gpu.tasks.literals import ModuleFacts, NotLiteral
 from gpu.tasks.specs import parse_meta, parse_tolerance, parse_workloads, task_error
 
 EXTRAS = ("WORKLOADS", "TOLERANCE", "META")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBE_TIMEOUT_S = 120.0
 
 
@@ -47,21 +49,30 @@ def _probe(path: Path, names: list[str]) -> dict[str, Any]:
         "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
         "print(json.dumps({n: getattr(mod, n) for n in sys.argv[2:] if hasattr(mod, n)}))\n"
     )
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", code, str(path), *names],
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            cwd=path.parent,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
-        raise TaskError(
-            f"{path}: running the file to read {', '.join(names)} took over {PROBE_TIMEOUT_S:.0f} s"
-        ) from None
+    # a task file is code like a candidate: the same scrubbed environment, and the same jail where
+    # the machine allows it (gpu/jail.py); it can write only into a throwaway home
+    with tempfile.TemporaryDirectory(prefix="ksearch-task-probe-") as home:
+        cmd = [sys.executable, "-c", code, str(path), *names]
+        try:
+            jailed, _ = jail.resolve(os.environ.get("KSEARCH_ISOLATION", "auto"))
+        except (ValueError, OSError) as exc:
+            raise TaskError(f"{path}: cannot run the file to read {', '.join(names)}: {exc}") from None
+        if jailed:
+            cmd = jail.wrap(cmd, [Path(home)])
+        try:
+            proc = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+                cwd=path.parent,
+                env=scrubbed_env(home=Path(home)),
+            )
+        except subprocess.TimeoutExpired:
+            raise TaskError(
+                f"{path}: running the file to read {', '.join(names)} took over {PROBE_TIMEOUT_S:.0f} s"
+            ) from None
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
         raise TaskError(f"{path}: running the file to read {', '.join(names)} failed: {tail[0]}")

@@ -171,3 +171,24 @@ def test_unknown_task_names_list_the_builtins() -> None:
         load_task("no_such_task")
     with pytest.raises(TaskError, match="no such task file"):
         load_task("missing/dir/task.py")
+
+
+def test_the_probe_of_a_task_file_gets_no_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Computed extras run the file: it gets the sandbox's scrubbed environment, not the caller's."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-task-probe")
+    path = write(
+        tmp_path,
+        """
+        import os
+        import torch
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return x + 1
+        def get_inputs():
+            return [torch.randn(8)]
+        def get_init_inputs():
+            return []
+        META = {"title": "key=" + str(os.environ.get("ANTHROPIC_API_KEY"))}
+        """,
+    )
+    assert load_task(str(path)).title == "key=None"
