@@ -52,6 +52,15 @@ class TaskRuntime:
         """A callable inputs -> output (tensor or tuple of tensors) computing the reference."""
         return self._impl.build_reference(workload, device)
 
+    @property
+    def reference_module(self) -> types.ModuleType | None:
+        """The module the reference's code lives in (watched by gpu.guard), if the format has one."""
+        for attr in ("module", "reference"):  # native; GPU MODE and FlashInfer-Bench
+            mod = getattr(self._impl, attr, None)
+            if isinstance(mod, types.ModuleType):
+                return mod
+        return None
+
     def build_candidate(
         self, module: types.ModuleType, workload: Workload, device: str
     ) -> Callable[[list], Any]:

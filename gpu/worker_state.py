@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import importlib
 import json
 import re
 import sys
@@ -21,7 +20,7 @@ from typing import Any
 
 import torch
 
-from gpu import checking, faults, hardware, timing
+from gpu import checking, faults, guard, hardware, timing
 from gpu.task import Task
 from worldmodel.models import EvalSettings
 
@@ -29,30 +28,6 @@ from worldmodel.models import EvalSettings
 # hardware's true peak lies only a little above them.
 IMPLAUSIBLE_ROOFLINE = 1.15
 _GLOBAL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[^(;{]*?(\w+)\s*\(")
-
-
-def _harness_fingerprint() -> dict[str, int]:
-    """Identities of functions the measurement relies on; a candidate replacing one is caught."""
-    import time as _time
-
-    # Importing dynamo (the torch.compile baseline does) wraps torch.manual_seed: take the identities
-    # after that import, or the harness's own baseline would read as tampering.
-    importlib.import_module("torch._dynamo")
-
-    objs = {
-        "torch.cuda.Event.record": torch.cuda.Event.record,
-        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-        "torch.cuda.synchronize": torch.cuda.synchronize,
-        "time.perf_counter": _time.perf_counter,
-        "torch.Tensor.clone": torch.Tensor.clone,
-        "torch.Tensor.copy_": torch.Tensor.copy_,
-        "torch.isfinite": torch.isfinite,
-        "torch.Tensor.__sub__": torch.Tensor.__sub__,
-        "torch.Tensor.abs": torch.Tensor.abs,
-        "torch.where": torch.where,
-        "torch.manual_seed": torch.manual_seed,
-    }
-    return {k: id(v) for k, v in objs.items()}
 
 
 def _precision_snapshot() -> dict[str, Any]:
@@ -126,7 +101,8 @@ class WorkerState:
         self._compiled_refs: dict[str, Callable[[list[Any]], Any]] = {}
         self._preambles: dict[bool, timing.Preamble] = {}  # by "flush L2"
         self._unloads = 0
-        self._harness = _harness_fingerprint()
+        guard.prepare()
+        self._harness = guard.fingerprint()
         self._precision = _precision_snapshot()
         self._audited = False
 
@@ -182,6 +158,8 @@ class WorkerState:
         self.task = Task.model_validate(task_dict)
         self.rt = TaskRuntime(self.task)
         self._task_key = key
+        # the reference's own module joins the watch before any candidate code runs with it
+        self._harness = guard.fingerprint(self.rt.reference_module)
         self._ref_fns.clear()
         self._compiled_refs.clear()
         self._cand_fns.clear()
@@ -247,10 +225,12 @@ class WorkerState:
     def _runtime_flags(self) -> list[str]:
         """Cheat checks after candidate code ran: harness functions replaced, precision changed."""
         flags = []
-        now = _harness_fingerprint()
-        changed = [k for k, v in now.items() if self._harness.get(k) != v]
+        changed = guard.replaced(
+            self._harness, guard.fingerprint(self.rt.reference_module if self.rt else None)
+        )
         if changed:
-            flags.append(f"harness_tampered: the candidate replaced {', '.join(changed)}")
+            shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+            flags.append(f"harness_tampered: the candidate replaced {shown}")
             # nothing this process measures can be trusted any more: leave after replying
             self.fatal = "the candidate replaced functions the harness relies on; the worker was replaced"
         snap = _precision_snapshot()
@@ -637,13 +617,18 @@ class WorkerState:
             _restore_precision(self._precision)
             return self._time(ref, sets, st).to_dict()
         if which == "compile":
+            ref_mod = self.rt.reference_module
+            clean = not guard.replaced(self._harness, guard.fingerprint(ref_mod))
             comp = self._compiled_refs.get(wl.name)
             if comp is None:
                 comp = torch.compile(self._reference_fn(wl))
                 self._compiled_refs[wl.name] = comp
             sets = self._input_sets(wl, seed, st.input_sets)
             _restore_precision(self._precision)
-            return self._time(comp, sets, st).to_dict()
+            out = self._time(comp, sets, st).to_dict()
+            if clean:  # what torch.compile itself installs is the harness's doing, not a candidate's
+                self._harness = guard.fingerprint(ref_mod)
+            return out
         assert self.module is not None, "load a candidate first"
         try:
             fn = self._candidate_fn(wl)

@@ -173,6 +173,23 @@ CASES: list[Case] = [
         "(harness_tampered); the worker is replaced",
     ),
     Case(
+        "patches_reference",
+        "replaces torch.softmax at import so the reference agrees with a wrong answer",
+        "softmax",
+        reasons=("harness_tampered",),
+        how="the identity of every function in torch, torch.Tensor, torch.nn.functional (and more) "
+        "and in the task's reference module is taken before candidate code runs and compared after "
+        "each call into it (harness_tampered, gpu/guard.py); the worker is replaced",
+    ),
+    Case(
+        "slows_the_baseline",
+        "makes Tensor.sum, which the eager reference calls, do its work four times",
+        "row_sum",
+        reasons=("harness_tampered",),
+        how="as above: the replaced Tensor.sum is seen right after the module is imported, before "
+        "any baseline is measured with it",
+    ),
+    Case(
         "lazy_tensor",
         "returns a tensor subclass that computes when first read",
         "softmax",
