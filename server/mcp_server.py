@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
 from gpu.sandbox import SandboxError
+from server.mcp_args import RefuseUnknownArguments
 from server.stdio_input import HostLines
 from tools.benchmark import BenchmarkIn, benchmark
 from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
@@ -88,6 +89,8 @@ class KsearchServer:
         self.n_workers = n_workers
         self._ws: Workspace | None = None
         self.mcp = MCPServer(name="ksearch", title="ksearch", instructions=INSTRUCTIONS, version="0.1.0")
+        self._arguments: dict[str, set[str]] = {}  # tool -> its parameter names
+        self.mcp.middleware.append(RefuseUnknownArguments(self._arguments))
         self._register_tools()
         self._register_resources()
         self._register_prompts()
@@ -144,6 +147,7 @@ class KsearchServer:
         handler.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
         handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
         handler.__name__ = name
+        self._arguments[name] = {p.name for p in params if p.name != "ctx"}
         self.mcp.add_tool(
             handler, name=name, description=description, annotations=annotations, structured_output=True
         )
