@@ -91,6 +91,10 @@ class WorkerProcess:
         self.extra_env = dict(extra_env or {})
         self.hello: dict[str, Any] | None = None
         self.starts = 0
+        # "candidate": runs candidates; "baseline": a fresh process that never ran candidate code, with
+        # compiler caches of its own that no candidate can write (see LocalSandbox.clean_baselines)
+        self.mode: Literal["candidate", "baseline"] = "candidate"
+        self.ran_candidate = False  # whether this process has loaded candidate code
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
@@ -112,8 +116,12 @@ class WorkerProcess:
     def scratch(self) -> Path:
         return self.root / f"w{self.slot}"
 
+    @property
+    def caches(self) -> Path:
+        return self.shared if self.mode == "candidate" else self.shared.parent / "baseline-caches"
+
     def _env(self) -> dict[str, str]:
-        shared = self.shared
+        shared = self.caches
         extra = {
             "CUDA_VISIBLE_DEVICES": "" if self.cpu_mode else str(self.gpu),
             "TRITON_INTERPRET": "1" if self.cpu_mode else "0",
@@ -150,17 +158,18 @@ class WorkerProcess:
         await self._reap()
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.scratch.mkdir(parents=True, exist_ok=True)
-        self.shared.mkdir(parents=True, exist_ok=True)
+        self.caches.mkdir(parents=True, exist_ok=True)
         self._death = None
         self._killed_for = None
         self.hello = None
+        self.ran_candidate = False
         self._stderr.clear()
         self._pending = {}
         loop = asyncio.get_running_loop()
         self._hello_fut = loop.create_future()
         cmd = [sys.executable, "-m", "gpu.worker"]
         if self.jailed:
-            cmd = jail.wrap(cmd, [self.scratch, self.shared])
+            cmd = jail.wrap(cmd, [self.scratch, self.caches])
         self._proc = await asyncio.create_subprocess_exec(
             *cmd,
             stdin=asyncio.subprocess.PIPE,
@@ -181,7 +190,7 @@ class WorkerProcess:
         try:
             hello = await asyncio.wait_for(asyncio.shield(self._hello_fut), self.start_timeout_s)
             # the PID the host sees (the worker's own is 2 inside its namespace when jailed)
-            self.hello = {**hello, "pid": self._proc.pid, "jailed": self.jailed}
+            self.hello = {**hello, "pid": self._proc.pid, "jailed": self.jailed, "mode": self.mode}
         except TimeoutError:
             await self.kill("start")
             raise WorkerError(
@@ -223,6 +232,14 @@ class WorkerProcess:
         if self._proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 await self._proc.wait()
+
+    async def restart(self, mode: Literal["candidate", "baseline"]) -> None:
+        """A fresh process in `mode`: whatever the old one ran (candidate code included) is gone."""
+        await self._reap()
+        self.mode = mode
+        self.start_in_background()  # the reaped process is not alive: this spawns a new one
+        assert self._starting is not None
+        await asyncio.shield(self._starting)
 
     async def stop(self) -> None:
         self.closed = True

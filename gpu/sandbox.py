@@ -262,6 +262,7 @@ class LocalSandbox(Sandbox):
         arch: str | None = None,
         kernel_audit: bool = True,
         isolation: str | None = None,
+        clean_baselines: bool | None = None,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
         try:
@@ -291,6 +292,11 @@ class LocalSandbox(Sandbox):
         self.session.mkdir(parents=True, exist_ok=True)
         self.shared = self.root / "shared"
         self.kernel_audit = kernel_audit  # profile one call per candidate: its own kernels must run
+        # Baselines (eager, torch.compile) are measured in a fresh worker process that never ran candidate
+        # code, with compiler caches no candidate can write: nothing a candidate left behind (patched
+        # functions, a background thread, a planted inductor or Triton cache entry) can slow them.
+        # Costs two worker restarts per new (task, workload, settings); the results are cached.
+        self.clean_baselines = (not self.cpu_mode) if clean_baselines is None else clean_baselines
         self.call_timeout_s = call_timeout_s
         self.build_timeout_s = build_timeout_s
         if memory_limit_gb is None:
@@ -373,6 +379,28 @@ class LocalSandbox(Sandbox):
                 await self.cache.put(key, hit)
             self._ceilings = hit
             return hit
+
+    async def _ensure_ceilings(self, w: WorkerProcess, env: Environment) -> None:
+        """Measure the ceilings (once per environment) in a process that has run no candidate, so
+        nothing a candidate left running can lower them (they bound the roofline check)."""
+        if self._ceilings is not None:
+            return
+        if await self.cache.get(f"ceilings:{CACHE_VERSION}:{env.key()}") is None and (
+            w.ran_candidate and self.clean_baselines
+        ):
+            await w.restart("candidate")
+        await self.ceilings(w)
+
+    async def _ensure_ceilings(self, w: WorkerProcess, env: Environment) -> None:
+        """Measure the ceilings (once per environment) in a process that has run no candidate, so
+        nothing a candidate left running can lower them (they bound the roofline check)."""
+        if self._ceilings is not None:
+            return
+        if await self.cache.get(f"ceilings:{CACHE_VERSION}:{env.key()}") is None and (
+            w.ran_candidate and self.clean_baselines
+        ):
+            await w.restart("candidate")
+        await self.ceilings(w)
 
     async def hardware(self) -> HardwareFacts:
         if self._facts is not None:
@@ -486,6 +514,8 @@ class LocalSandbox(Sandbox):
                 )
                 return self._finish(run, report, env)
             async with self.pool.acquire() as w:
+                if timing and not env.cpu_mode:
+                    await self._ensure_ceilings(w, env)
                 await say("loading", 0.05)
                 if await self._load(w, run, task):
                     for i, wl in enumerate(names):
@@ -528,6 +558,7 @@ class LocalSandbox(Sandbox):
                 "source": run.candidate.source,
             },
         }
+        w.ran_candidate = True
         reply = await self._call(w, run, "load", args, timeout, "loading the candidate module")
         if reply is None:
             return False
@@ -633,17 +664,16 @@ class LocalSandbox(Sandbox):
         if reply.get("ok"):
             run.runtime_kernels = reply["result"].get("kernels", [])
 
-    async def _baseline(
-        self, w: WorkerProcess, run: _Run, task: Task, wl: str, kind: str, env: Environment
-    ) -> dict[str, Any] | None:
-        st = run.settings
-        key = (
+    def _baseline_key(self, task: Task, wl: str, kind: str, env: Environment, st: EvalSettings) -> str:
+        return (
             f"baseline:{CACHE_VERSION}:{kind}:{task.name}:{self._fingerprint(task)}:{wl}:{env.key()}:"
             f"flush={st.flush_l2}:sets={st.input_sets}:budget={st.time_budget_s}"
         )
-        hit = await self.cache.get(key)
-        if hit is not None:
-            return hit if "median_us" in hit else None
+
+    async def _measure_baseline(
+        self, w: WorkerProcess, run: _Run, wl: str, kind: str, key: str
+    ) -> dict[str, Any] | None:
+        st = run.settings
         timeout = self.build_timeout_s if kind == "compile" else self.call_timeout_s + 3 * st.time_budget_s
         base_settings = st.model_copy(update={"final": False})
         try:
@@ -661,6 +691,36 @@ class LocalSandbox(Sandbox):
         await self.cache.put(key, value)
         return value if "median_us" in value else None
 
+    async def _baselines(
+        self, w: WorkerProcess, run: _Run, task: Task, names: list[str], env: Environment
+    ) -> dict[tuple[str, str], dict[str, Any] | None]:
+        """(workload, kind) -> the baseline's timing (None if it could not be measured)."""
+        kinds = ["eager"] if env.cpu_mode else ["eager", "compile"]
+        out: dict[tuple[str, str], dict[str, Any] | None] = {}
+        missing: list[tuple[str, str, str]] = []
+        for wl in names:
+            for kind in kinds:
+                key = self._baseline_key(task, wl, kind, env, run.settings)
+                hit = await self.cache.get(key)
+                if hit is None:
+                    missing.append((wl, kind, key))
+                else:
+                    out[(wl, kind)] = hit if "median_us" in hit else None
+        if not missing:
+            return out
+        if self.clean_baselines:
+            await w.restart("baseline")
+            reply = await w.call("task", {"task": json.loads(task.model_dump_json())}, self.call_timeout_s)
+            if not reply.get("ok"):
+                raise SandboxError(f"the baseline worker could not set up the task: {reply.get('error')}")
+        try:
+            for wl, kind, key in missing:
+                out[(wl, kind)] = await self._measure_baseline(w, run, wl, kind, key)
+        finally:
+            if self.clean_baselines:
+                await w.restart("candidate")
+        return out
+
     async def _timing(
         self,
         w: WorkerProcess,
@@ -672,6 +732,7 @@ class LocalSandbox(Sandbox):
     ) -> None:
         st = run.settings
         ceil = await self.ceilings(w) if not env.cpu_mode else {}
+        measured: list[tuple[str, dict[str, Any]]] = []
         for i, wl in enumerate(names):
             await say(f"timing: {wl}", 0.5 + 0.4 * i / len(names))
             timeout = self.call_timeout_s + (8 if st.final else 3) * st.time_budget_s
@@ -691,8 +752,10 @@ class LocalSandbox(Sandbox):
                 status = {"cuda": "crash"}.get(f["kind"], "error")
                 run.fail(status, f"the candidate failed while being timed on {wl!r}: {f['message']}")
                 return
-            eager = await self._baseline(w, run, task, wl, "eager", env)
-            comp = None if env.cpu_mode else await self._baseline(w, run, task, wl, "compile", env)
+            measured.append((wl, res))
+        base = await self._baselines(w, run, task, names, env)
+        for wl, res in measured:
+            eager, comp = base.get((wl, "eager")), base.get((wl, "compile"))
             med = res["median_us"]
             t = WorkloadTiming(
                 workload=wl,

@@ -116,6 +116,7 @@ class WorkerState:
         ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "ping": lambda a: {"pong": True},
             "load": self.load,
+            "task": self.set_task,
             "correctness": self.correctness,
             "benchmark": self.benchmark,
             "hardware": lambda a: hardware.measure_ceilings(self.device),
@@ -149,6 +150,11 @@ class WorkerState:
         return fault
 
     # ------------------------------------------------------------------ task & candidate
+    def set_task(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The task alone, no candidate: what a baseline worker needs."""
+        self._set_task(args["task"])
+        return {"ok": True}
+
     def _set_task(self, task_dict: dict[str, Any]) -> None:
         key = hashlib.sha256(json.dumps(task_dict, sort_keys=True, default=str).encode()).hexdigest()
         if key == self._task_key:
