@@ -8,24 +8,23 @@ from gpu.sandbox import LocalSandbox
 
 pytestmark = pytest.mark.anyio
 
-# A candidate that leaves a thread behind spinning on the GIL: nothing it replaces, so no identity
-# check sees it, yet in the process that ran it every later call waits for the interpreter (the
-# switch interval is 5 ms) and any baseline measured there is slowed.
+# A candidate that leaves a profile hook behind in the worker's main thread: it replaces no function,
+# so no identity check sees it, yet in the process that ran it every later call of a `forward` (the
+# reference's included) sleeps 2 ms, and any baseline measured there is slowed.
 LINGERING = """
-import threading
+import sys
+import time
 import torch
 
 
-def _spin():
-    while True:
-        pass
+def _hook(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "forward":
+        time.sleep(0.002)
 
 
 class ModelNew(torch.nn.Module):
     def forward(self, x):
-        if not getattr(ModelNew, "_armed", False):
-            ModelNew._armed = True
-            threading.Thread(target=_spin, daemon=True).start()
+        sys.setprofile(_hook)
         return x * 2.0 + 1.0
 """
 
@@ -39,7 +38,7 @@ async def test_baselines_are_measured_in_a_fresh_process(tmp_path, affine, cand,
         # two restarts: into the baseline process, and back to a fresh candidate process
         assert w.starts == 3 and w.hello is not None and w.hello["mode"] == "candidate"
         assert not w.ran_candidate
-        # the spinning thread never ran in the baseline's process
+        # the hook never existed in the baseline's process
         assert ev.timings[0].eager_median_us < 1_000, ev.timings[0]
         again = await sb.evaluate(cand("good_triton"), affine, st("small"))
         assert again.status == "ok" and w.starts == 3  # baselines cached: no restart
@@ -48,7 +47,7 @@ async def test_baselines_are_measured_in_a_fresh_process(tmp_path, affine, cand,
         await sb.close()
 
 
-async def test_without_clean_baselines_the_lingering_thread_slows_the_baseline(
+async def test_without_clean_baselines_the_lingering_hook_slows_the_baseline(
     tmp_path, affine, cand, st
 ) -> None:
     """The threat the fresh process removes, shown: same candidate, baselines in its own worker."""
