@@ -1,7 +1,9 @@
 """Worker processes and the pool that hands them out (parent side; never imports torch).
 
 One long-lived worker per visible GPU (one in CPU mode), each pinned with CUDA_VISIBLE_DEVICES,
-started with a scrubbed environment in its own scratch directory and process group. A call that
+started with a scrubbed environment in its own scratch directory and process group, inside
+gpu.jail where the machine allows it (own PID namespace, read-only filesystem but for its scratch
+directory and compiler caches). A call that
 does not answer within its timeout, a worker that dies (segfault, abort, CUDA context lost) or one
 that grows past the host-memory limit is killed; the caller gets a `WorkerError` saying which,
 and a fresh worker is started in the background for the next caller.

@@ -112,7 +112,7 @@ def eval_file(
         if unknown:
             raise fail(f"unknown workload(s) {unknown} for task {t.name!r}; it has: {', '.join(names)}")
 
-    async def go() -> tuple[Evaluation, EvalSettings]:
+    async def go() -> tuple[Evaluation, EvalSettings, str]:
         sb = LocalSandbox()
         try:
             chosen = list(workload or [])
@@ -134,15 +134,15 @@ def eval_file(
                 profile_workload=chosen[0] if profile else None,
                 progress=progress,
             )
-            return ev, settings
+            return ev, settings, sb.isolation
         finally:
             await sb.close()
 
-    ev, settings = run_async(go())
+    ev, settings, isolation = run_async(go())
     if as_json:
         console.print_json(ev.model_dump_json())
     else:
-        for line in _header(ev, settings, not no_timing):
+        for line in [*_header(ev, settings, not no_timing), f"candidate isolation: {isolation}"]:
             console.print(line, highlight=False, markup=False)
         console.print(summarize(ev), highlight=False, markup=False)
         console.print(f"evaluation took {ev.seconds:.1f} s", highlight=False)

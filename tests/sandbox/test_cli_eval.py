@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpu import jail
 from server.cli_sandbox import detect_language
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +43,12 @@ def test_eval_prints_an_honest_summary(tmp_path: Path) -> None:
     assert "measured on the Triton CPU interpreter" in out
     assert "seed 5" in out and "status: ok" in out and "correct on small (3 trials" in out
     assert "functional only" in out
+    expect = (
+        "namespaces: own PID namespace"
+        if jail.unavailable_reason() is None
+        else "none: namespaces unavailable"
+    )
+    assert f"candidate isolation: {expect}" in out
 
 
 def test_eval_json_and_failure_exit_code(tmp_path: Path) -> None:
