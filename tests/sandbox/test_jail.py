@@ -14,7 +14,7 @@ import pytest
 from gpu import jail
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(
+needs_jail = pytest.mark.skipif(
     jail.unavailable_reason() is not None, reason=f"no isolation here: {jail.unavailable_reason()}"
 )
 
@@ -39,6 +39,7 @@ def _jailed(cmd: list[str], rw: list[Path]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@needs_jail
 def test_the_command_sees_only_itself_and_writes_only_where_allowed(tmp_path: Path) -> None:
     rw = tmp_path / "rw"
     rw.mkdir()
@@ -53,11 +54,13 @@ def test_the_command_sees_only_itself_and_writes_only_where_allowed(tmp_path: Pa
     assert seen["remount"] != 0  # the mounts are locked: no way back to read-write
 
 
+@needs_jail
 @pytest.mark.parametrize("code", [0, 3, 77])
 def test_an_exit_code_passes_through(code: int) -> None:
     assert _jailed([sys.executable, "-c", f"import os; os._exit({code})"], []).returncode == code
 
 
+@needs_jail
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL, signal.SIGABRT])
 def test_death_by_a_signal_passes_through(sig: signal.Signals) -> None:
     # the command is PID 2, not init: it can signal itself like any process
@@ -65,6 +68,7 @@ def test_death_by_a_signal_passes_through(sig: signal.Signals) -> None:
     assert p.returncode == -sig
 
 
+@needs_jail
 def test_bad_arguments_and_a_missing_directory_are_refused(tmp_path: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "gpu.jail", "--bogus"], cwd=ROOT, capture_output=True, text=True, timeout=30
@@ -74,6 +78,7 @@ def test_bad_arguments_and_a_missing_directory_are_refused(tmp_path: Path) -> No
     assert p.returncode == jail.EXIT_SETUP_FAILED and "does not exist" in p.stderr
 
 
+@needs_jail
 def test_unknown_isolation_mode_is_refused_by_name() -> None:
     with pytest.raises(
         ValueError, match="unknown isolation mode 'sometimes'; accepted: auto, namespaces, none"
@@ -82,3 +87,25 @@ def test_unknown_isolation_mode_is_refused_by_name() -> None:
     jailed, said = jail.resolve("none")
     assert not jailed and said.startswith("none: turned off")
     assert jail.resolve("auto") == (True, jail.ISOLATED)
+
+
+@pytest.mark.anyio
+async def test_a_sandbox_without_isolation_still_evaluates_and_says_so(tmp_path: Path) -> None:
+    """What machines without user namespaces get (isolation 'auto' falls back to it)."""
+    from gpu.sandbox import LocalSandbox
+    from gpu.tasks import load_task
+    from worldmodel.models import Candidate, EvalSettings
+
+    task = load_task(str(ROOT / "tests" / "sandbox" / "fixtures" / "affine.py"))
+    source = (ROOT / "tests" / "sandbox" / "fixtures" / "candidates" / "good_triton.py").read_text()
+    sb = LocalSandbox(scratch_dir=tmp_path, isolation="none", call_timeout_s=60.0)
+    try:
+        assert not sb.jailed and sb.isolation.startswith("none: turned off")
+        ev = await sb.evaluate(
+            Candidate.of(source, "triton"), task, EvalSettings(seed=3, trials=1, workloads=["small"])
+        )
+        assert ev.status == "ok", ev.error
+        assert sb.pool.workers[0].hello is not None and sb.pool.workers[0].hello["jailed"] is False
+        assert (await sb.hardware()).isolation == sb.isolation
+    finally:
+        await sb.close()
