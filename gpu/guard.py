@@ -5,7 +5,7 @@ agrees with a wrong answer, slow down the op the eager baseline calls, or patch 
 The worker takes a fingerprint (the `id` of every function in the watched namespaces and in the
 task's reference module) before candidate code runs and compares after each call into it; names
 assembled at run time (`setattr(getattr(torch, "soft" + "max"), ...)`) are caught as well as plain
-assignments. Cost: ~1 ms per comparison for ~2,500 functions.
+assignments. Cost: 4.9 ms per check for 3,312 functions on a 2-core CPU (`python bench/guard.py`).
 """
 
 from __future__ import annotations
