@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from gpu.checking import poisoned_allocations
 from gpu.task import Cost, Task, TaskError, Workload
 from gpu.tasks.rt_common import (
     CandidateError,
@@ -56,7 +57,9 @@ class GpuModeRuntime:
         params = dict(workload.params)
         if "seed" in inspect.signature(gen).parameters or "seed" in params:
             params["seed"] = seed
-        with torch.device(device):
+        # An output buffer the generator leaves uninitialised (torch.empty) holds NaN, not whatever an
+        # earlier evaluation left in that memory: with the same seed, possibly the very answer.
+        with torch.device(device), poisoned_allocations("nan"):
             seed_everything(seed)
             data = gen(**params)
         inputs = [to_device(data, device)]

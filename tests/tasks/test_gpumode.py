@@ -87,6 +87,16 @@ def test_wrong_candidates_fail_the_check(tmp_path: Path, source: str) -> None:
     assert expected.data_ptr() != inputs[0][3].data_ptr() != got.data_ptr()
 
 
+def test_an_output_buffer_left_uninitialised_by_the_generator_is_poisoned() -> None:
+    """generate_input's torch.empty output could otherwise hold an earlier evaluation's answer."""
+    task = load_task(str(FOLDER))
+    rt = TaskRuntime(task)
+    empty = torch.empty
+    out = rt.make_inputs(task.workload("test0"), 5, "cpu")[0][3]
+    assert torch.isnan(out).all()
+    assert torch.empty is empty  # the poisoning lasts only while the generator runs
+
+
 def test_seed_parameter_is_the_trial_seed() -> None:
     task = load_task(str(FOLDER))
     rt = TaskRuntime(task)
