@@ -31,6 +31,7 @@ from typing import Literal
 IsolationMode = Literal["auto", "namespaces", "none"]
 ISOLATION_MODES: tuple[str, ...] = ("auto", "namespaces", "none")
 ISOLATED = "namespaces: own PID namespace; filesystem read-only except scratch and compiler caches"
+_EXPOSED = "candidates can read other processes and write anywhere this user can"
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -209,19 +210,13 @@ def resolve(mode: str) -> tuple[bool, str]:
     if mode not in ISOLATION_MODES:
         raise ValueError(f"unknown isolation mode {mode!r}; accepted: {', '.join(ISOLATION_MODES)}")
     if mode == "none":
-        return (
-            False,
-            "none: turned off (isolation='none'); candidates can read other processes and write anywhere this user can",
-        )
+        return False, f"none: turned off (isolation='none'); {_EXPOSED}"
     reason = unavailable_reason()
     if reason is None:
         return True, ISOLATED
     if mode == "namespaces":
         raise OSError(f"isolation='namespaces' was asked for but is not available here: {reason}")
-    return (
-        False,
-        f"none: namespaces unavailable ({reason}); candidates can read other processes and write anywhere this user can",
-    )
+    return False, f"none: namespaces unavailable ({reason}); {_EXPOSED}"
 
 
 def wrap(cmd: list[str], writable: list[Path]) -> list[str]:

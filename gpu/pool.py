@@ -66,6 +66,16 @@ def _group_rss(pgid: int) -> int:
     return total
 
 
+def compiler_cache_env(caches: Path) -> dict[str, str]:
+    """Where Triton, inductor, torch extensions and CuPy keep their caches: all under `caches`."""
+    return {
+        "TRITON_CACHE_DIR": str(caches / "triton"),
+        "TORCH_EXTENSIONS_DIR": str(caches / "torch_extensions"),
+        "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+        "CUPY_CACHE_DIR": str(caches / "cupy"),
+    }
+
+
 class WorkerProcess:
     def __init__(
         self,
@@ -123,14 +133,10 @@ class WorkerProcess:
         return self.shared if self.mode == "candidate" else self.shared.parent / "baseline-caches"
 
     def _env(self) -> dict[str, str]:
-        shared = self.caches
         extra = {
             "CUDA_VISIBLE_DEVICES": "" if self.cpu_mode else str(self.gpu),
             "TRITON_INTERPRET": "1" if self.cpu_mode else "0",
-            "TRITON_CACHE_DIR": str(shared / "triton"),
-            "TORCH_EXTENSIONS_DIR": str(shared / "torch_extensions"),
-            "TORCHINDUCTOR_CACHE_DIR": str(shared / "inductor"),
-            "CUPY_CACHE_DIR": str(shared / "cupy"),
+            **compiler_cache_env(self.caches),
             "KSEARCH_WORKER": json.dumps(
                 {"cpu_mode": self.cpu_mode, "gpu_mem_fraction": self.gpu_mem_fraction, "slot": self.slot}
             ),

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpu import jail, ncu
 from gpu.compiler import StaticCompiler
 from gpu.kvcache import JsonFileCache, KVCache
-from gpu.pool import WorkerError, WorkerPool, WorkerProcess
+from gpu.pool import WorkerError, WorkerPool, WorkerProcess, compiler_cache_env
 from gpu.scrub import scrubbed_env
 from gpu.stats import geomean
 from gpu.task import Task, TaskError
@@ -228,6 +228,15 @@ class _Run:
 # ---------------------------------------------------------------------------------------------- local
 
 
+def _ceilings_key(env: Environment) -> str:
+    return f"ceilings:{CACHE_VERSION}:{env.key()}"
+
+
+def _task_json(task: Task) -> dict[str, Any]:
+    """The task as the worker receives it (plain JSON data)."""
+    return json.loads(task.model_dump_json())
+
+
 def _sweep_dead_sessions(sessions: Path) -> None:
     """Remove the session directories of processes that are gone (a SIGKILLed driver cannot clean
     up after itself). A directory is named `<pid>-<token>`; a live or unknown owner keeps it."""
@@ -365,7 +374,7 @@ class LocalSandbox(Sandbox):
             if env.cpu_mode:
                 self._ceilings = {}
                 return self._ceilings
-            key = f"ceilings:{CACHE_VERSION}:{env.key()}"
+            key = _ceilings_key(env)
             hit = await self.cache.get(key)
             if hit is None:
                 if held is not None:
@@ -385,20 +394,7 @@ class LocalSandbox(Sandbox):
         nothing a candidate left running can lower them (they bound the roofline check)."""
         if self._ceilings is not None:
             return
-        if await self.cache.get(f"ceilings:{CACHE_VERSION}:{env.key()}") is None and (
-            w.ran_candidate and self.clean_baselines
-        ):
-            await w.restart("candidate")
-        await self.ceilings(w)
-
-    async def _ensure_ceilings(self, w: WorkerProcess, env: Environment) -> None:
-        """Measure the ceilings (once per environment) in a process that has run no candidate, so
-        nothing a candidate left running can lower them (they bound the roofline check)."""
-        if self._ceilings is not None:
-            return
-        if await self.cache.get(f"ceilings:{CACHE_VERSION}:{env.key()}") is None and (
-            w.ran_candidate and self.clean_baselines
-        ):
+        if self.clean_baselines and w.ran_candidate and await self.cache.get(_ceilings_key(env)) is None:
             await w.restart("candidate")
         await self.ceilings(w)
 
@@ -551,7 +547,7 @@ class LocalSandbox(Sandbox):
     async def _load(self, w: WorkerProcess, run: _Run, task: Task) -> bool:
         timeout = self.build_timeout_s if run.candidate.language == "cpp_ext" else self.call_timeout_s
         args = {
-            "task": json.loads(task.model_dump_json()),
+            "task": _task_json(task),
             "candidate": {
                 "id": run.candidate.id,
                 "language": run.candidate.language,
@@ -710,7 +706,7 @@ class LocalSandbox(Sandbox):
             return out
         if self.clean_baselines:
             await w.restart("baseline")
-            reply = await w.call("task", {"task": json.loads(task.model_dump_json())}, self.call_timeout_s)
+            reply = await w.call("task", {"task": _task_json(task)}, self.call_timeout_s)
             if not reply.get("ok"):
                 raise SandboxError(f"the baseline worker could not set up the task: {reply.get('error')}")
         try:
@@ -921,7 +917,7 @@ class LocalSandbox(Sandbox):
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         spec = {
-            "task": json.loads(task.model_dump_json()),
+            "task": _task_json(task),
             "workload": workload,
             "seed": 0,
             "calls": PROFILED_CALLS,
@@ -939,12 +935,7 @@ class LocalSandbox(Sandbox):
             cmd = jail.wrap(cmd, [work, self.shared])
         env = scrubbed_env(
             home=work,
-            extra={
-                "CUDA_VISIBLE_DEVICES": str(w.gpu),
-                "TRITON_CACHE_DIR": str(self.shared / "triton"),
-                "TORCH_EXTENSIONS_DIR": str(self.shared / "torch_extensions"),
-                "CUPY_CACHE_DIR": str(self.shared / "cupy"),
-            },
+            extra={"CUDA_VISIBLE_DEVICES": str(w.gpu), **compiler_cache_env(self.shared)},
         )
         rc, text = await self._run_tool(cmd, work, env)
         if rc == 3 or "candidate failed under the profiler" in text:

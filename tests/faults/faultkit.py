@@ -67,13 +67,14 @@ def ksearch(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess
 
 
 def start_ksearch(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`ksearch ARGS` started in the background; stdout and stderr come back apart (communicate())."""
     return subprocess.Popen(
         [sys.executable, "-m", "server.cli", *args],
         cwd=ROOT,
         env=env,
         text=True,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
     )
 
 

@@ -10,7 +10,16 @@ import sys
 import time
 from pathlib import Path
 
-from tests.faults.faultkit import ROOT, committed, integrity, ksearch, ksearch_env, node_statuses, result_json
+from tests.faults.faultkit import (
+    ROOT,
+    committed,
+    integrity,
+    ksearch,
+    ksearch_env,
+    node_statuses,
+    result_json,
+    start_ksearch,
+)
 from tests.fuzz.fuzzkit import RawStdio, dump_db
 
 HOLD = """
@@ -55,17 +64,6 @@ def _prepare(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return db, env
 
 
-def _start(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "server.cli", *args],
-        cwd=ROOT,
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
 def test_a_lock_held_for_seconds_is_waited_for(tmp_path: Path) -> None:
     db, env = _prepare(tmp_path)
     before = committed(db)
@@ -74,8 +72,8 @@ def test_a_lock_held_for_seconds_is_waited_for(tmp_path: Path) -> None:
         mcp.initialize()
         holder = _hold(db, 3.0, "holder-short")
         t0 = time.monotonic()
-        cli = _start("intent", "add", "L", "added while the lock was held", "--db", str(db), env=env)
-        driver = _start(
+        cli = start_ksearch("intent", "add", "L", "added while the lock was held", "--db", str(db), env=env)
+        driver = start_ksearch(
             "run",
             "--resume",
             "L",
@@ -126,8 +124,8 @@ def test_a_lock_held_past_the_busy_timeout_is_a_clear_error_and_nothing_is_half_
         mcp.initialize()
         before = dump_db(db)
         holder = _hold(db, 14.0, "holder-long")  # the busy timeout is 10 s; start-up takes ~1 s
-        cli = _start("intent", "add", "L", "never written", "--db", str(db), env=env)
-        driver = _start(
+        cli = start_ksearch("intent", "add", "L", "never written", "--db", str(db), env=env)
+        driver = start_ksearch(
             "run", "--resume", "L", "--rounds", "1", "--no-final", "--plain", "--db", str(db), env=env
         )
         answer = mcp.call(

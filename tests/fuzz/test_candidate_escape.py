@@ -18,7 +18,6 @@ import pwd
 import re
 import sqlite3
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from gpu import jail
+from tests.faults.faultkit import start_ksearch
 from tests.fuzz.fuzzkit import dump_db
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,14 +104,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env.setdefault("TRITON_INTERPRET", "1")
 
     def ksearch(*args: str) -> subprocess.CompletedProcess[str]:
-        with subprocess.Popen(
-            [sys.executable, "-m", "server.cli", *args, "--db", str(db)],
-            cwd=ROOT,
-            env=env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        ) as proc:
+        with start_ksearch(*args, "--db", str(db), env=env) as proc:
             pid_file.write_text(str(proc.pid))  # the probe runs much later, in a worker
             out, err = proc.communicate(timeout=300)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
