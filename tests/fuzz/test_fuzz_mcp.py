@@ -26,7 +26,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from gpu.tasks import load_task
-from server.mcp_server import build_server
+from server.mcp.server import build_server
 from tests.fuzz.fuzzkit import (
     TRAVERSALS,
     RawStdio,

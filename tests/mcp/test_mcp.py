@@ -227,7 +227,10 @@ async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
         assert "duplicate" in msg.lower()
         # a misspelt argument is refused by name, not dropped (the tool would run without it)
         msg = await call_error(c, "edit_tree", {"search": "b", "edit": [{"op": "prune", "node_id": 2}]})
-        assert "unknown argument(s) 'edit' for tool 'edit_tree'" in msg and "accepted: author, edits, search" in msg
+        assert (
+            "unknown argument(s) 'edit' for tool 'edit_tree'" in msg
+            and "accepted: author, edits, search" in msg
+        )
         msg = await call_error(c, "propose_intents", {"search": "b", "intents": [], "parent": 1, "zz": 2})
         assert "'parent', 'zz'" in msg
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from server.stdio_input import decodable
+from server.mcp.stdio_input import decodable
 
 
 @pytest.mark.parametrize(

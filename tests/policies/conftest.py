@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.policies.base import AttemptOutcome, InitContext, TaskBrief, UpdateContext, WriteContext
+from server.driver.policies.base import AttemptOutcome, InitContext, TaskBrief, UpdateContext, WriteContext
 from tests.policies.policy_data import SEED, brief
 
 

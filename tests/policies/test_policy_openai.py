@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from server.policies.base import CallRecord, InitContext, PolicyError, UpdateContext, WriteContext
-from server.policies.openai import OpenAIPolicy, chat_url
+from server.driver.policies.base import CallRecord, InitContext, PolicyError, UpdateContext, WriteContext
+from server.driver.policies.openai import OpenAIPolicy, chat_url
 from tests.policies.policy_data import VALID_CODE, VALID_INIT, VALID_UPDATE
 from tests.stubs import Reply, StubOpenAI
 

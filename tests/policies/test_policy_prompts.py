@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from server.policies.base import AttemptOutcome, InitContext, UpdateContext, WriteContext
-from server.policies.llm import schema_for
-from server.policies.pricing import price_for
-from server.policies.prompting import fill, render_prompt
+from server.driver.policies.base import AttemptOutcome, InitContext, UpdateContext, WriteContext
+from server.driver.policies.llm import schema_for
+from server.driver.policies.pricing import price_for
 from tests.policies.policy_data import SEED, brief
+from tools.prompting import fill, render_prompt
 
 
 @pytest.mark.parametrize("language", ["triton", "cuda", "cpp_ext"])

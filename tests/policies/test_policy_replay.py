@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from server.policies.anthropic import AnthropicPolicy
-from server.policies.base import CallRecord, InitContext, PolicyError, UpdateContext, WriteContext
-from server.policies.replay import RecordingPolicy, ReplayPolicy
-from server.policies.tuner import TunerPolicy
+from server.driver.policies.anthropic import AnthropicPolicy
+from server.driver.policies.base import CallRecord, InitContext, PolicyError, UpdateContext, WriteContext
+from server.driver.policies.replay import RecordingPolicy, ReplayPolicy
+from server.driver.policies.tuner import TunerPolicy
 from tests.policies.policy_data import VALID_CODE, VALID_INIT, VALID_UPDATE
 from tests.stubs import StubAnthropic
 

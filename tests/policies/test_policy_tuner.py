@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpu.tasks.tunables import read_tunables
-from server.policies.base import (
+from server.driver.policies.base import (
     AttemptOutcome,
     InitContext,
     IntentDeclined,
@@ -19,7 +19,7 @@ from server.policies.base import (
     UpdateContext,
     WriteContext,
 )
-from server.policies.tuner import EffectModel, TunerPolicy, config_key
+from server.driver.policies.tuner import EffectModel, TunerPolicy, config_key
 from tests.policies.policy_data import SEED, brief
 
 pytestmark = pytest.mark.anyio

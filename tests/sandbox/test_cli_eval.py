@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from gpu import jail
-from server.cli_sandbox import detect_language
+from server.cli.sandbox import detect_language
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).parent / "fixtures"

@@ -9,7 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from gpu.tasks import builtin_names
-from server import cli_tasks
+from server.cli import tasks as cli_tasks
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from server import cli_tree
+from server.cli import tree as cli_tree
 from worldmodel.edits import apply_edits, apply_intents
 from worldmodel.models import Evaluation
 from worldmodel.store import Store

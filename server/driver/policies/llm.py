@@ -20,7 +20,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ValidationError
 
-from server.policies.base import (
+from server.driver.policies.base import (
     CallRecord,
     CodeResult,
     InitContext,
@@ -31,8 +31,8 @@ from server.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from server.policies.pricing import cost_usd, price_for
-from server.policies.prompting import Phase, render_prompt
+from server.driver.policies.pricing import cost_usd, price_for
+from tools.prompting import Phase, render_prompt
 
 
 class Message(TypedDict):

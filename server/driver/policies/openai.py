@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from server.policies.llm import (
+from server.driver.policies.llm import (
     Completion,
     LLMPolicy,
     Message,
@@ -151,7 +151,12 @@ class OpenAIPolicy(LLMPolicy):
 
 def _count(value: object) -> int:
     """A token count from a usage block; a malformed one (a string, infinity, negative) counts as 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         return 0
     return int(value)
 

@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from gpu.task import Task, TaskError, Workload
-from server.cli_common import console, err_console, fail
+from server.cli.common import console, err_console, fail
 
 CHECK_TIMEOUT_S = 300
 

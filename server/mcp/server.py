@@ -27,8 +27,8 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
 from gpu.sandbox import SandboxError
-from server.mcp_args import RefuseUnknownArguments
-from server.stdio_input import HostLines
+from server.mcp.args import RefuseUnknownArguments
+from server.mcp.stdio_input import HostLines
 from tools.benchmark import BenchmarkIn, benchmark
 from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from tools.create_search import CreateSearchIn, create_search
@@ -366,7 +366,7 @@ class KsearchServer:
     # ------------------------------------------------------------------ prompts
 
     def _register_prompts(self) -> None:
-        from server.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
+        from tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
 
         async def p_analyse(search: str) -> str:
             return await analyse_kernel(await self.ws(), _ref(search))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 
-from server.cli_common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
+from server.cli.common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
 from tools.errors import ToolFailure, describe_validation
 from worldmodel.errors import NotFound, SchemaError, StoreBusy
 from worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
@@ -266,7 +266,9 @@ def read_source(path: Path) -> str:
     except OSError as e:
         raise fail(f"{path} cannot be read: {e.strerror or e}") from e
     if len(data) > MAX_FILE_BYTES:
-        raise fail(f"{path} is over {MAX_FILE_BYTES} bytes; a candidate may be at most {MAX_FILE_BYTES} bytes")
+        raise fail(
+            f"{path} is over {MAX_FILE_BYTES} bytes; a candidate may be at most {MAX_FILE_BYTES} bytes"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -462,7 +464,7 @@ def export(
 ) -> None:
     """Export a search: JSON (tree, attempts, sources, edits, LLM calls) or an HTML report (tree, score over
     rounds, best path, best kernel and its evaluation, every attempt, spend)."""
-    from server.export import export_html, export_json
+    from server.cli.export import export_html, export_json
 
     if as_json and as_html:
         raise fail("give one of --json or --html, not both")

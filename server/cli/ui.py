@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from server.cli_common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
+from server.cli.common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
 from worldmodel.errors import NotFound
 
 
@@ -74,7 +74,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def check_target(db: Path, search: str | None) -> int | None:
     """Refuse a database that does not exist (rather than create an empty one) or an unknown search."""
-    from server.cli_steer import open_store
+    from server.cli.steer import open_store
 
     store = await open_store(db)
     try:

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from server.cli_common import DbOption, console, default_db, fail, run_async
+from server.cli.common import DbOption, console, default_db, fail, run_async
 from worldmodel.errors import NotFound, SchemaError
 from worldmodel.render import MIN_BUDGET, render_search, tree_json, tree_mermaid
 from worldmodel.store import Store

@@ -6,10 +6,10 @@ its model: analyse and seed, implement an intent, reflect and edit.
 
 from __future__ import annotations
 
-from server import contexts
-from server.policies.base import InitContext, UpdateContext, WriteContext
-from server.policies.prompting import render_prompt
+from tools import contexts
 from tools.errors import ToolFailure
+from tools.phase_models import InitContext, UpdateContext, WriteContext
+from tools.prompting import render_prompt
 from tools.workspace import Workspace
 from worldmodel.errors import NotFound
 

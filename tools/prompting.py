@@ -1,4 +1,4 @@
-"""Prompts: the files in server/prompts/, filled from a phase's context.
+"""Prompts: the files in tools/prompts/, filled from a phase's context.
 
 The same text serves the built-in driver (through an LLM policy) and MCP clients (as MCP prompts), so
 the guidance exists once. Templates use `{{name}}` for a value and `{{#name}}...{{/name}}` for a block
@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from server.policies.base import (
+from tools.phase_models import (
     AttemptOutcome,
     InitContext,
     TaskBrief,
@@ -23,7 +23,7 @@ from server.policies.base import (
 
 Phase = Literal["init", "write_code", "update"]
 PHASES: tuple[Phase, ...] = ("init", "write_code", "update")
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 _CONTEXTS: dict[str, type] = {"init": InitContext, "write_code": WriteContext, "update": UpdateContext}
 _SECTION = re.compile(r"\{\{([#^])(\w+)\}\}(.*?)\{\{/\2\}\}(\n?)", re.DOTALL)

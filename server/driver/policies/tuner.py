@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu.tasks.tunables import TunableError, apply_tunables, read_tunables
-from server.policies.base import (
+from server.driver.policies.base import (
     AttemptOutcome,
     CodeResult,
     InitContext,

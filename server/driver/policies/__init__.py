@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from server.policies.base import (
+from server.driver.policies.base import (
     CallRecord,
     CodeResult,
     InitContext,
@@ -23,7 +23,7 @@ from server.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from server.policies.prompting import PHASES, render_prompt
+from tools.prompting import PHASES, render_prompt
 
 POLICY_NAMES: tuple[str, ...] = ("anthropic", "openai", "tuner", "replay")
 
@@ -69,11 +69,11 @@ def make_policy(
         raise ValueError(f"a replay file is only used by the replay policy, not by {key!r}")
     policy: Policy
     if key == "anthropic":
-        from server.policies.anthropic import DEFAULT_MODEL, AnthropicPolicy
+        from server.driver.policies.anthropic import DEFAULT_MODEL, AnthropicPolicy
 
         policy = AnthropicPolicy(model=model or DEFAULT_MODEL, base_url=base_url)
     elif key == "openai":
-        from server.policies.openai import OpenAIPolicy
+        from server.driver.policies.openai import OpenAIPolicy
 
         url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         if not model:
@@ -83,7 +83,7 @@ def make_policy(
             )
         policy = OpenAIPolicy(base_url=url, model=model)
     elif key == "tuner":
-        from server.policies.tuner import TunerPolicy
+        from server.driver.policies.tuner import TunerPolicy
 
         if model or base_url:
             raise ValueError(
@@ -91,13 +91,13 @@ def make_policy(
             )
         policy = TunerPolicy()
     else:
-        from server.policies.replay import ReplayPolicy
+        from server.driver.policies.replay import ReplayPolicy
 
         if replay is None:
             raise ValueError("the replay policy needs the JSONL file of recorded answers to play back")
         policy = ReplayPolicy(replay)
     if record is not None:
-        from server.policies.replay import RecordingPolicy
+        from server.driver.policies.replay import RecordingPolicy
 
         policy = RecordingPolicy(policy, record)
     return policy

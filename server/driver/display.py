@@ -12,8 +12,8 @@ from rich.text import Text
 from worldmodel.models import Attempt, Evaluation, Node, Search
 
 if TYPE_CHECKING:
-    from server.driver import DriverResult
-    from server.policies.base import Policy
+    from server.driver.loop import DriverResult
+    from server.driver.policies.base import Policy
 
 
 def _speed(x: float | None) -> str:

@@ -8,8 +8,8 @@ import os
 
 import anthropic
 
-from server.policies.base import PolicyError
-from server.policies.llm import (
+from server.driver.policies.base import PolicyError
+from server.driver.policies.llm import (
     Completion,
     LLMPolicy,
     Message,
@@ -100,10 +100,15 @@ class AnthropicPolicy(LLMPolicy):
         except anthropic.AnthropicError as e:  # client-side configuration (credentials, options): permanent
             raise ProviderError(f"{type(e).__name__}: {e}", retryable=False) from e
 
-        if not isinstance(msg, anthropic.types.Message) or msg.usage is None or not isinstance(msg.content, list):
+        if (
+            not isinstance(msg, anthropic.types.Message)
+            or msg.usage is None
+            or not isinstance(msg.content, list)
+        ):
             # e.g. a proxy's HTML error page or a cut-off body with status 200: the SDK hands it over unparsed
             raise ProviderError(
-                f"HTTP 200 with a body that is not a Messages API response: {str(msg)[:300]!r}", retryable=True
+                f"HTTP 200 with a body that is not a Messages API response: {str(msg)[:300]!r}",
+                retryable=True,
             )
         usage = msg.usage
         tokens_in = (usage.input_tokens or 0) + (getattr(usage, "cache_creation_input_tokens", 0) or 0)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from server.cli_common import DEFAULT_DB, DbOption, console, fail, run_async
+from server.cli.common import DEFAULT_DB, DbOption, console, fail, run_async
 from worldmodel.errors import StoreBusy
 from worldmodel.models import LANGUAGES
 
@@ -66,7 +66,7 @@ def run(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Run the three-phase search loop (select → refine → update) on a task, then a final evaluation."""
-    from server.run_main import RunArgs, run_main
+    from server.driver.run_main import RunArgs, run_main
 
     if (task is None) == (resume is None):
         raise fail("give a TASK to search on, or --resume SEARCH to continue one (not both)")
@@ -117,6 +117,6 @@ def serve(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
-    from server.mcp_server import serve as _serve
+    from server.mcp.server import serve as _serve
 
     _serve(db, http=http, host=host, port=port)

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from gpu.task import TaskError
-from server.cli_common import console, err_console, fail, run_async
+from server.cli.common import console, err_console, fail, run_async
 from worldmodel.models import LANGUAGES, Candidate, EvalSettings, Evaluation
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from server.policies.base import (
+from server.driver.policies.base import (
     CallRecord,
     CallSink,
     CodeResult,
@@ -26,7 +26,7 @@ from server.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from server.policies.prompting import PHASES, Phase
+from tools.prompting import PHASES, Phase
 
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "init": InitResult,
@@ -55,13 +55,17 @@ class ReplayPolicy(Policy):
     @staticmethod
     def _load(path: Path) -> list[tuple[int, ReplayLine]]:
         if path.exists() and not path.is_file():  # a directory, or a device that never ends (/dev/zero)
-            raise PolicyError(f"the replay file {path} is not a regular file; give a JSONL file recorded with --record")
+            raise PolicyError(
+                f"the replay file {path} is not a regular file; give a JSONL file recorded with --record"
+            )
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as e:
             raise PolicyError(f"cannot read the replay file {path}: {e.strerror or e}") from e
         except UnicodeDecodeError as e:
-            raise PolicyError(f"the replay file {path} is not UTF-8 text ({e.reason} at byte {e.start})") from e
+            raise PolicyError(
+                f"the replay file {path} is not UTF-8 text ({e.reason} at byte {e.start})"
+            ) from e
         entries: list[tuple[int, ReplayLine]] = []
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():

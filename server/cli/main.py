@@ -15,14 +15,14 @@ app = typer.Typer(
 
 def _register() -> None:
     # Each area owns one module and adds its commands to the app.
-    from server import cli_run, cli_sandbox, cli_steer, cli_tasks, cli_tree, cli_ui
+    from server.cli import run, sandbox, steer, tasks, tree, ui
 
-    cli_run.register(app)
-    cli_tree.register(app)
-    cli_tasks.register(app)
-    cli_steer.register(app)
-    cli_ui.register(app)
-    cli_sandbox.register(app)
+    run.register(app)
+    tree.register(app)
+    tasks.register(app)
+    steer.register(app)
+    ui.register(app)
+    sandbox.register(app)
 
 
 def main() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from server.display import Display, LiveDisplay
-from server.driver import Driver, DriverOptions, DriverResult
-from server.policies import PolicyError, default_policy_name, make_policy
+from server.driver.display import Display, LiveDisplay
+from server.driver.loop import Driver, DriverOptions, DriverResult
+from server.driver.policies import PolicyError, default_policy_name, make_policy
 from tools.create_search import CreateSearchIn, create_search
 from tools.errors import ToolFailure
 from tools.workspace import Workspace

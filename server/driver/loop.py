@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from gpu.compare import compare
-from server import contexts
-from server.display import Display
-from server.policies.base import (
+from server.driver.display import Display
+from server.driver.policies.base import (
     CallRecord,
     InitContext,
     IntentDeclined,
@@ -25,6 +24,7 @@ from server.policies.base import (
     UpdateContext,
     WriteContext,
 )
+from tools import contexts
 from tools.benchmark import BenchmarkIn, benchmark
 from tools.common import CandidateRef, summarize
 from tools.errors import ToolFailure

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpu.tasks.tunables import TunableError, read_tunables
-from server.policies.base import AttemptOutcome, TaskBrief
 from tools.common import summarize
+from tools.phase_models import AttemptOutcome, TaskBrief
 from tools.select_action import base_attempt
 from tools.workspace import Workspace
 from worldmodel.models import Attempt, Node, Search
