@@ -1,4 +1,4 @@
-"""edit_tree: re-prioritise, annotate, prune, reopen, pin or veto nodes. Never results."""
+"""edit_tree: re-prioritise, annotate, re-base, move, prune, reopen, pin or veto nodes. Never results."""
 
 from __future__ import annotations
 
@@ -15,8 +15,20 @@ class EditTreeIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     search: int | str = Field(description="Search id or name")
-    edits: list[EditSpec] = Field(min_length=1, max_length=100)
-    author: str = Field("human", min_length=1, max_length=80)
+    edits: list[EditSpec] = Field(
+        min_length=1,
+        max_length=100,
+        description=(
+            "Changes applied in order, all or nothing (later items see earlier ones): "
+            "update, move, prune, reopen, pin, unpin, veto, unveto"
+        ),
+    )
+    author: str = Field(
+        "human",
+        min_length=1,
+        max_length=80,
+        description="Who asks: human | llm:<model> | tuner (kept in the edit log)",
+    )
 
 
 async def edit_tree(ws: Workspace, inp: EditTreeIn) -> list[Node]:

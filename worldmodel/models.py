@@ -292,7 +292,7 @@ class Attempt(Strict):
         return e.speedup_vs_eager if e and e.status == "ok" else None
 
 
-EditOp = Literal["insert", "update", "prune", "reopen", "pin", "unpin", "veto", "unveto"]
+EditOp = Literal["insert", "update", "move", "prune", "reopen", "pin", "unpin", "veto", "unveto"]
 
 
 class Edit(Strict):
@@ -338,7 +338,9 @@ class LLMCall(LLMCallRecord):
 class IntentSpec(Strict):
     """A new open intent to insert under `parent_id` (the root when omitted)."""
 
-    title: str = Field(min_length=3, max_length=200, description="Short imperative idea, e.g. 'keep Q in registers'")
+    title: str = Field(
+        min_length=3, max_length=200, description="Short imperative idea, e.g. 'keep Q in registers'"
+    )
     rationale: str = Field("", max_length=4000, description="Why it should help: the hypothesis")
     priority: float = Field(0.5, ge=0.0, le=1.0, description="0 (least) to 1 (most promising)")
     difficulty: int = Field(3, ge=1, le=5, description="1 (a parameter change) to 5 (a rewrite)")
@@ -350,14 +352,53 @@ class IntentSpec(Strict):
 
 
 class EditSpec(Strict):
-    """One change to an existing node. Results (best attempt, evaluations) are not editable."""
+    """One change to an existing node. Results (best attempt, evaluations) are not editable.
 
-    op: Literal["update", "prune", "reopen", "pin", "unpin", "veto", "unveto"]
-    node_id: int = Field(ge=1)
-    priority: float | None = Field(None, ge=0.0, le=1.0)
-    difficulty: int | None = Field(None, ge=1, le=5)
-    expected_speedup: float | None = Field(None, gt=0, le=1000)
-    notes: str | None = Field(None, max_length=4000)
-    rationale: str | None = Field(None, max_length=4000)
-    title: str | None = Field(None, min_length=3, max_length=200)
-    reason: str = Field("", max_length=2000)
+    A field left out (or null, except `base_attempt_id` on `update`) is not changed.
+    """
+
+    op: Literal["update", "move", "prune", "reopen", "pin", "unpin", "veto", "unveto"] = Field(
+        description=(
+            "update: change the fields given below; move: put the node (with its subtree) under "
+            "`parent_id`; prune: close the node and its subtree for good; reopen: a closed, failed or "
+            "pruned node becomes open again; pin/unpin: a pinned open intent is selected first; "
+            "veto/unveto: a vetoed node is never selected and nothing grows under it"
+        )
+    )
+    node_id: int = Field(ge=1, description="The node to change (an id from the tree)")
+    priority: float | None = Field(
+        None, ge=0.0, le=1.0, description="update: 0 (least) to 1 (most promising)"
+    )
+    difficulty: int | None = Field(
+        None, ge=1, le=5, description="update: 1 (a parameter change) to 5 (a rewrite)"
+    )
+    expected_speedup: float | None = Field(
+        None, gt=0, le=1000, description="update: predicted speedup over the intent's base"
+    )
+    notes: str | None = Field(
+        None, max_length=4000, description="update: beliefs to re-read later (replaces the notes)"
+    )
+    rationale: str | None = Field(
+        None, max_length=4000, description="update: why it should help (the hypothesis)"
+    )
+    title: str | None = Field(
+        None, min_length=3, max_length=200, description="update: short imperative idea (a new wording)"
+    )
+    params: dict[str, Any] | None = Field(
+        None,
+        description="update: the intent's concrete settings, e.g. tunable values (replaces them; {} clears them)",
+    )
+    base_attempt_id: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "update: a correct attempt of this search whose code the intent starts from; "
+            "null clears it (the intent then starts from the best attempt on its path)"
+        ),
+    )
+    parent_id: int | None = Field(
+        None,
+        ge=1,
+        description="move: the new parent, a node of this search that is not pruned and not inside the moved subtree",
+    )
+    reason: str = Field("", max_length=2000, description="Why: kept in the tree's edit log")
