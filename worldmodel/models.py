@@ -7,6 +7,7 @@ evaluation models from here (pure data, no database) so a result is described ex
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -109,6 +110,11 @@ class WorkloadCorrectness(Strict):
     message: str = ""
 
 
+CPU_INTERPRETER = "cpu-interpreter"
+"""The device name of timings taken in the Triton CPU interpreter (no GPU): they show that code runs,
+not how fast it is, so they never rank candidates."""
+
+
 class WorkloadTiming(Strict):
     """Timing of one workload. All times in microseconds of device time per call."""
 
@@ -206,6 +212,18 @@ class Evaluation(Strict):
     def correct(self) -> bool:
         return bool(self.correctness) and all(c.passed for c in self.correctness)
 
+    @property
+    def cpu_interpreted(self) -> bool:
+        """Measured in the CPU interpreter: its timings (and speedups) rank nothing."""
+        return any(t.device == CPU_INTERPRETER for t in self.timings) or (
+            self.env is not None and self.env.cpu_mode
+        )
+
+    @property
+    def ranks(self) -> bool:
+        """Correct and not timed on the CPU interpreter: its speed may be compared with others'."""
+        return self.status == "ok" and not self.cpu_interpreted
+
 
 # --------------------------------------------------------------------------- world model
 
@@ -290,6 +308,20 @@ class Attempt(Strict):
     def speedup(self) -> float | None:
         e = self.evaluation
         return e.speedup_vs_eager if e and e.status == "ok" else None
+
+
+class AttemptSpeedups(dict[int, float | None]):
+    """attempt id → speedup vs eager, None unless the attempt is correct and GPU-timed.
+
+    `cpu_interpreted` holds the correct attempts timed on the CPU interpreter: correct code, but their
+    timings rank nothing, so they map to None here. A plain dict for every other reader.
+    """
+
+    def __init__(
+        self, speedups: Mapping[int, float | None] | None = None, cpu_interpreted: Iterable[int] = ()
+    ) -> None:
+        super().__init__(speedups or {})
+        self.cpu_interpreted: frozenset[int] = frozenset(cpu_interpreted)
 
 
 EditOp = Literal["insert", "update", "move", "prune", "reopen", "pin", "unpin", "veto", "unveto"]

@@ -6,6 +6,9 @@ priority), then other nodes (best results first, pruned last). A kept node keeps
 rationale: lower-value nodes are dropped whole before anyone's reasoning is shortened, and only
 when even that is not enough are the notes of context nodes replaced by "(notes elided: N chars)".
 The output never exceeds the budget; what was left out is counted at the end.
+
+Timings from the CPU interpreter rank nothing: a node whose best attempt was timed there shows
+"correct (CPU interpreter: not timed)", never a speedup, and is never marked BEST.
 """
 
 from __future__ import annotations
@@ -14,23 +17,44 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from worldmodel.models import Attempt, Node, NodeStatus
+from worldmodel.models import Attempt, AttemptSpeedups, Node, NodeStatus
 from worldmodel.store import Store
 
 AttemptsById = Mapping[int, Attempt] | Mapping[int, float | None]
-"""attempt id → Attempt, or → its speedup (None when not ok), e.g. from `Store.attempt_speedups`."""
+"""attempt id → Attempt, or → its speedup (None when not ok), e.g. `Store.attempt_speedups` (an
+`AttemptSpeedups`, which also names the correct attempts timed on the CPU interpreter)."""
+
+CPU_ONLY = "correct (CPU interpreter: not timed)"
 
 MIN_BUDGET = 400  # room for the header, the root line and the count of what was left out
 _STATUS_ORDER = ("open", "active", "closed", "failed", "pruned")
 
 
 def _speedup(attempts: AttemptsById, attempt_id: int | None) -> float | None:
+    """The attempt's speedup if it may rank: None when not ok or timed on the CPU interpreter."""
     if attempt_id is None:
         return None
     value = attempts.get(attempt_id)
     if isinstance(value, Attempt):
-        return value.speedup
+        return value.speedup if value.evaluation is not None and value.evaluation.ranks else None
+    if isinstance(attempts, AttemptSpeedups) and attempt_id in attempts.cpu_interpreted:
+        return None
     return value
+
+
+def _cpu_only(attempts: AttemptsById, attempt_id: int | None) -> bool:
+    """Whether the attempt is correct but was timed only on the CPU interpreter."""
+    if attempt_id is None:
+        return False
+    if isinstance(attempts, AttemptSpeedups):
+        return attempt_id in attempts.cpu_interpreted
+    value = attempts.get(attempt_id)
+    return (
+        isinstance(value, Attempt)
+        and value.evaluation is not None
+        and value.evaluation.status == "ok"
+        and value.evaluation.cpu_interpreted
+    )
 
 
 def _one_line(text: str) -> str:
@@ -68,6 +92,8 @@ class _Tree:
         self._depth: dict[int, int] = {self.root.id: 0}
 
     def _find_best(self, best_attempt_id: int | None) -> int | None:
+        if best_attempt_id is not None and _cpu_only(self.attempts, best_attempt_id):
+            return None  # recorded before CPU timings stopped ranking: nothing is the best yet
         if best_attempt_id is not None:
             for n in self.by_id.values():
                 if n.best_attempt_id == best_attempt_id:
@@ -110,6 +136,10 @@ class _Tree:
     def speedup(self, nid: int) -> float | None:
         return _speedup(self.attempts, self.by_id[nid].best_attempt_id)
 
+    def cpu_only(self, nid: int) -> bool:
+        """The node's best attempt is correct but timed only on the CPU interpreter."""
+        return _cpu_only(self.attempts, self.by_id[nid].best_attempt_id)
+
     def counts(self, excluding: Iterable[int] = ()) -> dict[str, int]:
         """Intents per status, leaving out the nodes in `excluding`."""
         out = dict(self.status_counts)
@@ -135,7 +165,8 @@ class _Tree:
                 frontier.append((not n.pinned, -n.priority, n.id))
             else:
                 s = _speedup(attempts, n.best_attempt_id) if n.best_attempt_id is not None else None
-                tier = 3 if status == "pruned" else 2 if n.vetoed else 0 if s is not None else 1
+                correct = s is not None or _cpu_only(attempts, n.best_attempt_id)
+                tier = 3 if status == "pruned" else 2 if n.vetoed else 0 if correct else 1
                 rest.append((tier, -(s or 0.0), -n.priority, n.id))
         for heap in (frontier, rest):
             heapq.heapify(heap)
@@ -219,6 +250,8 @@ def render_tree(
         parts = [f"{pad}#{nid} [{n.status}] p{n.priority:.2f} d{n.difficulty}"]
         if s is not None:
             parts.append(f"best {s:.2f}x")
+        elif tree.cpu_only(nid):
+            parts.append(f"best {CPU_ONLY}")
         if n.expected_speedup is not None:
             parts.append(f"exp {n.expected_speedup:.2g}x")
         if n.visits:
@@ -282,11 +315,15 @@ def render_tree(
     total_counts = tree.counts()
     total = len(tree.by_id)
     best_s = tree.speedup(tree.best_node_id) if tree.best_node_id is not None else None
-    header = f"tree: {total} nodes ({_fmt_counts(total_counts) or 'no intents yet'}); " + (
-        f"best {best_s:.2f}x at #{tree.best_node_id}"
-        if best_s is not None
-        else "no timed correct attempt yet"
-    )
+    if best_s is not None:
+        best_text = f"best {best_s:.2f}x at #{tree.best_node_id}"
+    else:
+        cpu = sorted(nid for nid in tree.by_id if tree.cpu_only(nid))
+        best_text = "no timed correct attempt yet"
+        if cpu:
+            more = f" and {len(cpu) - 3} more" if len(cpu) > 3 else ""
+            best_text += f"; {CPU_ONLY} at " + ", ".join(f"#{i}" for i in cpu[:3]) + more
+    header = f"tree: {total} nodes ({_fmt_counts(total_counts) or 'no intents yet'}); {best_text}"
     header = header[: budget_chars // 4]
 
     long_footer = len(_footer(total, total, total_counts, True)) <= budget_chars // 4
@@ -338,13 +375,16 @@ def _fmt_counts(counts: Mapping[str, int]) -> str:
 def tree_json(
     nodes: Sequence[Node], attempts_by_id: AttemptsById, *, best_attempt_id: int | None = None
 ) -> dict[str, Any]:
-    """The whole tree as JSON-ready data: a flat node list (each with children ids and best speedup)."""
+    """The whole tree as JSON-ready data: a flat node list (each with children ids and best speedup;
+    `best_cpu_interpreter` is true where the best attempt is correct but timed on the CPU interpreter,
+    so `best_speedup` is null)."""
     tree = _Tree(nodes, attempts_by_id, best_attempt_id)
     assert tree.root is not None
     out_nodes = []
     for nid in sorted(tree.by_id):
         data = tree.by_id[nid].model_dump(mode="json")
         data["best_speedup"] = tree.speedup(nid)
+        data["best_cpu_interpreter"] = tree.cpu_only(nid)
         data["children"] = tree.children.get(nid, [])
         out_nodes.append(data)
     return {
@@ -389,7 +429,7 @@ def tree_mermaid(
             label = f"#{nid} root"
         else:
             s = tree.speedup(nid)
-            best = f" best {s:.2f}x" if s is not None else ""
+            best = f" best {s:.2f}x" if s is not None else f" best {CPU_ONLY}" if tree.cpu_only(nid) else ""
             label = (
                 f"#{nid} {n.status} p{n.priority:.2f} d{n.difficulty}{best}<br/>{_mermaid_text(n.title[:60])}"
             )

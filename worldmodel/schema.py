@@ -144,7 +144,26 @@ _V2: tuple[str, ...] = (
 # v3: an LLM call whose model has no known price records cost 0; `priced` says whether that 0 is real.
 _V3: tuple[str, ...] = ("""ALTER TABLE llm_calls ADD COLUMN priced INTEGER NOT NULL DEFAULT 1""",)
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+# v4: timings from the CPU interpreter rank nothing, so every reader that ranks (best attempts, the tree
+# views) must tell them apart without parsing each evaluation: `cpu_interpreted` says so, written once
+# with the evaluation (and filled here from the stored evaluations).
+_V4: tuple[str, ...] = (
+    """ALTER TABLE attempts ADD COLUMN cpu_interpreted INTEGER NOT NULL DEFAULT 0
+        CHECK (cpu_interpreted IN (0, 1))""",
+    """UPDATE attempts SET cpu_interpreted = 1
+        WHERE evaluation IS NOT NULL AND (
+            json_extract(evaluation, '$.env.cpu_mode') = 1
+            OR EXISTS (
+                SELECT 1 FROM json_each(evaluation, '$.timings')
+                WHERE json_extract(value, '$.device') = 'cpu-interpreter'
+            )
+        )""",
+    """CREATE TRIGGER attempts_cpu_interpreted_immutable BEFORE UPDATE OF cpu_interpreted ON attempts
+        WHEN OLD.evaluation IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once'); END""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

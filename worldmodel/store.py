@@ -31,6 +31,7 @@ from worldmodel.errors import Conflict, InvalidTransition, NotFound, StoreBusy
 from worldmodel.models import (
     LANGUAGES,
     Attempt,
+    AttemptSpeedups,
     Candidate,
     Edit,
     Evaluation,
@@ -425,6 +426,9 @@ class Store:
     ) -> Attempt:
         """Record one evaluated candidate. The only path that writes results.
 
+        CPU-interpreter timings rank nothing (see `_replaces`): such an attempt becomes a node's best only
+        as its first correct attempt, never displaces a correct best, and never becomes the search's best.
+
         In one transaction: store the attempt; if `evaluation.status == "ok"`, make it the node's and
         the search's best attempt when `better(new, current)` (default `speedup_better`: higher
         speedup vs eager, ties keep the older) and close the node (it has a correct attempt); count
@@ -449,7 +453,8 @@ class Store:
             speedup = ev.speedup_vs_eager if ev.status == "ok" else None
             cur = await db.execute(
                 "INSERT INTO attempts (search_id, node_id, candidate_id, base_attempt_id, round, author, "
-                "status, speedup, evaluation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "status, speedup, evaluation, created_at, cpu_interpreted) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     search_id,
                     node_id,
@@ -461,6 +466,7 @@ class Store:
                     speedup,
                     ev.model_dump_json(),
                     rows.now_iso(),
+                    int(ev.cpu_interpreted),
                 ),
             )
             assert cur.lastrowid is not None
@@ -468,7 +474,7 @@ class Store:
             if ev.status == "ok":
                 if node is not None and await _replaces(db, new, node.best_attempt_id, is_better):
                     await db.execute("UPDATE nodes SET best_attempt_id = ? WHERE id = ?", (new.id, node.id))
-                if await _replaces(db, new, search.best_attempt_id, is_better):
+                if await _replaces(db, new, search.best_attempt_id, is_better, search=True):
                     await db.execute(
                         "UPDATE searches SET best_attempt_id = ? WHERE id = ?", (new.id, search_id)
                     )
@@ -512,13 +518,20 @@ class Store:
                 return None
             return await rows.attempt(db, search.best_attempt_id)
 
-    async def attempt_speedups(self, search_id: int) -> dict[int, float | None]:
-        """attempt id → speedup vs eager (None unless the attempt is ok): cheap input for rendering."""
+    async def attempt_speedups(self, search_id: int) -> AttemptSpeedups:
+        """attempt id → speedup vs eager (None unless ok and GPU-timed): cheap input for rendering.
+
+        Correct attempts timed on the CPU interpreter map to None and are listed in `cpu_interpreted`.
+        """
         async with self._lock:
             found = await rows.fetchall(
-                self._db, "SELECT id, speedup FROM attempts WHERE search_id = ?", (search_id,)
+                self._db,
+                "SELECT id, speedup, status = 'ok' AND cpu_interpreted FROM attempts WHERE search_id = ?",
+                (search_id,),
             )
-        return {int(i): s for i, s in found}
+        return AttemptSpeedups(
+            {int(i): None if cpu else s for i, s, cpu in found}, (int(i) for i, _, cpu in found if cpu)
+        )
 
     # ------------------------------------------------------------------ edit log
 
@@ -602,7 +615,9 @@ class Store:
             params = (search_id,)
         async with self._lock:
             row = await rows.fetchone(self._db, sql, params)
-        return LLMTotals(calls=row[0], tokens_in=row[1], tokens_out=row[2], usd=float(row[3]), unpriced_calls=row[4])
+        return LLMTotals(
+            calls=row[0], tokens_in=row[1], tokens_out=row[2], usd=float(row[3]), unpriced_calls=row[4]
+        )
 
     # ------------------------------------------------------------------ key-value cache
 
@@ -634,7 +649,23 @@ def _config(config: SearchConfig | Mapping[str, Any] | None) -> SearchConfig:
         raise ValueError(f"bad search config: {exc}") from exc
 
 
-async def _replaces(db: aiosqlite.Connection, new: Attempt, current_id: int | None, better: Better) -> bool:
+async def _replaces(
+    db: aiosqlite.Connection, new: Attempt, current_id: int | None, better: Better, *, search: bool = False
+) -> bool:
+    """Whether the correct attempt `new` takes the place of `current_id` as a node's (or, with
+    `search`, the search's) best attempt.
+
+    Timings from the CPU interpreter never rank: such an attempt becomes a node's best only as its
+    first correct one (so children have correct code to start from), never displaces a correct best,
+    and never becomes the search's best. A GPU-timed correct attempt replaces a CPU-interpreter best
+    without a comparison (there is none to make); between two GPU-timed ones `better` decides.
+    """
+    ranks = new.evaluation is not None and new.evaluation.ranks
     if current_id is None:
+        return ranks or not search
+    if not ranks:
+        return False
+    current = await rows.attempt(db, current_id)
+    if current.evaluation is None or not current.evaluation.ranks:
         return True
-    return better(new, await rows.attempt(db, current_id))
+    return better(new, current)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from worldmodel.errors import SchemaError
+from worldmodel.render import render_tree
 from worldmodel.schema import MIGRATIONS, SCHEMA_VERSION
 from worldmodel.select import select_action, select_next
 from worldmodel.store import Store
@@ -123,3 +124,47 @@ async def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
     raw.close()
     with pytest.raises(SchemaError, match="not a ksearch database"):
         await Store.open(path)
+
+
+async def test_cpu_interpreter_attempts_are_marked_when_migrating(tmp_path: Path) -> None:
+    """Before v4 a CPU-interpreter timing could become the search's best; after it, it ranks nothing."""
+    path = tmp_path / "v1.db"
+    make_v1(path)
+    cpu_timing = {
+        "workload": "smoke",
+        "device": "cpu-interpreter",
+        "median_us": 10.0,
+        "iqr_us": 1.0,
+        "ci_low_us": 9.0,
+        "ci_high_us": 11.0,
+        "n": 3,
+    }
+    evaluations = {
+        2: {"status": "ok", "speedup_vs_eager": 6.0, "timings": [cpu_timing]},
+        3: {"status": "ok", "speedup_vs_eager": 5.0, "env": {"device": "cpu-interpreter", "cpu_mode": True}},
+        4: {"status": "incorrect", "timings": [cpu_timing]},
+    }
+    raw = sqlite3.connect(path)
+    for aid, ev in evaluations.items():
+        raw.execute(
+            "INSERT INTO attempts (id, search_id, node_id, candidate_id, round, author, status, speedup, "
+            "evaluation, created_at) VALUES (?, 1, 5, 'cabc', 2, 'tuner', ?, ?, ?, ?)",
+            (aid, ev["status"], ev.get("speedup_vs_eager"), json.dumps(ev), NOW),
+        )
+    raw.execute("UPDATE nodes SET best_attempt_id = 2 WHERE id = 5")
+    raw.execute("UPDATE searches SET best_attempt_id = 2 WHERE id = 1")  # the old rule allowed this
+    raw.commit()
+    raw.close()
+    async with await Store.open(path) as store:
+        speedups = await store.attempt_speedups(1)
+        assert speedups.cpu_interpreted == {2, 3}  # the incorrect one is no correct code either way
+        assert dict(speedups) == {1: 1.7, 2: None, 3: None, 4: None}
+        text = render_tree(await store.list_nodes(1), speedups, best_attempt_id=2)
+        assert "#5 [open] p0.30 d5 best correct (CPU interpreter: not timed) tries 1" in text
+        assert "BEST" not in text
+        # The first GPU-timed correct attempt takes the search's best from the CPU one, asked or not.
+        gpu = await store.record_attempt(
+            1, 3, "cabc", {"status": "ok", "speedup_vs_eager": 1.1}, better=lambda a, b: False
+        )
+        assert (await store.get_search(1)).best_attempt_id == gpu.id
+        assert (await store.get_node(5)).best_attempt_id == 2  # a node keeps its first correct code

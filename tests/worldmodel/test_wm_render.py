@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.models import Attempt, Evaluation, Node, Search
+from worldmodel.models import Attempt, AttemptSpeedups, Evaluation, Node, Search, WorkloadTiming
 from worldmodel.render import render_search, render_tree, tree_json, tree_mermaid
 from worldmodel.store import Store
 
@@ -235,3 +235,85 @@ async def test_render_search_from_the_store(store: Store, search: Search) -> Non
     assert text.startswith("search 'demo' on softmax (round 0, new)")
     assert "analysis: reduction over the last dim" in text
     assert f"#{a.id} [closed]" in text and "best 1.90x" in text and "notes: single pass" in text
+
+
+# ------------------------------------------------------------------ CPU-interpreter timings rank nothing
+
+CPU_TEXT = "best correct (CPU interpreter: not timed)"
+
+
+def cpu_attempt(aid: int, node: int, speedup: float) -> Attempt:
+    timing = WorkloadTiming(
+        workload="smoke",
+        device="cpu-interpreter",
+        median_us=1.0,
+        iqr_us=0.1,
+        ci_low_us=0.9,
+        ci_high_us=1.1,
+        n=3,
+    )
+    ev = Evaluation(status="ok", timings=[timing], speedup_vs_eager=speedup)
+    return Attempt(id=aid, search_id=1, node_id=node, candidate_id="c1", evaluation=ev)
+
+
+def test_cpu_interpreter_best_is_shown_as_correct_never_as_a_speedup() -> None:
+    nodes = [
+        mk(1, None),
+        mk(2, 1, status="closed", best_attempt_id=5),
+        mk(3, 1, status="closed", best_attempt_id=7),
+    ]
+    speedups = AttemptSpeedups({5: None, 7: 1.5}, cpu_interpreted=[5])
+    text = render_tree(nodes, speedups, best_attempt_id=7)
+    assert f"#2 [closed] p0.50 d3 {CPU_TEXT} idea 2" in text
+    assert "#3 [closed] p0.50 d3 best 1.50x <-BEST idea 3" in text
+    # Attempt objects say the same: a CPU speedup of 9x is not shown and does not win the fallback.
+    attempts = {
+        5: cpu_attempt(5, 2, 9.0),
+        7: Attempt(
+            id=7,
+            search_id=1,
+            node_id=3,
+            candidate_id="c2",
+            evaluation=Evaluation(status="ok", speedup_vs_eager=1.5),
+        ),
+    }
+    text = render_tree(nodes, attempts)
+    assert f"#2 [closed] p0.50 d3 {CPU_TEXT} idea 2" in text and "9.00x" not in text
+    assert "best 1.50x <-BEST" in text
+
+
+def test_cpu_only_tree_has_no_best_marker() -> None:
+    nodes = [mk(1, None), mk(2, 1, status="closed", best_attempt_id=5), mk(3, 2)]
+    for attempts in (AttemptSpeedups({5: None}, cpu_interpreted=[5]), {5: cpu_attempt(5, 2, 4.0)}):
+        # also when a database from before the rule names the CPU attempt as the search's best
+        for best in (None, 5):
+            text = render_tree(nodes, attempts, best_attempt_id=best)
+            assert "BEST" not in text and "x " not in text.split("\n", 1)[1]
+            assert text.splitlines()[0].endswith(
+                "no timed correct attempt yet; correct (CPU interpreter: not timed) at #2"
+            )
+            assert f"#2 [closed] p0.50 d3 {CPU_TEXT} idea 2" in text
+            data = tree_json(nodes, attempts, best_attempt_id=best)
+            assert (data["best_node_id"], data["best_path"]) == (None, [])
+            by_id = {n["id"]: n for n in data["nodes"]}
+            assert (by_id[2]["best_speedup"], by_id[2]["best_cpu_interpreter"]) == (None, True)
+            assert by_id[3]["best_cpu_interpreter"] is False
+            mermaid = tree_mermaid(nodes, attempts, best_attempt_id=best)
+            assert "correct (CPU interpreter: not timed)" in mermaid and "class n2 best" not in mermaid
+
+
+@pytest.mark.anyio
+async def test_render_search_with_cpu_interpreter_attempts(store: Store, search: Search) -> None:
+    a, b = await apply_intents(
+        store, search.id, [{"title": "online softmax"}, {"title": "warp per row"}], "h", 0
+    )
+    cand = await store.put_candidate("src", "triton")
+    await store.record_attempt(search.id, a.id, cand.id, cpu_attempt(1, a.id, 3.0).evaluation)
+    text = await render_search(store, search.id, 1000)
+    assert f"#{a.id} [" in text and f"{CPU_TEXT} tries 1 online softmax" in text
+    assert "BEST" not in text and "3.00x" not in text
+    gpu = Evaluation(status="ok", speedup_vs_eager=1.25)
+    await store.record_attempt(search.id, b.id, cand.id, gpu)
+    text = await render_search(store, search.id, 1000)
+    assert "best 1.25x tries 1 <-BEST warp per row" in text and f"{CPU_TEXT} tries 1 online softmax" in text
+    assert f"best 1.25x at #{b.id}" in text

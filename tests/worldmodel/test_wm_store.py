@@ -11,7 +11,7 @@ import pytest
 
 from worldmodel.edits import apply_edits, apply_intents
 from worldmodel.errors import Conflict, InvalidTransition, NotFound
-from worldmodel.models import Attempt, Evaluation, Search, SearchConfig
+from worldmodel.models import Attempt, Environment, Evaluation, Search, SearchConfig, WorkloadTiming
 from worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -306,3 +306,90 @@ async def test_cancelled_writers_leave_the_store_usable(store: Store, search: Se
     assert await store.list_nodes(search.id) == before
     (n,) = await apply_intents(store, search.id, [{"title": "after the cancellations"}], "human", 0)
     assert (await store.get_node(n.id)).title == "after the cancellations"
+
+
+# ------------------------------------------------------------------ CPU-interpreter timings rank nothing
+
+
+def timed(speedup: float, device: str = "NVIDIA H200") -> Evaluation:
+    """A correct evaluation timed on `device` ("cpu-interpreter": the Triton CPU interpreter)."""
+    med = 100.0 / speedup
+    timing = WorkloadTiming(
+        workload="smoke",
+        device=device,
+        median_us=med,
+        iqr_us=med * 0.01,
+        ci_low_us=med * 0.99,
+        ci_high_us=med * 1.01,
+        n=50,
+        eager_median_us=100.0,
+        speedup_vs_eager=speedup,
+    )
+    cpu = device == "cpu-interpreter"
+    return Evaluation(
+        status="ok",
+        timings=[timing],
+        speedup_vs_eager=speedup,
+        env=Environment(device=device, cpu_mode=cpu),
+    )
+
+
+async def test_cpu_interpreter_timings_never_rank(store: Store, search: Search) -> None:
+    n1, n2 = await apply_intents(store, search.id, [{"title": "tile the loop"}, {"title": "fuse it"}], "h", 0)
+    cand = await store.put_candidate("src", "triton")
+    asked: list[tuple[int, int]] = []
+
+    def always(a: Attempt, b: Attempt) -> bool:  # would let anything win: proves where it is not asked
+        asked.append((a.id, b.id))
+        return True
+
+    async def record(node: int | None, ev: Evaluation) -> Attempt:
+        return await store.record_attempt(search.id, node, cand.id, ev, better=always)
+
+    async def bests() -> tuple[int | None, int | None, int | None]:
+        return (
+            (await store.get_node(n1.id)).best_attempt_id,
+            (await store.get_node(n2.id)).best_attempt_id,
+            (await store.get_search(search.id)).best_attempt_id,
+        )
+
+    # The first correct attempt on a node is its best (children need correct code), not the search's.
+    cpu1 = await record(n1.id, timed(3.0, "cpu-interpreter"))
+    assert await bests() == (cpu1.id, None, None)
+    # A faster CPU timing displaces nothing, whatever `better` says (it is not even asked).
+    cpu2 = await record(n1.id, timed(9.0, "cpu-interpreter"))
+    await record(None, timed(9.0, "cpu-interpreter"))
+    assert await bests() == (cpu1.id, None, None) and asked == []
+    # A GPU-timed correct attempt takes over from the CPU one without a comparison; it is the search's best.
+    gpu1 = await record(n1.id, timed(1.2))
+    assert await bests() == (gpu1.id, None, gpu1.id) and asked == []
+    # Later CPU attempts change no best; on a node without a correct attempt one is still its first best.
+    cpu3 = await record(n1.id, timed(50.0, "cpu-interpreter"))
+    cpu4 = await record(n2.id, timed(50.0, "cpu-interpreter"))
+    assert await bests() == (gpu1.id, cpu4.id, gpu1.id) and asked == []
+    # Between GPU timings the caller's rule decides, as before.
+    gpu2 = await record(n1.id, timed(1.5))
+    assert await bests() == (gpu2.id, cpu4.id, gpu2.id) and asked == [(gpu2.id, gpu1.id)] * 2
+
+    speedups = await store.attempt_speedups(search.id)
+    assert speedups.cpu_interpreted == {cpu1.id, cpu2.id, cpu3.id, cpu4.id, cpu2.id + 1}
+    assert speedups[cpu1.id] is None and speedups[cpu3.id] is None
+    assert (speedups[gpu1.id], speedups[gpu2.id]) == (1.2, 1.5)
+    # The measurement itself is kept as it was taken.
+    assert (await store.get_attempt(cpu2.id)).evaluation == timed(9.0, "cpu-interpreter")
+
+
+async def test_cpu_only_search_has_no_best(store: Store, search: Search) -> None:
+    (n,) = await apply_intents(store, search.id, [{"title": "tile the loop"}], "h", 0)
+    cand = await store.put_candidate("src", "triton")
+    # The default rule (higher speedup) and an interpreter run known only from its environment.
+    interpreted_env = Evaluation(
+        status="ok", speedup_vs_eager=4.0, env=Environment(device="cpu-interpreter", cpu_mode=True)
+    )
+    first = await store.record_attempt(search.id, n.id, cand.id, interpreted_env)
+    await store.record_attempt(search.id, n.id, cand.id, timed(8.0, "cpu-interpreter"))
+    assert (await store.get_node(n.id)).best_attempt_id == first.id
+    assert await store.best_attempt(search.id) is None
+    async with store.reading() as db:
+        with pytest.raises(sqlite3.IntegrityError, match="written once"):
+            await db.execute("UPDATE attempts SET cpu_interpreted = 0 WHERE id = ?", (first.id,))
