@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu import cudasrc, jail, tamper
+from gpu import cudasrc, jail, occupancy, tamper
 from gpu.scrub import scrubbed_env
 from worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
 
@@ -65,19 +65,36 @@ _TORCH_NVCC_FLAGS = [
 _FRONTEND = re.compile(
     r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<sev>error|warning|remark|catastrophic error)(?: #[\w-]+)?: (?P<msg>.*)$"
 )
-_PTXAS_ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '(?P<name>[^']+)'")
-_PTXAS_PROPS = re.compile(r"ptxas info\s*: Function properties for (?P<name>\S+)")
+# Triton bundles ptxas as `ptxas-blackwell` (for sm_90 too); its report reads the same as nvcc's
+_PTXAS = r"ptxas(?:-[\w.]+)?"
+_PTXAS_ENTRY = re.compile(_PTXAS + r" info\s*: Compiling entry function '(?P<name>[^']+)'")
+_PTXAS_PROPS = re.compile(_PTXAS + r" info\s*: Function properties for (?P<name>\S+)")
 _PTXAS_STACK = re.compile(
     r"(?P<stack>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads"
 )
-_PTXAS_USED = re.compile(r"ptxas info\s*: Used (?P<regs>\d+) registers(?P<rest>.*)$")
-_PTXAS_MSG = re.compile(r"^ptxas (?P<sev>error|warning|fatal)\s*: (?P<msg>.*)$")
+_PTXAS_USED = re.compile(_PTXAS + r" info\s*: Used (?P<regs>\d+) registers(?P<rest>.*)$")
+_PTXAS_MSG = re.compile(r"^" + _PTXAS + r" (?P<sev>error|warning|fatal)\s*: (?P<msg>.*)$")
 _NVCC_FATAL = re.compile(r"^nvcc (?:fatal|error)\s*: (?P<msg>.*)$")
 # host compiler (gcc) messages: path:line:col: error: message
 _HOST_MSG = re.compile(
     r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?P<sev>fatal error|error|warning): (?P<msg>.*)$"
 )
 _MISSING_HEADER = re.compile(r"(?P<header>[\w./-]+): No such file or directory")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\(\s*(?P<n>\d+)\s*[,)]")
+
+
+def kernel_definition(cuda_text: str, kernel: str) -> tuple[int | None, int | None]:
+    """(1-based line of `kernel`'s `__global__` definition, the literal N of its `__launch_bounds__(N)`)."""
+    base = kernel.split("::")[-1]
+    for m in re.finditer(rf"\b{re.escape(base)}\s*\(", cuda_text):
+        head = cuda_text[: m.start()]
+        start = max(head.rfind(";"), head.rfind("}"), head.rfind("{"))
+        decl = head[start + 1 :]
+        if "__global__" in decl:
+            lb = _LAUNCH_BOUNDS.search(decl)
+            at = start + 1 + decl.index("__global__")
+            return cuda_text.count("\n", 0, at) + 1, int(lb.group("n")) if lb else None
+    return None, None
 
 
 def find_nvcc() -> str | None:
@@ -475,7 +492,8 @@ class StaticCompiler:
                             Diagnostic(severity=d["severity"], message=d["message"] + where, line=line)
                         )
                     for k in res.kernels:
-                        kernels.append(
+                        def_line, bound = kernel_definition(unit.text, k["name"])
+                        kr, notes = occupancy.annotate(
                             KernelResources(
                                 name=k["name"],
                                 registers=k["registers"],
@@ -483,8 +501,14 @@ class StaticCompiler:
                                 spill_loads_bytes=k["spill_loads_bytes"],
                                 shared_bytes=k["shared_bytes"],
                                 stack_bytes=k["stack_bytes"],
-                            )
+                                threads_per_block=bound,
+                                config=f"__launch_bounds__({bound})" if bound else None,
+                            ),
+                            self.arch,
                         )
+                        kernels.append(kr)
+                        at = cudasrc.map_line(unit, def_line, src) if def_line else None
+                        diags += [d.model_copy(update={"line": at}) for d in notes]
         ok = not any(d.severity == "error" for d in diags)
         return CompileReport(
             ok=ok,

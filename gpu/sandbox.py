@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpu import jail, ncu
+from gpu import jail, ncu, occupancy
 from gpu.compiler import StaticCompiler
 from gpu.kvcache import JsonFileCache, KVCache
 from gpu.pool import WorkerError, WorkerPool, WorkerProcess, compiler_cache_env
@@ -50,6 +50,7 @@ from worldmodel.models import (
 Progress = Callable[[str, float], Awaitable[None]]
 log = logging.getLogger("ksearch.sandbox")
 CACHE_VERSION = "v2"
+DRYRUN_SLACK_S = 30.0  # beyond a dry run's own budget before its worker is killed
 PROFILED_CALLS = 5  # ncu's duration is the median of this many profiled calls (one alone varies ~4%)
 # Flags that describe the task or the measurement, not a cheat: they never change the status.
 _NOTE_PREFIXES = ("note:", "degenerate_reference:")
@@ -186,6 +187,10 @@ def _task_fingerprint(task: Task) -> str:
     return h.hexdigest()[:20]
 
 
+def _params_text(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "no parameters"
+
+
 def _is_note(flag: str) -> bool:
     return flag.startswith(_NOTE_PREFIXES)
 
@@ -272,6 +277,7 @@ class LocalSandbox(Sandbox):
         kernel_audit: bool = True,
         isolation: str | None = None,
         clean_baselines: bool | None = None,
+        dryrun_timeout_s: float = 120.0,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
         try:
@@ -334,6 +340,17 @@ class LocalSandbox(Sandbox):
         self._ceilings: dict[str, Any] | None = None
         self._fingerprints: dict[int, str] = {}
         self._hw_lock = asyncio.Lock()
+        # Compiling Triton kernels without a GPU needs real JITFunctions, which a process running the
+        # interpreter cannot give (Triton's own library functions are interpreted there too): a second,
+        # GPU-less worker with TRITON_INTERPRET=0 dry-runs candidates for `compile`, jailed like the others.
+        self.dryrun_timeout_s = dryrun_timeout_s
+        self._dry: WorkerProcess | None = None
+        self._dry_lock = asyncio.Lock()
+        self._dry_args = {
+            "slot": len(slots),
+            "memory_limit_bytes": int(memory_limit_gb * 2**30),
+            "gpu_mem_fraction": gpu_mem_fraction,
+        }
 
     # ------------------------------------------------------------------ facts
     async def start(self) -> None:
@@ -436,13 +453,13 @@ class LocalSandbox(Sandbox):
     # ------------------------------------------------------------------ compile
     async def compile(self, candidate: Candidate, task: Task) -> CompileReport:
         report = await self.compiler.compile(candidate, (task.candidate_entry,))
-        if not report.ok or candidate.language != "triton":
+        if not report.ok:
             return report
-        if self.cpu_mode:
-            report.mode = (
-                "python/AST checks only: no GPU here, so no Triton kernel is compiled; the Triton "
-                "interpreter runs the kernels during correctness"
-            )
+        if candidate.language == "cuda" or (candidate.language == "triton" and self.cpu_mode):
+            # without a GPU (and for NVRTC launches anywhere): a dry run records the launches and
+            # compiles the Triton ones for this machine's target architecture
+            return await self._compile_dry(candidate, task, report)
+        if candidate.language != "triton":
             return report
         # Triton compiles at its first launch: load the module and launch once on the smoke workload
         try:
@@ -456,6 +473,157 @@ class LocalSandbox(Sandbox):
                 if run.ran:
                     await self._collect_kernels(w, run)
         return self._merge_compile(report, run, judged=False)
+
+    def _smoke_name(self, task: Task) -> str:
+        try:
+            return task.smoke().name
+        except TaskError:
+            return task.workloads[0].name
+
+    async def _dryrun_worker(self) -> WorkerProcess:
+        if self._dry is None:
+            self._dry = WorkerProcess(
+                int(self._dry_args["slot"]),
+                None,
+                self.session,
+                shared=self.shared,
+                cpu_mode=True,
+                gpu_mem_fraction=float(self._dry_args["gpu_mem_fraction"]),
+                memory_limit_bytes=int(self._dry_args["memory_limit_bytes"]),
+                jailed=self.jailed,
+                extra_env={"TRITON_INTERPRET": "0"},
+            )
+        await self._dry.ensure_started()
+        return self._dry
+
+    async def _compile_dry(self, candidate: Candidate, task: Task, static: CompileReport) -> CompileReport:
+        """The static report plus what a dry run of the candidate gives: its Triton kernels compiled for
+        `self.arch` (registers, spills, shared memory, warps, stages, occupancy), its NVRTC launch sizes."""
+        t0 = time.perf_counter()
+        report = static.model_copy(deep=True)
+        wl = self._smoke_name(task)
+        args = {
+            "task": _task_json(task),
+            "candidate": {"id": candidate.id, "language": candidate.language, "source": candidate.source},
+            "workload": wl,
+            "arch": self.arch,
+            "budget_s": self.dryrun_timeout_s,
+        }
+        lang = candidate.language
+        failed: str | None = None
+        res: dict[str, Any] = {}
+        async with self._dry_lock:
+            try:
+                w = await self._dryrun_worker()
+                # the worker stops starting builds once its budget is spent; this is the backstop for
+                # one that never returns (a compile or host code stuck outside Python)
+                reply = await w.call("dryrun", args, self.dryrun_timeout_s + DRYRUN_SLACK_S)
+                if reply.get("ok"):
+                    res = reply["result"]
+                else:
+                    failed = f"the compile worker failed: {str(reply.get('error'))[:600]}"
+            except WorkerError as e:
+                failed = (
+                    f"the dry run and compile did not finish within "
+                    f"{self.dryrun_timeout_s + DRYRUN_SLACK_S:.0f} s"
+                    if e.kind == "timeout"
+                    else f"the compile worker {e.kind}: {e.message}"
+                )
+        seconds = time.perf_counter() - t0
+        report.seconds += seconds
+        if failed is not None:
+            sev = "warning" if lang == "triton" else "note"
+            report.diagnostics.append(Diagnostic(severity=sev, message=f"static check incomplete: {failed}"))
+            if lang == "triton":
+                report.mode = f"python/AST checks; Triton compile for {self.arch} not completed ({failed})"
+            return report
+        for d in res.get("diagnostics", []):
+            diag = _diag(d)
+            if lang != "triton" and diag.severity != "error":
+                diag = diag.model_copy(update={"severity": "note"})  # NVRTC host code on CPU tensors may balk
+            report.diagnostics.append(diag)
+        where = f"workload {res.get('workload', wl)!r} ({_params_text(res.get('params', {}))})"
+        if lang == "triton":
+            # the static check's "known after their first launch on a GPU" is answered (or refuted) now
+            report.diagnostics = [
+                d for d in report.diagnostics if not d.message.startswith("Triton kernels:")
+            ]
+            for k in res.get("kernels", []):
+                grid = k.get("grid")
+                cfg = "; ".join(
+                    x for x in (k.get("config"), f"grid {tuple(grid)}" if grid else None, f"on {where}") if x
+                )
+                kr, notes = occupancy.annotate(
+                    KernelResources(
+                        **{f: v for f, v in k.items() if f in KernelResources.model_fields and f != "config"},
+                        config=cfg,
+                    ),
+                    self.arch,
+                )
+                report.kernels.append(kr)
+                report.diagnostics += [d.model_copy(update={"line": k.get("line")}) for d in notes]
+            if not res.get("kernels") and not any(d.severity == "error" for d in report.diagnostics):
+                report.diagnostics.append(
+                    Diagnostic(
+                        severity="warning",
+                        message=f"the dry run on {where} launched no Triton kernel, so none was compiled",
+                    )
+                )
+            report.log = (report.log + "\n" + str(res.get("log", ""))).strip()[-20000:]
+            report.mode = (
+                f"triton {self._triton_version()} -> {self.arch} cubin (no GPU: compiled, not run; launches "
+                f"recorded by a CPU dry run on {where}, specialised for its arguments)"
+            )
+        else:
+            self._apply_cuda_launches(report, res.get("cuda_launches", []), where)
+        report.ok = not any(d.severity == "error" for d in report.diagnostics)
+        return report
+
+    def _apply_cuda_launches(self, report: CompileReport, launches: list[dict[str, Any]], where: str) -> None:
+        """nvcc's kernels at the block sizes the dry run launched them with (their occupancy needs it)."""
+        if not launches:
+            return
+        kernels: list[KernelResources] = []
+        redone: set[str] = set()
+        for k in report.kernels:
+            mine = [c for c in launches if c["name"] in (k.name, k.name.split("::")[-1])]
+            if not mine:
+                kernels.append(k)
+                continue
+            redone.add(k.name)
+            for c in mine:
+                dyn = int(c.get("dynamic_shared", 0))
+                cfg = (
+                    f"block {tuple(c['block'])}"
+                    + (f", {dyn} B dynamic shared" if dyn else "")
+                    + f"; on {where}"
+                )
+                kr, notes = occupancy.annotate(
+                    k.model_copy(
+                        update={
+                            "threads_per_block": int(c["threads"]),
+                            "shared_bytes": (k.shared_bytes or 0) + dyn,
+                            "config": cfg,
+                            "occupancy": None,
+                        }
+                    ),
+                    self.arch,
+                )
+                kernels.append(kr)
+                line = next((d.line for d in report.diagnostics if d.kernel == k.name), None)
+                report.diagnostics += [d.model_copy(update={"line": line}) for d in notes]
+        # the by-block-size tables of the kernels whose launch is now known are superseded
+        report.diagnostics = [
+            d
+            for d in report.diagnostics
+            if not (d.kernel in redone and d.severity == "note" and "block size set at launch" in d.message)
+        ]
+        report.kernels = kernels
+        report.mode += f"; block sizes from a CPU dry run on {where}"
+
+    def _triton_version(self) -> str:
+        h = (self._dry.hello if self._dry else None) or self.pool.workers[0].hello or {}
+        return str(h.get("triton") or "")
 
     # ------------------------------------------------------------------ evaluate
     async def correctness(self, candidate: Candidate, task: Task, settings: EvalSettings) -> Evaluation:
@@ -805,7 +973,13 @@ class LocalSandbox(Sandbox):
             ]
             rnames = {k.name for k in rk}
             static_measured = [k for k in report.kernels if k.registers is not None and k.name not in rnames]
-            report.kernels = static_measured + rk
+            annotated = []
+            for k in rk:
+                if k.num_warps is not None:  # a Triton build: its block size is known, so its occupancy
+                    k, notes = occupancy.annotate(k, self.arch)
+                    report.diagnostics += notes
+                annotated.append(k)
+            report.kernels = static_measured + annotated
             if static.language == "triton":
                 report.mode += (
                     "; Triton kernels compiled by their first launch (resources from Triton's metadata)"
@@ -969,6 +1143,27 @@ class LocalSandbox(Sandbox):
             ) from None
         return proc.returncode or 0, out.decode(errors="replace")
 
+    async def reference_times(self, task: Task, settings: EvalSettings) -> dict[str, dict[str, float | None]]:
+        """The reference's eager and torch.compile medians (us) per workload, measured exactly as the
+        baselines every speedup divides by (cached per task, workload and environment). Empty without a
+        GPU: interpreter-era CPU times say nothing about a kernel's GPU time."""
+        env = await self._environment()
+        if env.cpu_mode:
+            return {}
+        names = settings.workloads or [w.name for w in task.by_split("search")]
+        run = _Run(Candidate.of("# reference times only\n", "triton"), settings)
+        async with self.pool.acquire() as w:
+            if not self.clean_baselines:
+                reply = await w.call("task", {"task": _task_json(task)}, self.call_timeout_s)
+                if not reply.get("ok"):
+                    raise SandboxError(f"the worker could not set up the task: {reply.get('error')}")
+            base = await self._baselines(w, run, task, names, env)
+        return {
+            wl: {kind: (v or {}).get("median_us") for (n, kind), v in base.items() if n == wl} for wl in names
+        }
+
     async def close(self) -> None:
         await self.pool.close()
+        if self._dry is not None:
+            await self._dry.stop()
         shutil.rmtree(self.session, ignore_errors=True)

@@ -121,6 +121,7 @@ class WorkerState:
             "benchmark": self.benchmark,
             "hardware": lambda a: hardware.measure_ceilings(self.device),
             "kernels": lambda a: {"kernels": self.kernel_resources()},
+            "dryrun": self.dryrun,
         }
         if op not in ops:
             raise ValueError(f"unknown op {op!r}; known: {', '.join(ops)}")
@@ -433,6 +434,20 @@ class WorkerState:
             "notes": [],
             "flags": [],
         }
+
+    def dryrun(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Record the candidate's launches on CPU tensors and compile its Triton kernels for a GPU target
+        (a worker started with TRITON_INTERPRET=0 and no GPU; see gpu.dryrun)."""
+        from gpu import dryrun
+
+        return dryrun.run(
+            self,
+            args["task"],
+            args["candidate"],
+            args["workload"],
+            args.get("arch", "sm_90"),
+            float(args.get("budget_s", 120.0)),
+        )
 
     # ------------------------------------------------------------------ kernel audit & resources
     def _triton_functions(self) -> list[Any]:

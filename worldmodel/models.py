@@ -59,6 +59,19 @@ class Diagnostic(Strict):
     kernel: str | None = None
 
 
+class KernelOccupancy(Strict):
+    """Resident blocks and warps per SM that a kernel's resources allow (the occupancy calculator's rule)."""
+
+    arch: str  # e.g. "sm_90": the limits used
+    threads_per_block: int
+    blocks_per_sm: int  # 0: the block does not fit on an SM at all (the launch fails)
+    warps_per_sm: int
+    max_warps_per_sm: int
+    occupancy: float  # warps_per_sm / max_warps_per_sm
+    limiter: str  # the resource(s) that bound blocks_per_sm: "registers", "shared memory", "warps", "blocks"
+    limits: dict[str, int] = Field(default_factory=dict)  # blocks per SM each resource alone allows
+
+
 class KernelResources(Strict):
     name: str
     registers: int | None = None
@@ -68,6 +81,9 @@ class KernelResources(Strict):
     stack_bytes: int | None = None
     num_warps: int | None = None
     num_stages: int | None = None
+    threads_per_block: int | None = None
+    config: str | None = None  # what this build was specialised for, e.g. "BLOCK_N=2048; smoke workload"
+    occupancy: KernelOccupancy | None = None
 
 
 class CompileReport(Strict):
