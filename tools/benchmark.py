@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from tools import loop
 from tools.common import (
     MeasuredJob,
     Progress,
@@ -21,7 +22,7 @@ from tools.errors import ToolFailure
 from tools.run_correctness import EvaluationOut
 from tools.workspace import Workspace
 from worldmodel.errors import NotFound
-from worldmodel.models import Attempt, Evaluation
+from worldmodel.models import Attempt, Evaluation, Node, Search
 
 
 class BenchmarkIn(MeasuredJob):
@@ -35,6 +36,7 @@ class BenchmarkIn(MeasuredJob):
 
 async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None = None) -> EvaluationOut:
     s, task = await task_for(ws, inp.search, inp.task)
+    refine: loop.RefineState | None = None
     if inp.node_id is not None:
         if s is None:
             raise ToolFailure("`node_id` needs `search`: an attempt is recorded on a node of a search")
@@ -44,10 +46,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
             raise ToolFailure(str(e)) from e
         if node.search_id != s.id:
             raise ToolFailure(f"node {inp.node_id} belongs to another search, not {s.name!r}")
-        if node.status == "pruned" or node.vetoed:
-            raise ToolFailure(
-                f"node {inp.node_id} is {'vetoed' if node.vetoed else 'pruned'}; reopen it first"
-            )
+        refine = await _refinable(ws, s, node)
     if inp.base_attempt_id is not None:  # checked now: after the evaluation it would be too late to say
         if s is None:
             raise ToolFailure("`base_attempt_id` needs `search`: it names an attempt of that search")
@@ -60,7 +59,20 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
                 f"base_attempt_id: attempt #{base.id} belongs to another search, not {s.name!r}"
             )
     check_workloads(task, inp.workloads)
-    cand = await resolve_candidate(ws, inp.candidate)
+    base_attempt_id = inp.base_attempt_id
+    if base_attempt_id is None and refine is not None:
+        # By default an attempt builds on the phase's best so far (else the code the phase started from).
+        base_attempt_id = refine.best_attempt_id or refine.base_attempt_id
+    try:
+        cand = await resolve_candidate(ws, inp.candidate)
+    except ToolFailure as e:
+        if refine is None or inp.candidate.source is None or s is None:
+            raise
+        # An attempt of a refine phase that does not parse is still an attempt: it counts against the cap
+        # and the stagnation window, and its error is the next attempt's feedback, as any compile error is.
+        cand = await ws.store.put_candidate(inp.candidate.source, inp.candidate.language)
+        ev = Evaluation(status="compile_error", error=str(e))
+        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, inp.author)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     sb = await ws.sandbox()
     ev = await sb.evaluate(
@@ -71,11 +83,88 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         profile_workload=settings.workloads[0] if inp.profile else None,
         progress=progress,
     )
-    attempt_id = None
-    if s is not None:
-        att = await record(ws, s.id, inp.node_id, cand.id, ev, inp.base_attempt_id, s.round, inp.author)
-        attempt_id = att.id
-    return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev, attempt_id=attempt_id)
+    if s is None:
+        return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)
+    if refine is not None:
+        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, inp.author)
+    att = await record(ws, s.id, inp.node_id, cand.id, ev, base_attempt_id, s.round, inp.author)
+    return EvaluationOut(
+        candidate_id=cand.id,
+        summary=summarize(ev),
+        evaluation=ev,
+        attempt_id=att.id,
+        base_attempt_id=base_attempt_id,
+    )
+
+
+async def _recorded(
+    ws: Workspace,
+    s: Search,
+    refine: loop.RefineState,
+    candidate_id: str,
+    ev: Evaluation,
+    base_attempt_id: int | None,
+    author: str,
+) -> EvaluationOut:
+    """Record an attempt of a refine phase (in the phase's round) and say where the phase now stands."""
+    att = await record(ws, s.id, refine.node_id, candidate_id, ev, base_attempt_id, refine.round, author)
+    after = await loop.refine_state(ws, s, await ws.store.get_node(refine.node_id))
+    return EvaluationOut(
+        candidate_id=candidate_id,
+        summary=summarize(ev),
+        evaluation=ev,
+        attempt_id=att.id,
+        base_attempt_id=base_attempt_id,
+        refine=after,
+        next=_next_step(s.name, after, ev),
+    )
+
+
+async def _refinable(ws: Workspace, s: Search, node: Node) -> loop.RefineState | None:
+    """Refuse an attempt on a node whose refine phase is not running; the root takes the seed's attempt."""
+    if node.kind == "root":
+        return None
+    if node.vetoed or node.status == "pruned":
+        raise ToolFailure(f"node {node.id} is {'vetoed' if node.vetoed else 'pruned'}; reopen it first")
+    if node.status == "open":
+        raise ToolFailure(
+            f"intent #{node.id} is open, not being refined: claim it first with select_action "
+            f"(search={s.name!r}, node_id={node.id}), which starts its refine phase as a new round"
+        )
+    if node.status != "active":
+        raise ToolFailure(
+            f"intent #{node.id} is {node.status.value}: its refine phase has ended. Reopen it (edit_tree "
+            "op=reopen) and claim it with select_action to refine it again, or propose a follow-up intent"
+        )
+    state = await loop.refine_state(ws, s, node)
+    if state.over:
+        raise ToolFailure(
+            f"the refine phase of intent #{node.id} is over ({state.why}); call finish_intent "
+            f"(node_id={node.id}) and reflect"
+        )
+    return state
+
+
+def _next_step(search: str, r: loop.RefineState, ev: Evaluation) -> str:
+    verdict = (
+        f"recorded as attempt {r.attempts} of at most {r.cap} on intent #{r.node_id}; "
+        f"{r.stagnant} in a row without a significant gain (window {r.window})"
+    )
+    if r.over:
+        return (
+            f"{verdict}. Refine is over: {r.why}. Reflect now: call finish_intent "
+            f"(search={search!r}, node_id={r.node_id})."
+        )
+    fix = {
+        "compile_error": "fix the compile error first",
+        "incorrect": "fix the wrong values first (see where it differs)",
+        "crash": "find the out-of-bounds access or bad launch first",
+        "timeout": "look for an unbounded loop first",
+    }.get(ev.status, "implement the same intent differently, or better" if ev.status == "ok" else "fix it")
+    return (
+        f"{verdict}. Write another implementation of this intent ({fix}) and benchmark it with "
+        f"node_id={r.node_id}; the prompt implement_intent has the feedback."
+    )
 
 
 async def record(

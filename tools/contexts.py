@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu.task import Task
 from gpu.tasks.tunables import TunableError, read_tunables
+from tools import loop
 from tools.common import summarize
-from tools.phase_models import AttemptOutcome, TaskBrief
+from tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
 from tools.select_action import base_attempt
 from tools.workspace import Workspace
-from worldmodel.models import Attempt, Node, Search
+from worldmodel.models import Attempt, EvalSettings, Node, Search
 from worldmodel.render import render_tree
 
 TREE_BUDGET = 6000
@@ -32,13 +34,47 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
         name=task.name,
         title=task.title,
         op=task.op,
-        dtype=task.dtype,
+        dtype=task.dtype if "dtype" in task.declared or task.builtin else "",
         bound=task.bound,
         description=task.description,
         reference_source=src,
         workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
         language=s.config.language,
         hardware=await hardware_text(ws),
+        tolerance=tolerance_text(task),
+        reference_times=await reference_times_text(ws, s),
+    )
+
+
+def tolerance_text(task: Task) -> str:
+    """The correctness rule, as the evaluator applies it (a task's own rule when it brings one)."""
+    if task.style == "gpumode":
+        return "the task's own check_implementation decides (GPU MODE rule)"
+    t = task.tolerance
+    parts = [f"{d}: atol {t.atol[d]:g}, rtol {t.rtol.get(d, 0.0):g}" for d in t.atol]
+    rule = "|got - ref| <= atol + rtol * |ref| elementwise; " + "; ".join(parts)
+    if t.mismatch_ratio:
+        rule += f"; up to {100 * t.mismatch_ratio:g}% of elements may fall outside"
+    return rule + "; integer and bool outputs must match exactly"
+
+
+async def reference_times_text(ws: Workspace, s: Search) -> str:
+    """The reference's measured eager and torch.compile times per search workload (GPU only)."""
+    sb = await ws.sandbox()
+    times = getattr(sb, "reference_times", None)
+    if times is None:
+        return ""
+    if (await sb.hardware()).cpu_mode:
+        return "not measured: this machine has no GPU (candidates run in the Triton interpreter)"
+    task = ws.task(s.task)
+    names = [w.name for w in task.by_split("search")]
+    got = await times(task, EvalSettings(seed=s.config.seed, workloads=names))
+
+    def us(x: float | None) -> str:
+        return "not measured" if x is None else f"{x:.1f} us"
+
+    return "\n".join(
+        f"- {wl}: eager {us(v.get('eager'))}, torch.compile {us(v.get('compile'))}" for wl, v in got.items()
     )
 
 
@@ -66,15 +102,72 @@ async def tree_view(ws: Workspace, search_id: int, budget: int = TREE_BUDGET) ->
 
 
 async def base_source(ws: Workspace, s: Search, node: Node) -> tuple[str, Attempt | None]:
-    """The code an intent starts from: the best attempt on its path, else the task's seed."""
-    att = await base_attempt(ws, node)
+    """The code an intent starts from: the base fixed when its refine phase was claimed, else the best
+    attempt on its path, else the task's seed; "" when the task has none (write from scratch)."""
+    rnd, base_id = await loop.refine_start(ws, node)
+    att = (await ws.store.get_attempt(base_id) if base_id is not None else None) if rnd is not None else None
+    if rnd is None:
+        att = await base_attempt(ws, node)
     if att is not None:
         return (await ws.store.get_candidate(att.candidate_id)).source, att
-    task = ws.task(s.task)
-    seed = task.seeds.get(s.config.language)
-    if seed is None:
-        raise ValueError(f"task {task.name!r} has no {s.config.language} seed and no attempt to start from")
-    return seed, None
+    return ws.task(s.task).seeds.get(s.config.language, ""), None
+
+
+async def write_context(
+    ws: Workspace, s: Search, node: Node, *, brief: TaskBrief | None = None
+) -> WriteContext:
+    """What the next attempt on a claimed intent is written from: the phase's best code so far (else its
+    base), and the evaluator's feedback on the phase's last attempt."""
+    refine = await loop.refine_state(ws, s, node)
+    src, base = await base_source(ws, s, node)
+    build_on = refine.best_attempt_id or refine.base_attempt_id
+    if build_on is not None and (base is None or base.id != build_on):
+        base = await ws.store.get_attempt(build_on)
+        src = (await ws.store.get_candidate(base.candidate_id)).source
+    phase = await loop.phase_attempts(ws, node)
+    last = phase[-1] if phase else None
+    return WriteContext(
+        task=brief or await task_brief(ws, s),
+        intent_id=node.id,
+        intent_title=node.title,
+        intent_rationale=node.rationale,
+        intent_params=node.params,
+        base_source=src,
+        base_attempt_id=base.id if base else None,
+        base_summary=summarize(base.evaluation) if base and base.evaluation else "",
+        feedback=summarize(last.evaluation) if last and last.evaluation else "",
+        attempt_index=refine.attempts,
+        attempt_cap=refine.cap,
+        tunables=tunables_of(src),
+        tree_view=await tree_view(ws, s.id),
+    )
+
+
+async def update_context(
+    ws: Workspace, s: Search, node: Node, *, rejected: list[str] | None = None
+) -> UpdateContext:
+    """What the reflection on an intent's refine phase reads: its attempts (each against the phase's base),
+    the history, the tree, the open intents and the search's best."""
+    rnd, base_id = await loop.refine_start(ws, node)
+    base = await ws.store.get_attempt(base_id) if base_id is not None else None
+    src, _ = await base_source(ws, s, node)
+    best = await ws.store.best_attempt(s.id)
+    return UpdateContext(
+        task=await task_brief(ws, s),
+        round=rnd if rnd is not None else s.round,
+        intent_id=node.id,
+        intent_title=node.title,
+        intent_status=node.status.value,
+        intent_params=node.params,
+        prediction=node.expected_speedup,
+        outcomes=[await outcome_of(ws, a, base) for a in await loop.phase_attempts(ws, node)],
+        history=await history(ws, s.id),
+        tree_view=await tree_view(ws, s.id),
+        open_intents=open_intents(await ws.store.list_nodes(s.id)),
+        best_speedup=best.speedup if best else None,
+        tunables=tunables_of(src),
+        rejected=rejected or [],
+    )
 
 
 def outcome(att: Attempt, source: str, base: Attempt | None) -> AttemptOutcome:

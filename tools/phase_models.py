@@ -29,6 +29,9 @@ class TaskBrief(Ctx):
     workloads: list[str] = Field(default_factory=list)  # "name: params" lines of the search workloads
     language: Language = "triton"
     hardware: str = ""  # GPU name, SMs, measured bandwidth and peak rates, as text
+    facts: str = ""  # derived from running the reference: shapes, dtypes, bytes, FLOPs, the bound
+    tolerance: str = ""  # the correctness rule candidates are judged by
+    reference_times: str = ""  # the reference's measured eager / torch.compile times, per workload
 
 
 class AttemptOutcome(Ctx):
@@ -45,7 +48,7 @@ class AttemptOutcome(Ctx):
 
 class InitContext(Ctx):
     task: TaskBrief
-    seed_source: str  # the plain seed candidate the search starts from
+    seed_source: str  # the plain seed candidate the search starts from ("" when the task has none)
     tunables: dict[str, list[Any]] = Field(default_factory=dict)
     tree_view: str = ""
 
@@ -63,10 +66,12 @@ class WriteContext(Ctx):
     intent_title: str
     intent_rationale: str = ""
     intent_params: dict[str, Any] = Field(default_factory=dict)
-    base_source: str  # best code on the path so far (or the seed)
+    base_source: str  # the phase's best code so far, else its base, else the seed; "" = write from scratch
+    base_attempt_id: int | None = None  # the attempt base_source is the code of (None: the seed, or nothing)
     base_summary: str = ""  # its measured numbers
     feedback: str = ""  # from the previous attempt on this intent ("" on the first)
     attempt_index: int = 0  # 0-based within this refine phase
+    attempt_cap: int = 0  # at most this many attempts in the phase (0: not stated)
     tunables: dict[str, list[Any]] = Field(default_factory=dict)
     tree_view: str = ""
 
@@ -85,6 +90,7 @@ class UpdateContext(Ctx):
     round: int
     intent_id: int
     intent_title: str
+    intent_status: str = ""  # closed (it has a correct attempt) or failed, as the refine phase ended
     intent_params: dict[str, Any] = Field(default_factory=dict)  # the intent's settings, if it had any
     prediction: float | None = None  # the intent's expected speedup, as predicted
     outcomes: list[AttemptOutcome]  # this round's attempts

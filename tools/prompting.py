@@ -67,7 +67,11 @@ def fill(template: str, fields: dict[str, str]) -> str:
     # Sections first (their bodies may hold placeholders), values last: re.sub inserts a function's result
     # literally, so braces inside filled-in text (source code, logs) are never taken for template syntax.
     # Blank lines left by dropped sections are squeezed before filling, so filled-in code keeps its own.
-    text = re.sub(r"\n{3,}", "\n\n", _SECTION.sub(section, template))
+    # Sections may nest: a kept outer section's body still holds its inner ones, so repeat until none is left.
+    text, before = template, None
+    while text != before:
+        before, text = text, _SECTION.sub(section, text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
     return _VALUE.sub(value, text).strip() + "\n"
 
 
@@ -147,6 +151,9 @@ def _task_fields(t: TaskBrief) -> dict[str, str]:
         "workloads": "\n".join(f"- {w}" for w in t.workloads) or "- (the task's default workload)",
         "language": t.language,
         "hardware": t.hardware.strip() or "not measured yet",
+        "facts": t.facts.strip(),
+        "tolerance": t.tolerance.strip() or "the task's default tolerances",
+        "reference_times": t.reference_times.strip(),
     }
 
 
@@ -163,6 +170,10 @@ def fields_for(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) ->
             intent_rationale=ctx.intent_rationale.strip(),
             intent_params=fmt_params(ctx.intent_params),
             base_source=ctx.base_source.rstrip(),
+            base_label=f"attempt {ctx.base_attempt_id}, the best of this intent's path so far"
+            if ctx.base_attempt_id is not None
+            else "the task's seed",
+            attempt_cap=str(ctx.attempt_cap) if ctx.attempt_cap else "",
             base_summary=clip(ctx.base_summary.strip(), SUMMARY_LIMIT),
             feedback=clip(ctx.feedback.strip(), FEEDBACK_LIMIT),
             attempt_number=str(ctx.attempt_index + 1),
@@ -174,6 +185,7 @@ def fields_for(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) ->
             round=str(ctx.round),
             intent_id=str(ctx.intent_id),
             intent_title=ctx.intent_title,
+            intent_status=ctx.intent_status,
             intent_params=fmt_params(ctx.intent_params),
             prediction=fmt_speedup(ctx.prediction) if ctx.prediction else "",
             outcomes="\n".join(fmt_outcome(o, full=True) for o in ctx.outcomes) or "- (no attempt finished)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tools.common import (
     MeasuredJob,
@@ -13,6 +13,7 @@ from tools.common import (
     summarize,
     task_for,
 )
+from tools.loop import RefineState
 from tools.workspace import Workspace
 from worldmodel.models import Evaluation
 
@@ -22,10 +23,13 @@ class RunCorrectnessIn(MeasuredJob):
 
 
 class EvaluationOut(BaseModel):
-    candidate_id: str
-    summary: str
+    candidate_id: str = Field(description="Id to refer to this candidate again instead of resending source")
+    summary: str = Field(description="The evaluation in a few lines: status, errors, numbers")
     evaluation: Evaluation
-    attempt_id: int | None = None
+    attempt_id: int | None = Field(None, description="The attempt recorded (benchmark on a search)")
+    base_attempt_id: int | None = Field(None, description="The attempt it was recorded as building on")
+    refine: RefineState | None = Field(None, description="The intent's refine phase after this attempt")
+    next: str = Field("", description="What to do next in the loop")
 
 
 async def run_correctness(

@@ -1,11 +1,19 @@
-"""select_action: phase 1 — the next intent to work on, by the search's selection rule, with the reason."""
+"""select_action: phase 1 — claim the next intent by the search's selection rule, with the reason.
+
+Claiming starts a round: the intent becomes `active`, the search's round counter moves on, and the code
+the refine phase builds on is fixed. The answer carries the loop's state and what to do next.
+"""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools import loop
+from tools.errors import ToolFailure
+from tools.loop import LoopState
 from tools.workspace import Workspace
-from worldmodel.models import Node
+from worldmodel.errors import InvalidTransition, NotFound
+from worldmodel.models import Attempt, Node, Search
 from worldmodel.select import select_action as _select
 
 
@@ -13,32 +21,134 @@ class SelectActionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     search: int | str = Field(description="Search id or name")
-
-
-class SelectionOut(BaseModel):
-    node: Node | None
-    reason: str
-    base_attempt_id: int | None = None  # best attempt on the path to the node: the code to start from
-    base_candidate_id: str | None = None
-
-
-async def select_action(ws: Workspace, inp: SelectActionIn) -> SelectionOut:
-    s = await ws.search(inp.search)
-    sel = await _select(ws.store, s.id)
-    if sel.node_id is None:
-        return SelectionOut(node=None, reason=sel.reason)
-    node = await ws.store.get_node(sel.node_id)
-    base = await base_attempt(ws, node)
-    return SelectionOut(
-        node=node,
-        reason=sel.reason,
-        base_attempt_id=base.id if base else None,
-        base_candidate_id=base.candidate_id if base else None,
+    node_id: int | None = Field(
+        None,
+        ge=1,
+        description="Claim this open intent instead of the selection rule's choice (a person or host "
+        "picking the idea to work on)",
+    )
+    claim: bool = Field(
+        True,
+        description="Claim the intent (start its refine phase, a new round). False: only say which intent "
+        "the rule would pick, changing nothing",
     )
 
 
-async def base_attempt(ws: Workspace, node: Node):  # -> Attempt | None
-    """The code an intent starts from: the one it names, else the best attempt on its path to the root."""
+class SelectionOut(BaseModel):
+    node: Node | None = Field(description="The intent selected (None: nothing to select, see `reason`)")
+    reason: str = Field(description="Why this intent (its score), or why none")
+    claimed: bool = Field(False, description="True when the intent is now active: its refine phase started")
+    round: int = Field(0, description="The search's round after this call")
+    base_attempt_id: int | None = Field(
+        None, description="Attempt whose code the refine phase builds on (None: write from scratch)"
+    )
+    base_candidate_id: str | None = Field(None, description="That attempt's candidate id")
+    loop: LoopState | None = Field(None, description="The loop's state after this call")
+    next: str = Field("", description="What to do next")
+
+
+async def select_action(
+    ws: Workspace,
+    inp: SelectActionIn,
+    *,
+    parallel: bool = False,
+    budget_checked: bool = False,
+) -> SelectionOut:
+    """Select (and by default claim) the next intent.
+
+    `parallel` lets the built-in driver refine several intents at once (one per GPU); a host refines one
+    at a time. `budget_checked` is for callers that enforce their own budgets (the driver's run options).
+    """
+    s = await ws.search(inp.search)
+    if inp.claim:
+        await _may_claim(ws, s, parallel=parallel, budget_checked=budget_checked)
+    if inp.node_id is not None:
+        node_id, reason = await _named(ws, s, inp.node_id), "chosen by the caller"
+        if inp.claim:
+            try:
+                await ws.store.set_node_status(node_id, "active")
+            except InvalidTransition as e:
+                raise ToolFailure(str(e)) from e
+    else:
+        # Selection and claim in one transaction: parallel lanes never get the same intent.
+        sel = await _select(ws.store, s.id, claim=inp.claim)
+        node_id, reason = sel.node_id, sel.reason
+    if node_id is None:
+        state = await loop.loop_state(ws, s.id)
+        return SelectionOut(node=None, reason=reason, round=s.round, loop=state, next=state.next)
+    node = await ws.store.get_node(node_id)
+    base = await base_attempt(ws, node)
+    if not inp.claim:
+        return SelectionOut(
+            node=node,
+            reason=reason,
+            round=s.round,
+            base_attempt_id=base.id if base else None,
+            base_candidate_id=base.candidate_id if base else None,
+            next="Nothing was claimed (claim=false). Call select_action again without claim=false to start it.",
+        )
+    # The claim starts a round; the base is fixed now, before the node's own new attempts move its best.
+    await ws.store.bump_round(s.id)
+    if s.status != "running":
+        await ws.store.set_search_status(s.id, "running")
+    s = await ws.search(s.id)
+    await loop.claim(ws, s, node, base.id if base else None)
+    state = await loop.loop_state(ws, s.id)
+    return SelectionOut(
+        node=node,
+        reason=reason,
+        claimed=True,
+        round=s.round,
+        base_attempt_id=base.id if base else None,
+        base_candidate_id=base.candidate_id if base else None,
+        loop=state,
+        next=state.next,
+    )
+
+
+async def _may_claim(ws: Workspace, s: Search, *, parallel: bool, budget_checked: bool) -> None:
+    """Refuse a claim the loop does not allow now, saying what to do instead."""
+    nodes = await ws.store.list_nodes(s.id)
+    if not any(n.kind == "intent" for n in nodes):
+        raise ToolFailure(
+            "the tree has no intents yet (phase 0, init): read the prompt analyse_kernel, then call "
+            "propose_intents with the first intents"
+        )
+    if not parallel:
+        active = [n for n in nodes if n.kind == "intent" and n.status == "active"]
+        if active:
+            r = await loop.refine_state(ws, s, active[0])
+            raise ToolFailure(
+                f"intent #{r.node_id} is still being refined (round {r.round}, {r.attempts} of at most {r.cap} "
+                f"attempts): finish it first with finish_intent (node_id={r.node_id})"
+            )
+    if not budget_checked:
+        b = await loop.budget_state(ws, s)
+        if b.exhausted:
+            raise ToolFailure(
+                f"the search's budget is spent ({b.exhausted}): no new round starts. Call final_evaluation "
+                "to re-measure the best candidates on every workload"
+            )
+
+
+async def _named(ws: Workspace, s: Search, node_id: int) -> int:
+    try:
+        node = await ws.store.get_node(node_id)
+    except NotFound as e:
+        raise ToolFailure(str(e)) from e
+    if node.search_id != s.id:
+        raise ToolFailure(f"node {node_id} belongs to another search, not {s.name!r}")
+    if node.kind != "intent" or node.status != "open" or node.vetoed:
+        what = "the root" if node.kind == "root" else ("vetoed" if node.vetoed else node.status.value)
+        raise ToolFailure(
+            f"node {node_id} is {what}; only an open, unvetoed intent can be claimed "
+            "(edit_tree op=reopen / unveto first)"
+        )
+    return node_id
+
+
+async def base_attempt(ws: Workspace, node: Node) -> Attempt | None:
+    """The code an intent starts from: the attempt it names, else the best attempt on its path to the root."""
     if node.base_attempt_id is not None:
         return await ws.store.get_attempt(node.base_attempt_id)
     cur: Node | None = node

@@ -431,8 +431,8 @@ class Store:
 
         In one transaction: store the attempt; if `evaluation.status == "ok"`, make it the node's and
         the search's best attempt when `better(new, current)` (default `speedup_better`: higher
-        speedup vs eager, ties keep the older) and close the node (it has a correct attempt); count
-        a visit on the node. A pruned node stays pruned. `round` defaults to the search's round.
+        speedup vs eager, ties keep the older); count a visit on the node. The node's status is left
+        alone: closing an intent is the end of its refine phase (`close_node`), not of one attempt. `round` defaults to the search's round.
         """
         ev = evaluation if isinstance(evaluation, Evaluation) else Evaluation.model_validate(evaluation)
         is_better = better or speedup_better
@@ -479,20 +479,9 @@ class Store:
                         "UPDATE searches SET best_attempt_id = ? WHERE id = ?", (new.id, search_id)
                     )
             if node is not None:
-                closes = (
-                    ev.status == "ok"
-                    and node.kind == "intent"
-                    and node.status
-                    in (
-                        NodeStatus.open,
-                        NodeStatus.active,
-                        NodeStatus.failed,
-                    )
-                )
-                await db.execute(
-                    "UPDATE nodes SET visits = visits + 1, status = ? WHERE id = ?",
-                    ("closed" if closes else node.status.value, node.id),
-                )
+                # Recording never changes an intent's status: its refine phase ends when the loop closes it
+                # (close_node), so attempt 2 of an intent is not written against a node already `closed`.
+                await db.execute("UPDATE nodes SET visits = visits + 1 WHERE id = ?", (node.id,))
             await db.execute("UPDATE searches SET updated_at = ? WHERE id = ?", (rows.now_iso(), search_id))
             return new
 

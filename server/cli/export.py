@@ -20,7 +20,7 @@ from worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, Search, u
 from worldmodel.store import LLMTotals, Store
 
 EXPORT_FORMAT = "ksearch.search/1"
-STYLE_FILE = Path(__file__).parent / "web" / "static" / "style.css"
+STYLE_FILE = Path(__file__).parent.parent / "web" / "static" / "style.css"
 
 
 class SearchExport(BaseModel):

@@ -317,6 +317,7 @@ def submit(
     """
     from tools.benchmark import BenchmarkIn, benchmark
     from tools.common import CandidateRef
+    from tools.select_action import SelectActionIn, select_action
 
     source = read_source(file)
     if language is not None and language not in LANGUAGES:
@@ -347,6 +348,13 @@ def submit(
                 if b.search_id != s.id:
                     raise fail(f"attempt #{base} belongs to another search, not {s.name!r}")
             lang = language or s.config.language
+            if node is not None and (await ws.store.get_node(node)).status.value == "open":
+                # Submitting on an open intent starts its refine phase, as claiming it would: say so.
+                sel = await select_action(ws, SelectActionIn(search=s.id, node_id=node))
+                tell(
+                    f"claimed intent #{node}: round {sel.round} started; `ksearch finish {s.name}` ends its "
+                    "refine phase"
+                )
             out = await benchmark(
                 ws,
                 BenchmarkIn(

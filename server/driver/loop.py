@@ -1,8 +1,9 @@
-"""The built-in driver: init → rounds of select → refine → update → final evaluation (DESIGN.md §4).
+"""The built-in driver: init → rounds of select → refine → update → final evaluation.
 
-Every step goes through tools/ (the same functions the MCP server and the CLI call), and every
-result is committed to the store as soon as it exists, so a killed driver resumes with nothing lost
-but the attempt in flight.
+Every step goes through tools/ — the same functions an MCP host or a person calls, with the same loop
+rules (tools/loop.py: the attempt cap, the stagnation window, the budgets) — and every result is
+committed to the store as soon as it exists, so a killed driver resumes with nothing lost but the
+attempt in flight, and a search can change hands between the driver, a host and a person at any point.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from gpu.compare import compare
 from server.driver.display import Display
 from server.driver.policies.base import (
     CallRecord,
@@ -22,20 +22,21 @@ from server.driver.policies.base import (
     Policy,
     PolicyError,
     UpdateContext,
-    WriteContext,
 )
-from tools import contexts
+from tools import contexts, loop
 from tools.benchmark import BenchmarkIn, benchmark
-from tools.common import CandidateRef, summarize
+from tools.common import CandidateRef
+from tools.edit_tree import EditTreeIn, edit_tree
 from tools.errors import ToolFailure
+from tools.final_eval import FinalEvalIn, FinalRow, final_evaluation
+from tools.finish_intent import close_refine
+from tools.phase_prompts import init_context
+from tools.propose_intents import ProposeIntentsIn, propose_intents
+from tools.select_action import SelectActionIn, select_action
 from tools.workspace import Workspace
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.errors import EditRejected
-from worldmodel.models import Attempt, EditSpec, EvalSettings, Evaluation, Node, Search
-from worldmodel.select import select_action
+from worldmodel.models import Attempt, EditSpec, Evaluation, IntentSpec, Node, Search
 
 MAX_EDIT_RETRIES = 2
-FINAL_TOP_K = 3
 
 
 class DriverOptions(BaseModel):
@@ -46,17 +47,6 @@ class DriverOptions(BaseModel):
     usd: float | None = Field(None, gt=0)
     target_speedup: float | None = Field(None, gt=0)
     final_eval: bool = True
-
-
-class FinalRow(BaseModel):
-    attempt_id: int
-    node_id: int | None
-    status: str
-    speedup_vs_eager: float | None
-    speedup_vs_compile: float | None
-    workloads: list[str]
-    device: str | None = None  # where it was timed: a GPU name or "cpu-interpreter"
-    summary: str
 
 
 class DriverResult(BaseModel):
@@ -135,6 +125,11 @@ class Driver:
             stop = f"policy stopped: {e}"
             self.display.event(stop)
             await self._recover(s)  # release the intent it was working on: open again for the next run
+        except BaseException:
+            # Interrupted or crashed: the search is not left `running`, and a claimed intent is released.
+            await self._recover(s)
+            await self.ws.store.set_search_status(s.id, "stopped")
+            raise
         result = await self._finish(s.id, stop, b)
         return result
 
@@ -145,8 +140,10 @@ class Driver:
             reason = await self._budget_stop(b, s)
             if reason:
                 return reason
-            sel = await select_action(self.ws.store, s.id, claim=True)
-            if sel.node_id is None:
+            sel = await select_action(
+                self.ws, SelectActionIn(search=s.id), parallel=True, budget_checked=True
+            )
+            if sel.node is None:
                 if b.in_flight == 0:
                     return sel.reason
                 # Another lane's update may still open new intents: wait for it rather than stop.
@@ -156,12 +153,10 @@ class Driver:
             b.rounds_started += 1
             b.in_flight += 1
             try:
-                await self.ws.store.bump_round(s.id)
-                s = await self.ws.search(s.id)
-                node = await self.ws.store.get_node(sel.node_id)
-                self.display.round(s.round, node, sel.reason)
-                outcomes, base = await self._refine(s, node)
-                await self._update(s, node, outcomes, base)
+                node = sel.node
+                self.display.round(sel.round, node, sel.reason)
+                await self._refine(await self.ws.search(s.id), node)
+                await self._update(await self.ws.search(s.id), node)
                 b.rounds_run += 1
             finally:
                 b.in_flight -= 1
@@ -175,82 +170,63 @@ class Driver:
                 await self.ws.store.set_node_status(n.id, "open")
 
     async def _budget_stop(self, b: _Budget, s: Search, *, refining: bool = False) -> str | None:
+        """The search's budgets (tools/loop.py), with this run's options in place of the search's where
+        given; rounds count the rounds this run started."""
         o, sb = b.opts, s.config.budgets
         rounds = o.rounds if o.rounds is not None else sb.rounds
         if not refining and rounds is not None and b.rounds_started >= rounds:
             return f"round budget reached ({rounds})"
-        n_att = len(await self.ws.store.attempt_speedups(s.id))  # a count: no evaluations loaded
-        attempts = o.attempts if o.attempts is not None else sb.attempts
-        if attempts is not None and n_att >= attempts:
-            return f"attempt budget reached ({attempts})"
+        state = await loop.budget_state(self.ws, s)
+        state.rounds = None  # counted above, per run
+        state.attempts = o.attempts if o.attempts is not None else sb.attempts
+        state.tokens = o.tokens if o.tokens is not None else sb.tokens
+        state.usd = o.usd if o.usd is not None else sb.usd
+        state.target_speedup = o.target_speedup if o.target_speedup is not None else sb.target_speedup
         wall = o.wall_s if o.wall_s is not None else sb.wall_s
-        if wall is not None and time.monotonic() - b.started >= wall:
-            return f"wall-time budget reached ({wall:.0f}s)"
-        tokens, usd = await self._spent(s.id)
-        tok_cap = o.tokens if o.tokens is not None else sb.tokens
-        if tok_cap is not None and tokens >= tok_cap:
-            return f"token budget reached ({tokens} >= {tok_cap})"
-        usd_cap = o.usd if o.usd is not None else sb.usd
-        if usd_cap is not None and usd >= usd_cap:
-            return f"money budget reached (${usd:.2f} >= ${usd_cap:.2f})"
-        target = o.target_speedup if o.target_speedup is not None else sb.target_speedup
-        best = await self.ws.store.best_attempt(s.id)
-        if target is not None and best is not None and (best.speedup or 0) >= target:
-            return f"target speedup reached ({best.speedup:.2f}x >= {target:.2f}x)"
-        return None
+        return loop.exhausted(state, wall_s=wall, started=b.started)
 
     # ------------------------------------------------------------------ phases
 
     async def _ensure_seed(self, s: Search) -> None:
-        """Measure the task's seed once, on the root: the baseline every intent starts from."""
+        """Measure the task's seed once, on the root: the baseline every intent starts from. A seedless
+        task (every KernelBench, GPU MODE and FlashInfer-Bench task) starts from the reference instead."""
         root = await self.ws.store.root(s.id)
         if root.best_attempt_id is not None or await self.ws.store.list_attempts(s.id, root.id):
             return
         seed = self.ws.task(s.task).seeds.get(s.config.language)
         if seed is None:
+            self.display.event("no seed candidate: the first intents are written from the reference")
             return
         self.display.event("measuring the seed candidate")
-        out = await self._evaluate(s, root.id, seed, None, "seed")
-        self.display.attempt(root, out[1])
+        out = await self._evaluate(s, root.id, seed)
+        self.display.attempt(root, out[1], out[2])
 
     async def _init(self, s: Search) -> None:
         nodes = await self.ws.store.list_nodes(s.id)
         if len(nodes) > 1:
             return
         root = nodes[0]
-        seed, _ = await contexts.base_source(self.ws, s, root)
-        ctx = InitContext(
-            task=await contexts.task_brief(self.ws, s),
-            seed_source=seed,
-            tunables=contexts.tunables_of(seed),
-            tree_view=await contexts.tree_view(self.ws, s.id),
-        )
+        ctx: InitContext = await init_context(self.ws, s.id)
         res = await self.policy.init(ctx)
-        await apply_edits(
-            self.ws.store,
-            s.id,
-            [EditSpec(op="update", node_id=root.id, notes=res.analysis[:4000])],
-            author=self._author(),
-            round=s.round,
+        await edit_tree(
+            self.ws,
+            EditTreeIn(
+                search=s.id,
+                edits=[EditSpec(op="update", node_id=root.id, notes=res.analysis[:4000])],
+                author=self._author(),
+            ),
         )
         problems: list[str] = []
         intents = res.intents
         for _ in range(MAX_EDIT_RETRIES + 1):
             try:
-                await apply_intents(
-                    self.ws.store,
-                    s.id,
-                    intents,
-                    author=self._author(),
-                    round=s.round,
-                    reason="initial intents",
-                )
+                await self._propose(s, intents, "initial intents")
                 self.display.event(f"init: {len(intents)} intents")
                 return
-            except EditRejected as e:
-                problems = e.problems
+            except ToolFailure as e:
+                problems = e.problems or [str(e)]
                 self.display.event(f"init intents rejected: {'; '.join(problems)[:300]}")
-                # Ask again with the reasons (only keep what the validator accepted is not our call to guess).
+                # Ask again with the reasons (keeping only what the validator accepted is not ours to guess).
                 upd = await self.policy.update(
                     UpdateContext(
                         task=ctx.task,
@@ -267,9 +243,17 @@ class Driver:
             f"the policy's initial intents were rejected {MAX_EDIT_RETRIES + 1} times: {problems}"
         )
 
+    async def _propose(self, s: Search, intents: list[IntentSpec], reason: str) -> None:
+        if not intents:
+            raise ToolFailure("no intents", problems=["the answer held no intents; give at least one"])
+        await propose_intents(
+            self.ws,
+            ProposeIntentsIn(search=s.id, intents=intents, author=self._author(), reason=reason[:2000]),
+        )
+
     async def _evaluate(
-        self, s: Search, node_id: int | None, source: str, base_id: int | None, author: str
-    ) -> tuple[str, Attempt | None, Evaluation]:
+        self, s: Search, node_id: int | None, source: str
+    ) -> tuple[str, Attempt | None, Evaluation, loop.RefineState | None]:
         try:
             out = await benchmark(
                 self.ws,
@@ -277,46 +261,32 @@ class Driver:
                     search=s.id,
                     node_id=node_id,
                     candidate=CandidateRef(source=source, language=s.config.language),
-                    base_attempt_id=base_id,
-                    author=author,
+                    author=self._author() if node_id is not None else "seed",
                 ),
             )
         except ToolFailure as e:
-            # The source never reached the evaluator (it does not parse, say): feed that back as a result.
+            # Refused before anything was recorded (the phase is over, say): report it as a result.
             ev = Evaluation(status="error", error=str(e))
-            return str(e), None, ev
+            return str(e), None, ev, None
         att = await self.ws.store.get_attempt(out.attempt_id) if out.attempt_id else None
-        return out.summary, att, out.evaluation
+        return out.summary, att, out.evaluation, out.refine
 
-    async def _refine(self, s: Search, node: Node) -> tuple[list[Attempt], Attempt | None]:
-        base_src, base = await contexts.base_source(self.ws, s, node)
-        best_ev: Evaluation | None = base.evaluation if base and base.evaluation else None
-        best_src, best_id = base_src, base.id if base else None
+    async def _refine(self, s: Search, node: Node) -> None:
+        """Attempts on the claimed intent until the loop's rule (cap, stagnation window) or a budget ends
+        the phase, then close it. The rule is the one benchmark reports to any caller."""
         brief = await contexts.task_brief(self.ws, s)
-        tunables = contexts.tunables_of(base_src)
-        feedback = ""
-        stagnant = 0
-        attempts: list[Attempt] = []
-        cap = s.config.max_attempts_per_intent
-        i = 0
-        while i < cap and stagnant < s.config.stagnation:
-            if i > 0 and self._b is not None and await self._budget_stop(self._b, s, refining=True):
+        state = await loop.refine_state(self.ws, s, node)
+        while not state.over:
+            if (
+                state.attempts > 0
+                and self._b is not None
+                and await self._budget_stop(self._b, s, refining=True)
+            ):
                 break
-            width = max(1, min(s.config.branching, cap - i))
+            width = max(1, min(s.config.branching, state.cap - state.attempts))
+            base_ctx = await contexts.write_context(self.ws, s, node, brief=brief)
             ctxs = [
-                WriteContext(
-                    task=brief,
-                    intent_id=node.id,
-                    intent_title=node.title,
-                    intent_rationale=node.rationale,
-                    intent_params=node.params,
-                    base_source=best_src,
-                    base_summary=summarize(best_ev) if best_ev else "",
-                    feedback=feedback,
-                    attempt_index=i + k,
-                    tunables=tunables,
-                    tree_view=await contexts.tree_view(self.ws, s.id),
-                )
+                base_ctx.model_copy(update={"attempt_index": base_ctx.attempt_index + k})
                 for k in range(width)
             ]
             try:
@@ -324,78 +294,55 @@ class Driver:
             except IntentDeclined as e:
                 # The policy cannot implement this intent; the search goes on without it.
                 self.display.event(f"intent #{node.id} declined: {e}")
-                await apply_edits(
-                    self.ws.store,
-                    s.id,
-                    [
-                        EditSpec(
-                            op="update",
-                            node_id=node.id,
-                            notes=(node.notes + f"\n[declined] {e}").strip()[:4000],
-                        )
-                    ],
-                    author=self._author(),
-                    round=s.round,
+                await edit_tree(
+                    self.ws,
+                    EditTreeIn(
+                        search=s.id,
+                        edits=[
+                            EditSpec(
+                                op="update",
+                                node_id=node.id,
+                                notes=(node.notes + f"\n[declined] {e}").strip()[:4000],
+                            )
+                        ],
+                        author=self._author(),
+                    ),
                 )
                 break
-            results = [await self._evaluate(s, node.id, c.source, best_id, self._author()) for c in codes]
-            i += width
-            improved = False
-            for (summary, att, ev), code in zip(results, codes, strict=True):
-                if att is not None:
-                    attempts.append(att)
+            refused = False
+            for code in codes:
+                summary, att, ev, after = await self._evaluate(s, node.id, code.source)
                 self.display.attempt(node, att, ev)
-                feedback = summary
-                if ev.status == "ok" and (
-                    best_ev is None or best_ev.status != "ok" or compare(ev, best_ev).faster
-                ):
-                    best_ev, best_src, best_id = ev, code.source, att.id if att else best_id
-                    improved = True
-            stagnant = 0 if improved else stagnant + width
-        correct = any(a.evaluation is not None and a.evaluation.status == "ok" for a in attempts)
-        await self.ws.store.close_node(node.id, "closed" if correct else "failed")
-        return attempts, base
+                if after is None:  # refused: the phase ended under us (a person closed or pruned it)
+                    self.display.event(f"intent #{node.id}: {summary[:300]}")
+                    refused = True
+                    break
+                state = after
+            if refused:
+                break
+        current = await self.ws.store.get_node(node.id)
+        if current.status == "active":
+            await close_refine(self.ws, s, current)
 
-    async def _update(self, s: Search, node: Node, attempts: list[Attempt], base: Attempt | None) -> None:
+    async def _update(self, s: Search, node: Node) -> None:
         node = await self.ws.store.get_node(node.id)
-        nodes = await self.ws.store.list_nodes(s.id)
-        best = await self.ws.store.best_attempt(s.id)
-        ctx = UpdateContext(
-            task=await contexts.task_brief(self.ws, s),
-            round=s.round,
-            intent_id=node.id,
-            intent_title=node.title,
-            intent_params=node.params,
-            prediction=node.expected_speedup,
-            outcomes=[await contexts.outcome_of(self.ws, a, base) for a in attempts],
-            history=await contexts.history(self.ws, s.id),
-            tree_view=await contexts.tree_view(self.ws, s.id),
-            open_intents=contexts.open_intents(nodes),
-            best_speedup=best.speedup if best else None,
-            tunables=contexts.tunables_of((await contexts.base_source(self.ws, s, node))[0]),
-        )
+        ctx = await contexts.update_context(self.ws, s, node)
         for _ in range(MAX_EDIT_RETRIES + 1):
             res = await self.policy.update(ctx)
             try:
                 if res.edits:
-                    await apply_edits(self.ws.store, s.id, res.edits, author=self._author(), round=s.round)
+                    await edit_tree(self.ws, EditTreeIn(search=s.id, edits=res.edits, author=self._author()))
                 if res.new_intents:
-                    await apply_intents(
-                        self.ws.store,
-                        s.id,
-                        res.new_intents,
-                        author=self._author(),
-                        round=s.round,
-                        reason=res.reflection[:2000],
-                    )
+                    await self._propose(s, res.new_intents, res.reflection)
                 self.display.event(
                     f"update: {len(res.edits)} edits, {len(res.new_intents)} new intents"
                     + (f" — {res.reflection[:160]}" if res.reflection else "")
                 )
                 return
-            except EditRejected as e:
-                self.display.event(f"update rejected, asking again: {'; '.join(e.problems)[:300]}")
-                ctx = ctx.model_copy(update={"rejected": e.problems})
+            except ToolFailure as e:
+                problems = e.problems or [str(e)]
+                self.display.event(f"update rejected, asking again: {'; '.join(problems)[:300]}")
+                ctx = ctx.model_copy(update={"rejected": problems})
         self.display.event("update: edits still invalid after retries; tree left unchanged this round")
 
     # ------------------------------------------------------------------ final
@@ -403,11 +350,12 @@ class Driver:
     async def _finish(self, search_id: int, stop: str, b: _Budget) -> DriverResult:
         s = await self.ws.search(search_id)
         final: list[FinalRow] = []
+        status = "done" if stop.startswith(("no open", "target")) else "stopped"
         if self.opts.final_eval and not stop.startswith("policy stopped"):
-            final = await self._final_eval(s)
-        await self.ws.store.set_search_status(
-            s.id, "done" if stop.startswith(("no open", "target")) else "stopped"
-        )
+            self.display.event("final evaluation of the best candidates on every workload")
+            final = (await final_evaluation(self.ws, FinalEvalIn(search=s.id), status=status)).rows
+        else:
+            await self.ws.store.set_search_status(s.id, status)
         best = await self.ws.store.best_attempt(s.id)
         tokens, usd = await self._spent(s.id)
         res = DriverResult(
@@ -429,46 +377,6 @@ class Driver:
         await self.ws.store.cache_put(f"driver-result:{s.id}", res.model_dump(mode="json"))
         self.display.finish(res)
         return res
-
-    async def _final_eval(self, s: Search) -> list[FinalRow]:
-        """Re-measure the best few candidates on every workload (held-out too) with fresh inputs."""
-        atts = [a for a in await self.ws.store.list_attempts(s.id) if a.speedup is not None]
-        atts.sort(key=lambda a: a.speedup or 0.0, reverse=True)
-        seen: set[str] = set()
-        top = []
-        for a in atts:
-            if a.candidate_id not in seen:
-                seen.add(a.candidate_id)
-                top.append(a)
-            if len(top) >= FINAL_TOP_K:
-                break
-        if not top:
-            return []
-        task = self.ws.task(s.task)
-        sb = await self.ws.sandbox()
-        hw = await sb.hardware()
-        names = [task.smoke().name] if hw.cpu_mode else [w.name for w in task.workloads if w.split != "smoke"]
-        rows = []
-        for a in top:
-            cand = await self.ws.store.get_candidate(a.candidate_id)
-            settings = EvalSettings(seed=(s.config.seed * 7919 + 17) % 2**31, workloads=names, final=True)
-            self.display.event(f"final evaluation of attempt {a.id} on {len(names)} workloads")
-            ev = await sb.evaluate(cand, task, settings, timing=True)
-            rows.append(
-                FinalRow(
-                    attempt_id=a.id,
-                    node_id=a.node_id,
-                    status=ev.status,
-                    speedup_vs_eager=ev.speedup_vs_eager,
-                    speedup_vs_compile=ev.speedup_vs_compile,
-                    workloads=names,
-                    device=ev.timings[0].device if ev.timings else None,
-                    summary=summarize(ev),
-                )
-            )
-        rows.sort(key=lambda r: (r.status == "ok", r.speedup_vs_eager or 0.0), reverse=True)
-        await self.ws.store.cache_put(f"final:{s.id}", {"rows": [r.model_dump() for r in rows]})
-        return rows
 
     def _author(self) -> str:
         if self.policy.name in ("tuner",):

@@ -34,6 +34,8 @@ from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from tools.create_search import CreateSearchIn, create_search
 from tools.edit_tree import EditTreeIn, edit_tree
 from tools.errors import ToolFailure, describe_validation
+from tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
+from tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
 from tools.get_tree import GetTreeIn, TreeOut, get_tree
 from tools.list_searches import SearchRow, list_searches
 from tools.profile_ncu import ProfileIn, ProfileOut, profile_ncu
@@ -48,13 +50,18 @@ from worldmodel.models import Node, Search
 log = logging.getLogger("ksearch.mcp")
 
 INSTRUCTIONS = """\
-ksearch searches for fast GPU kernels with a persistent tree of optimization intents.
-Method: create_search on a task → read get_tree → propose_intents (ideas with priority, difficulty,
-rationale) → select_action picks the next intent → write code for it → compile_kernel →
-run_correctness → benchmark with node_id (records the attempt; only measured results move the best)
-→ edit_tree to re-prioritise, annotate, prune. The prompts analyse_kernel, implement_intent and
-reflect_and_edit carry the guidance ksearch's own driver follows. Refer to candidates by the
-candidate_id returned on first submission instead of resending source.
+ksearch searches for fast GPU kernels with a persistent tree of optimization intents, in rounds of
+three phases. Every tool result carries `next`: what the loop expects now; follow it.
+0 init: create_search on a task, then the prompt analyse_kernel → propose_intents (first intents)
+  and edit_tree (your analysis as the root's notes).
+1 select: select_action claims the next intent (a new round) and names the code to build on.
+2 refine: write a complete candidate (prompt implement_intent), optionally compile_kernel and
+  run_correctness, then benchmark with node_id: it records attempt k of the cap and says whether to
+  write another implementation or to reflect (the stagnation window counts only gains beyond noise).
+3 update: finish_intent closes the intent and returns the reflect prompt; apply your edits with
+  edit_tree and propose_intents; refused edits come back with reasons. Then select_action again.
+When the budget is spent, final_evaluation re-measures the best candidates on every workload.
+Refer to candidates by the candidate_id returned on first submission instead of resending source.
 """
 
 
@@ -201,13 +208,31 @@ class KsearchServer:
         )
         t(
             "select_action",
-            "Phase 1: the next open intent to implement by the search's selection rule "
-            "(priority, difficulty cap, exploration; pinned first, vetoed never), with the reason and the "
-            "attempt whose code to start from.",
+            "Phase 1: claim the next open intent by the search's selection rule (priority, difficulty "
+            "cap, exploration; pinned first, vetoed never) or the one you name: it becomes active, a new "
+            "round starts, and the answer names the attempt whose code to build on and what to do next.",
             SelectActionIn,
             SelectionOut,
-            select_action,
-            _annotations(True, idempotent=True),
+            lambda ws, i: select_action(ws, i),
+            _annotations(False),
+        )
+        t(
+            "finish_intent",
+            "End phase 2 for the intent being refined: close it (closed with a correct attempt, else "
+            "failed) and get the reflect prompt for phase 3 (update).",
+            FinishIntentIn,
+            FinishOut,
+            finish_intent,
+            _annotations(False),
+        )
+        t(
+            "final_evaluation",
+            "End the search: re-measure its best few candidates on every workload, held-out ones included, "
+            "with fresh inputs. These numbers are the search's result.",
+            FinalEvalIn,
+            FinalOut,
+            lambda ws, i: final_evaluation(ws, i),
+            _annotations(False),
         )
         t(
             "compile_kernel",
@@ -231,7 +256,8 @@ class KsearchServer:
         t(
             "benchmark",
             "Compile, check and time a candidate (median, spread, speedup vs eager and "
-            "torch.compile, roofline fraction). With node_id, records the attempt on that intent.",
+            "torch.compile, roofline fraction). With node_id (a claimed intent), records attempt k of the "
+            "refine phase and says whether to write another implementation or to reflect.",
             BenchmarkIn,
             EvaluationOut,
             benchmark,
@@ -371,11 +397,13 @@ class KsearchServer:
         async def p_analyse(search: str) -> str:
             return await analyse_kernel(await self.ws(), _ref(search))
 
-        async def p_implement(search: str, node_id: str) -> str:
-            return await implement_intent(await self.ws(), _ref(search), _id(node_id, "node id"))
+        async def p_implement(search: str, node_id: str = "") -> str:
+            nid = _id(node_id, "node id") if node_id else None
+            return await implement_intent(await self.ws(), _ref(search), nid)
 
-        async def p_reflect(search: str, node_id: str) -> str:
-            return await reflect_and_edit(await self.ws(), _ref(search), _id(node_id, "node id"))
+        async def p_reflect(search: str, node_id: str = "") -> str:
+            nid = _id(node_id, "node id") if node_id else None
+            return await reflect_and_edit(await self.ws(), _ref(search), nid)
 
         self.mcp.prompt(
             "analyse_kernel",
@@ -384,10 +412,12 @@ class KsearchServer:
         )(_refusals(p_analyse, prompt=True))
         self.mcp.prompt(
             "implement_intent",
-            description="Phase 2: implement one intent, from its base code and the last attempt's feedback",
+            description="Phase 2: implement the intent being refined (or node_id), from the code it builds "
+            "on and the evaluator's feedback on its last attempt",
         )(_refusals(p_implement, prompt=True))
         self.mcp.prompt(
-            "reflect_and_edit", description="Phase 3: reflect on an intent's outcome and edit the tree"
+            "reflect_and_edit",
+            description="Phase 3: reflect on the intent finished last (or node_id) and edit the tree",
         )(_refusals(p_reflect, prompt=True))
 
 

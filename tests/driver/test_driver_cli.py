@@ -64,8 +64,12 @@ def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> Non
     res = json.loads(p.stdout[p.stdout.index("{\n") :])
     assert res["rounds_run"] == 2
     assert res["attempts"] >= 3  # the seed plus at least one per round
-    assert res["best_speedup_vs_eager"] is not None
     assert res["final"] and res["final"][0]["status"] == "ok"
+    if res["device"] == "cpu-interpreter" or res["final"][0]["device"] == "cpu-interpreter":
+        # interpreter timings never rank candidates: no search best without a GPU timing
+        assert res["best_speedup_vs_eager"] is None
+    else:
+        assert res["best_speedup_vs_eager"] is not None
     tree = ksearch("tree", "1", "--json", "--db", str(db))
     assert tree.returncode == 0, tree.stderr
     statuses = [n["status"] for n in json.loads(tree.stdout)["nodes"]]

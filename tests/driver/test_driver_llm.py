@@ -109,9 +109,10 @@ def test_anthropic_search_recovers_from_provider_and_model_faults(tmp_path: Path
         assert stub.remaining == 0
         requests = stub.requests
     assert "policy: anthropic" in p.stdout
-    # seed + the faster candidate; the unparseable one was fed back, not run
+    # seed, the unparseable attempt (recorded as a compile error: it counts against the cap, never ran),
+    # then the faster candidate
     statuses = [r[0] for r in _rows(db, "select status from attempts order by id")]
-    assert statuses == ["ok", "ok"], statuses
+    assert statuses == ["ok", "compile_error", "ok"], statuses
     write2 = json.dumps(requests[4].json())
     assert "does not parse" in write2  # the syntax error went back to the model as feedback
     update2 = json.dumps(requests[7].json())

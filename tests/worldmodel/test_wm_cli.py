@@ -45,6 +45,7 @@ def db(tmp_path: Path) -> Path:
             )
             cand = await store.put_candidate("src", "triton")
             await store.record_attempt(s.id, a.id, cand.id, Evaluation(status="ok", speedup_vs_eager=1.75))
+            await store.close_node(a.id, "closed")  # its refine phase ended
 
     asyncio.run(fill())
     return path

@@ -230,6 +230,7 @@ async def test_render_search_from_the_store(store: Store, search: Search) -> Non
     )
     cand = await store.put_candidate("src", "triton")
     await store.record_attempt(search.id, a.id, cand.id, Evaluation(status="ok", speedup_vs_eager=1.9))
+    await store.close_node(a.id, "closed")  # its refine phase ended
     text = await render_search(store, search.id, 1000)
     assert len(text) <= 1000
     assert text.startswith("search 'demo' on softmax (round 0, new)")

@@ -112,7 +112,8 @@ async def test_record_attempt_updates_best_visits_and_status(store: Store, searc
     )
     assert (first.round, first.author, first.base_attempt_id) == (3, "llm:m", bad.id)
     node = await store.get_node(n1.id)
-    assert (node.visits, node.best_attempt_id, node.status) == (2, first.id, "closed")
+    # recording leaves the status alone: the loop closes an intent when its refine phase ends
+    assert (node.visits, node.best_attempt_id, node.status) == (2, first.id, "open")
     assert (await store.get_search(search.id)).best_attempt_id == first.id
 
     tie = await store.record_attempt(search.id, n2.id, cand.id, ok(1.5))
@@ -188,8 +189,9 @@ async def test_node_status_lifecycle(store: Store, search: Search) -> None:
     cand = await store.put_candidate("src", "triton")
     await store.set_node_status(b.id, "active")
     await store.record_attempt(search.id, b.id, cand.id, ok(1.3))
-    assert (await store.get_node(b.id)).status == "closed"  # a correct attempt closes its node
+    assert (await store.get_node(b.id)).status == "active"  # recording never ends the refine phase
     assert (await store.close_node(b.id, "closed")).status == "closed"
+    assert (await store.close_node(b.id, "closed")).status == "closed"  # repeating is a no-op
     with pytest.raises(InvalidTransition, match="is closed"):
         await store.close_node(b.id, "failed")
     await apply_edits(store, search.id, [{"op": "reopen", "node_id": b.id}], "human", 0)

@@ -176,6 +176,13 @@ class TunerPolicy(Policy):
     # ------------------------------------------------------------------ init
 
     async def init(self, ctx: InitContext) -> InitResult:
+        if not ctx.seed_source.strip():
+            raise PolicyError(
+                f"the offline tuner only tunes an existing kernel, and task {ctx.task.name!r} has no seed "
+                "candidate: it needs a language model to write the first kernel. Use --policy anthropic "
+                "(ANTHROPIC_API_KEY) or --policy openai --base-url URL, or submit a kernel of your own "
+                "(`ksearch submit`) that declares TUNABLES"
+            )
         try:
             declared = read_tunables(ctx.seed_source)
         except TunableError as e:

@@ -1,0 +1,78 @@
+"""finish_intent: end an intent's refine phase — close it (`closed` with a correct attempt, else `failed`)
+and hand back what phase 3 (update) reflects on, as the reflect prompt."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools import contexts, loop
+from tools.errors import ToolFailure
+from tools.loop import LoopState, RefineState
+from tools.phase_models import UpdateContext
+from tools.phase_prompts import UPDATE_HINT, prompt_text
+from tools.workspace import Workspace
+from worldmodel.errors import NotFound
+from worldmodel.models import Node, Search
+
+
+class FinishIntentIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    search: int | str = Field(description="Search id or name")
+    node_id: int | None = Field(
+        None, ge=1, description="The intent being refined; default: the search's one active intent"
+    )
+
+
+class FinishOut(BaseModel):
+    node: Node = Field(description="The intent, now closed (it has a correct attempt) or failed")
+    refine: RefineState = Field(description="How its refine phase ended")
+    reflect_prompt: str = Field(description="Phase 3: what to reflect on and how to edit the tree")
+    loop: LoopState
+    next: str
+
+
+async def close_refine(ws: Workspace, s: Search, node: Node) -> tuple[Node, loop.RefineState, UpdateContext]:
+    """Close the claimed intent and build the update context (the driver's and a host's phase 3 input)."""
+    refine = await loop.refine_state(ws, s, node)
+    closed = await ws.store.close_node(node.id, "closed" if node.best_attempt_id is not None else "failed")
+    await loop.finished(ws, s, closed)
+    return closed, refine, await contexts.update_context(ws, s, closed)
+
+
+async def finish_intent(ws: Workspace, inp: FinishIntentIn) -> FinishOut:
+    s = await ws.search(inp.search)
+    node = await _active(ws, s, inp.node_id)
+    node, refine, ctx = await close_refine(ws, s, node)
+    state = await loop.loop_state(ws, s.id)
+    return FinishOut(
+        node=node,
+        refine=refine,
+        reflect_prompt=prompt_text("update", ctx, UPDATE_HINT),
+        loop=state,
+        next=state.next,
+    )
+
+
+async def _active(ws: Workspace, s: Search, node_id: int | None) -> Node:
+    if node_id is None:
+        active = [n for n in await ws.store.list_nodes(s.id) if n.kind == "intent" and n.status == "active"]
+        if len(active) != 1:
+            raise ToolFailure(
+                "no intent is being refined; claim one with select_action"
+                if not active
+                else f"several intents are being refined ({', '.join(f'#{n.id}' for n in active)}): give node_id"
+            )
+        return active[0]
+    try:
+        node = await ws.store.get_node(node_id)
+    except NotFound as e:
+        raise ToolFailure(str(e)) from e
+    if node.search_id != s.id:
+        raise ToolFailure(f"node {node_id} belongs to another search, not {s.name!r}")
+    if node.status != "active":
+        raise ToolFailure(
+            f"intent #{node_id} is {node.status.value}, not being refined: only a claimed (active) intent "
+            "can be finished"
+        )
+    return node

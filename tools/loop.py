@@ -1,0 +1,302 @@
+"""The loop's state, read from the records: which phase a search is in and what to do next.
+
+One loop, three drivers: the built-in driver, an MCP host and a person advance the same K-Search loop
+(init → rounds of select → refine → update → final evaluation). Everything here is derived from the
+store, so whoever calls the tools next — the driver, a host, `ksearch` on the command line — sees the
+same phase, the same attempt count against the cap, the same stagnation count, the same budget left.
+
+The refine rule (shared with the driver): an intent is refined by attempts until `max_attempts_per_intent`
+attempts were made or `stagnation` attempts in a row brought no *significant* gain (gpu/compare.py: a
+confidence bound on the speedup and a minimum gain) over the best correct code of the phase, which starts
+as the code the intent builds on.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from gpu.compare import compare
+from tools.workspace import Workspace
+from worldmodel.models import Attempt, Evaluation, Node, Search
+
+Phase = Literal["init", "select", "refine", "update", "final", "done"]
+
+# Where a claim records the code its refine phase starts from (the base is fixed at the claim: the
+# node's own best changes while it is refined).
+_REFINE_KEY = "refine:{node_id}"
+# The intent whose refine phase ended last, and in which round: the update phase follows it.
+_FINISHED_KEY = "finished:{search_id}"
+
+
+class RefineState(BaseModel):
+    """Where one intent's refine phase stands."""
+
+    node_id: int
+    title: str
+    round: int = Field(description="The round this refine phase belongs to")
+    attempts: int = Field(description="Attempts recorded on the intent in this phase")
+    cap: int = Field(description="At most this many attempts per intent (max_attempts_per_intent)")
+    stagnant: int = Field(description="Attempts in a row without a significant gain")
+    window: int = Field(description="The stagnation window: refine stops when `stagnant` reaches it")
+    base_attempt_id: int | None = Field(description="The attempt the phase builds on (None: from scratch)")
+    best_attempt_id: int | None = Field(description="Best correct attempt of this phase, if any")
+    over: bool = Field(description="True when no further attempt is allowed: finish the intent")
+    why: str = Field("", description="Why the phase is over (cap, stagnation window)")
+
+
+class BudgetState(BaseModel):
+    """The search's budgets (its configuration) against what it has used."""
+
+    rounds_used: int
+    rounds: int | None
+    attempts_used: int
+    attempts: int | None
+    tokens_used: int
+    tokens: int | None
+    usd_used: float
+    usd: float | None
+    target_speedup: float | None
+    best_speedup: float | None
+    exhausted: str | None = Field(None, description="Which budget stops the search, if one does")
+
+
+class LoopState(BaseModel):
+    """The loop as the records show it, with the next step to take."""
+
+    search_id: int
+    search: str
+    status: str
+    round: int
+    phase: Phase
+    refining: list[RefineState] = Field(default_factory=list)
+    budget: BudgetState
+    next: str = Field(description="What to do next, as an instruction")
+
+
+# ----------------------------------------------------------------------------- refine
+
+
+def improves(ev: Evaluation, best: Evaluation | None) -> bool:
+    """Does a new evaluation improve on the phase's best so far? Correct beats incorrect; between two
+    correct ones only a gain beyond measured noise counts, and CPU-interpreter timings never rank."""
+    if ev.status != "ok":
+        return False
+    if best is None or best.status != "ok":
+        return True
+    if _cpu_timed(ev) or _cpu_timed(best):
+        return False
+    return compare(ev, best).faster
+
+
+def _cpu_timed(ev: Evaluation) -> bool:
+    return bool(ev.timings) and ev.timings[0].device == "cpu-interpreter"
+
+
+def refine_progress(
+    base: Evaluation | None, evaluations: list[Evaluation], cap: int, window: int
+) -> tuple[int, int | None, bool, str]:
+    """(stagnant, index of the phase's best among `evaluations` or None, over, why) for attempts in order."""
+    best, best_i, stagnant = base, None, 0
+    for i, ev in enumerate(evaluations):
+        if improves(ev, best):
+            best, best_i, stagnant = ev, i, 0
+        else:
+            stagnant += 1
+    n = len(evaluations)
+    if n >= cap:
+        return stagnant, best_i, True, f"the attempt cap was reached ({n} of {cap})"
+    if stagnant >= window:
+        return (
+            stagnant,
+            best_i,
+            True,
+            f"{stagnant} attempts in a row without a significant gain (window {window})",
+        )
+    return stagnant, best_i, False, ""
+
+
+async def claim(ws: Workspace, s: Search, node: Node, base_attempt_id: int | None) -> None:
+    """Remember where the refine phase of `node` (claimed in round `s.round`) starts."""
+    await ws.store.cache_put(
+        _REFINE_KEY.format(node_id=node.id), {"round": s.round, "base_attempt_id": base_attempt_id}
+    )
+
+
+async def finished(ws: Workspace, s: Search, node: Node) -> None:
+    """Remember that `node`'s refine phase ended: the update phase of its round follows."""
+    rnd, _ = await refine_start(ws, node)
+    await ws.store.cache_put(
+        _FINISHED_KEY.format(search_id=s.id),
+        {"round": rnd if rnd is not None else s.round, "node_id": node.id},
+    )
+
+
+async def last_finished(ws: Workspace, search_id: int) -> int | None:
+    """The id of the intent whose refine phase ended last (None: none yet)."""
+    got = await ws.store.cache_get(_FINISHED_KEY.format(search_id=search_id)) or {}
+    return got.get("node_id")
+
+
+async def refine_start(ws: Workspace, node: Node) -> tuple[int | None, int | None]:
+    """(round, base attempt id) recorded when the node was claimed; (None, None) if it never was."""
+    got = await ws.store.cache_get(_REFINE_KEY.format(node_id=node.id))
+    if not got:
+        return None, None
+    return got.get("round"), got.get("base_attempt_id")
+
+
+async def phase_attempts(ws: Workspace, node: Node) -> list[Attempt]:
+    """The attempts of the node's current refine phase (recorded in the round it was claimed in)."""
+    rnd, _ = await refine_start(ws, node)
+    atts = await ws.store.list_attempts(node.search_id, node.id)
+    return [a for a in atts if rnd is None or a.round == rnd]
+
+
+async def refine_state(ws: Workspace, s: Search, node: Node) -> RefineState:
+    rnd, base_id = await refine_start(ws, node)
+    atts = await phase_attempts(ws, node)
+    base = await ws.store.get_attempt(base_id) if base_id is not None else None
+    evs = [a.evaluation or Evaluation(status="error", error="no evaluation") for a in atts]
+    stagnant, best_i, over, why = refine_progress(
+        base.evaluation if base else None, evs, s.config.max_attempts_per_intent, s.config.stagnation
+    )
+    return RefineState(
+        node_id=node.id,
+        title=node.title,
+        round=rnd if rnd is not None else s.round,
+        attempts=len(atts),
+        cap=s.config.max_attempts_per_intent,
+        stagnant=stagnant,
+        window=s.config.stagnation,
+        base_attempt_id=base_id,
+        best_attempt_id=atts[best_i].id if best_i is not None else None,
+        over=over,
+        why=why,
+    )
+
+
+# ----------------------------------------------------------------------------- budgets
+
+
+async def budget_state(ws: Workspace, s: Search, *, rounds_override: int | None = None) -> BudgetState:
+    b = s.config.budgets
+    rounds = rounds_override if rounds_override is not None else b.rounds
+    n_att = len(await ws.store.attempt_speedups(s.id))  # a count: no evaluations loaded
+    t = await ws.store.llm_totals(s.id)
+    tokens = t.tokens_in + t.tokens_out
+    best = await ws.store.best_attempt(s.id)
+    best_sp = best.speedup if best else None
+    out = BudgetState(
+        rounds_used=s.round,
+        rounds=rounds,
+        attempts_used=n_att,
+        attempts=b.attempts,
+        tokens_used=tokens,
+        tokens=b.tokens,
+        usd_used=t.usd,
+        usd=b.usd,
+        target_speedup=b.target_speedup,
+        best_speedup=best_sp,
+    )
+    out.exhausted = exhausted(out, wall_s=b.wall_s, started=s.created_at)
+    return out
+
+
+def exhausted(
+    b: BudgetState, *, wall_s: float | None = None, started: datetime | float | None = None
+) -> str | None:
+    """Which budget stops the search now (None: none does). `started` is a datetime or a monotonic time."""
+    if b.rounds is not None and b.rounds_used >= b.rounds:
+        return f"round budget reached ({b.rounds})"
+    if b.attempts is not None and b.attempts_used >= b.attempts:
+        return f"attempt budget reached ({b.attempts})"
+    if wall_s is not None and started is not None:
+        spent = (
+            (datetime.now(UTC) - started).total_seconds()
+            if isinstance(started, datetime)
+            else time.monotonic() - started
+        )
+        if spent >= wall_s:
+            return f"wall-time budget reached ({wall_s:.0f}s)"
+    if b.tokens is not None and b.tokens_used >= b.tokens:
+        return f"token budget reached ({b.tokens_used} >= {b.tokens})"
+    if b.usd is not None and b.usd_used >= b.usd:
+        return f"money budget reached (${b.usd_used:.2f} >= ${b.usd:.2f})"
+    if b.target_speedup is not None and b.best_speedup is not None and b.best_speedup >= b.target_speedup:
+        return f"target speedup reached ({b.best_speedup:.2f}x >= {b.target_speedup:.2f}x)"
+    return None
+
+
+# ----------------------------------------------------------------------------- the whole loop
+
+
+async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
+    s = await ws.search(ref)
+    nodes = await ws.store.list_nodes(s.id)
+    intents = [n for n in nodes if n.kind == "intent"]
+    active = [n for n in intents if n.status == "active"]
+    refining = [await refine_state(ws, s, n) for n in active]
+    budget = await budget_state(ws, s)
+    final_done = await ws.store.cache_get(f"final:{s.id}") is not None
+    name = s.name
+    if s.status == "done" or (s.status == "stopped" and final_done):
+        phase: Phase = "done"
+        nxt = (
+            f"The search is over ({s.status}); its final evaluation is recorded. Read the best kernel with "
+            f"get_tree, or reopen intents with edit_tree and call select_action to search further."
+        )
+    elif not intents:
+        phase = "init"
+        nxt = (
+            "Phase 0 (init): the tree has only its root. Read the prompt analyse_kernel "
+            f"(search={name!r}), then call propose_intents with the first intents and edit_tree "
+            "(op=update on the root) with your analysis as its notes."
+        )
+    elif refining:
+        r = refining[0]
+        phase = "refine"
+        if r.over:
+            nxt = (
+                f"Refine of intent #{r.node_id} is over: {r.why}. Call finish_intent "
+                f"(search={name!r}, node_id={r.node_id}) to close it and get the reflect prompt."
+            )
+        else:
+            nxt = (
+                f"Phase 2 (refine) of intent #{r.node_id}: write attempt {r.attempts + 1} of at most {r.cap} "
+                f"(prompt implement_intent, node_id={r.node_id}), then benchmark it with node_id={r.node_id}. "
+                f"Refine stops after {r.window} attempts in a row without a significant gain "
+                f"(now {r.stagnant}); call finish_intent early only if you have no further implementation."
+            )
+    elif budget.exhausted:
+        phase = "final" if not final_done else "done"
+        nxt = (
+            f"The search's budget is spent ({budget.exhausted}). Call final_evaluation (search={name!r}) "
+            "to re-measure the best candidates on every workload, held-out ones included."
+            if not final_done
+            else f"The budget is spent ({budget.exhausted}) and the final evaluation is recorded."
+        )
+    else:
+        fin = await ws.store.cache_get(_FINISHED_KEY.format(search_id=s.id)) or {}
+        phase = "update" if s.round > 0 and fin.get("round") == s.round else "select"
+        if phase == "update":
+            nxt = (
+                f"Phase 3 (update) of round {s.round}: reflect on intent #{fin.get('node_id')} (the reflect "
+                "prompt finish_intent returned, or the prompt reflect_and_edit) and apply your edits with "
+                "edit_tree and propose_intents; then call select_action for the next round."
+            )
+        else:
+            nxt = f"Phase 1 (select): call select_action (search={name!r}) to claim the next intent."
+    return LoopState(
+        search_id=s.id,
+        search=name,
+        status=s.status,
+        round=s.round,
+        phase=phase,
+        refining=refining,
+        budget=budget,
+        next=nxt,
+    )
