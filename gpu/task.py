@@ -27,6 +27,9 @@ class Workload(BaseModel):
     name: str
     params: dict[str, Any] = Field(default_factory=dict)  # shapes / scalars for this workload
     split: Split = "search"
+    # Module-level constants of a native task file replaced for this workload (`batch_size = 16` ->
+    # 2): how a smoke workload is made small for a KernelBench file whose sizes are constants.
+    constants: dict[str, Any] = Field(default_factory=dict)
 
 
 class Tolerance(BaseModel):
@@ -36,13 +39,19 @@ class Tolerance(BaseModel):
 
     atol: dict[str, float] = Field(
         default_factory=lambda: {
-            "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float8_e4m3fn": 1e-1,
+            "float32": 1e-4,
+            "float16": 1e-2,
+            "bfloat16": 2e-2,
+            "float8_e4m3fn": 1e-1,
             "float8_e5m2": 2e-1,
         }
     )
     rtol: dict[str, float] = Field(
         default_factory=lambda: {
-            "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float8_e4m3fn": 1e-1,
+            "float32": 1e-4,
+            "float16": 1e-2,
+            "bfloat16": 2e-2,
+            "float8_e4m3fn": 1e-1,
             "float8_e5m2": 2e-1,
         }
     )
@@ -71,6 +80,9 @@ class Task(BaseModel):
     op: str = ""  # short op family, e.g. "softmax", "gemm"
     dtype: str = "float32"
     bound: Literal["memory", "compute", "mixed", "unknown"] = "unknown"
+    # Which of op / dtype / bound / title the task stated itself (the others are defaults, and facts
+    # derived by running the reference may replace them: gpu/tasks/facts.py).
+    declared: list[str] = Field(default_factory=list)
     style: TaskStyle = "kernelbench"
     source_path: Path  # the file (or folder) it came from
     workloads: list[Workload]

@@ -360,6 +360,7 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
         title=description.splitlines()[0] if description else name,
         op=str(raw.get("op_type") or raw.get("type") or ""),
         dtype=dtype,
+        declared=["dtype", "op"] if (raw.get("op_type") or raw.get("type")) else ["dtype"],
         style="flashinfer",
         source_path=path,
         workloads=workloads,

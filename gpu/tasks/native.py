@@ -10,17 +10,15 @@ whose extras are computed rather than literal is probed once in a subprocess.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from gpu import jail
-from gpu.scrub import scrubbed_env
 from gpu.task import Task, TaskError, Workload
+from gpu.tasks.facts import enabled as facts_enabled
+from gpu.tasks.facts import probe_task
 from gpu.tasks.literals import ModuleFacts, NotLiteral
+from gpu.tasks.probe import run_probe
+from gpu.tasks.shrink import size_knobs
 from gpu.tasks.specs import parse_meta, parse_tolerance, parse_workloads, task_error
 
 EXTRAS = ("WORKLOADS", "TOLERANCE", "META")
@@ -49,35 +47,14 @@ def _probe(path: Path, names: list[str]) -> dict[str, Any]:
         "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
         "print(json.dumps({n: getattr(mod, n) for n in sys.argv[2:] if hasattr(mod, n)}))\n"
     )
-    # a task file is code like a candidate: the same scrubbed environment, and the same jail where
-    # the machine allows it (gpu/jail.py); it can write only into a throwaway home
-    with tempfile.TemporaryDirectory(prefix="ksearch-task-probe-") as home:
-        cmd = [sys.executable, "-c", code, str(path), *names]
-        try:
-            jailed, _ = jail.resolve(os.environ.get("KSEARCH_ISOLATION", "auto"))
-        except (ValueError, OSError) as exc:
-            raise TaskError(f"{path}: cannot run the file to read {', '.join(names)}: {exc}") from None
-        if jailed:
-            cmd = jail.wrap(cmd, [Path(home)])
-        try:
-            proc = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=PROBE_TIMEOUT_S,
-                cwd=path.parent,
-                env=scrubbed_env(home=Path(home)),
-            )
-        except subprocess.TimeoutExpired:
-            raise TaskError(
-                f"{path}: running the file to read {', '.join(names)} took over {PROBE_TIMEOUT_S:.0f} s"
-            ) from None
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
-        raise TaskError(f"{path}: running the file to read {', '.join(names)} failed: {tail[0]}")
+    out = run_probe(
+        ["-c", code, str(path), *names],
+        where=path,
+        what=f"read {', '.join(names)}",
+        timeout_s=PROBE_TIMEOUT_S,
+    )
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return json.loads(out.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         raise TaskError(
             f"{path}: {', '.join(names)} must be plain data (numbers, strings, lists, mappings)"
@@ -133,7 +110,9 @@ def _seeds(path: Path) -> dict[str, str]:
     return {p.stem.removeprefix("seed_"): p.read_text() for p in sorted(path.parent.glob("seed_*.py"))}
 
 
-def load_native(path: Path, *, name: str | None = None, builtin: bool = False) -> Task:
+def load_native(
+    path: Path, *, name: str | None = None, builtin: bool = False, shrink_smoke: bool = True
+) -> Task:
     path = path.resolve()
     source = read_source(path)
     facts = parse_module(source, path)
@@ -163,14 +142,19 @@ def load_native(path: Path, *, name: str | None = None, builtin: bool = False) -
         source_name = next(w.name for w in workloads if w.split == "search")
         extras_out["smoke_note"] = f"a copy of {source_name!r} (sized for the GPU: it may be slow on the CPU)"
     meta = parse_meta(extras.get("META"), path)
+    raw_meta = extras.get("META")
+    declared = sorted(
+        k for k in ("op", "dtype", "bound", "title") if isinstance(raw_meta, dict) and k in raw_meta
+    )
     tolerance = parse_tolerance(extras.get("TOLERANCE"), path)
     task_name = name or (path.parent.name if path.name == "task.py" else path.stem)
-    return Task(
+    task = Task(
         name=task_name,
         title=meta.title or task_name,
         op=meta.op,
         dtype=meta.dtype,
         bound=meta.bound,
+        declared=declared,
         style="kernelbench",
         source_path=path,
         workloads=workloads,
@@ -183,3 +167,42 @@ def load_native(path: Path, *, name: str | None = None, builtin: bool = False) -
         has_cost=facts.defines("COST"),
         extras=extras_out,
     )
+    if smoke_derived and shrink_smoke:
+        task = _with_small_smoke(task, source)
+    return task
+
+
+def _with_small_smoke(task: Task, source: str) -> Task:
+    """Replace a derived smoke workload (a copy of GPU-sized inputs) by one with smaller sizes.
+
+    The sizes are found and checked in a subprocess (gpu/tasks/rt_facts.py), cached per file content;
+    a file whose sizes are already small, or that has none to shrink, is not run at all. Whatever goes
+    wrong, the task keeps its copy and the note says why.
+    """
+    smoke = task.smoke()
+    base = next(w for w in task.workloads if w.split == "search")
+    if not size_knobs(source, task.source_path, base.params).worth_shrinking():
+        return task
+    if not facts_enabled():
+        return task
+    result = probe_task(task)
+    found = result.smoke
+    copy_note = str(task.extras.get("smoke_note", ""))
+    if found is None or not found.verified:
+        why = (
+            found.note if found is not None else f"no smaller sizes: {result.error or 'the probe found none'}"
+        )
+        task.extras["smoke_note"] = f"{copy_note}; {why}"
+        return task
+    small = Workload(
+        name=smoke.name,
+        params={**base.params, **found.params},
+        constants=found.constants,
+        split="smoke",
+    )
+    task.workloads = [small if w.name == smoke.name else w for w in task.workloads]
+    task.extras["smoke_note"] = (
+        f"{base.name!r} with smaller sizes ({', '.join(found.changes)}); "
+        f"the reference ran on it in {found.seconds:.2f} s"
+    )
+    return task

@@ -32,7 +32,11 @@ def exec_module(source: str, name: str, filename: Path) -> types.ModuleType:
     could hand back a previous candidate of the same length written within the same second.
     """
     linecache.cache.pop(str(filename), None)
-    code = compile(source, str(filename), "exec")
+    return exec_code(compile(source, str(filename), "exec"), name, filename)
+
+
+def exec_code(code: types.CodeType, name: str, filename: Path) -> types.ModuleType:
+    """Run compiled module code as module `name` (registered in sys.modules while it lives)."""
     module = types.ModuleType(name)
     module.__file__ = str(filename)
     sys.modules[name] = module

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import types
 from collections.abc import Callable
 from typing import Any
@@ -14,10 +16,12 @@ from gpu.tasks.rt_common import (
     CandidateError,
     as_result,
     call_with_params,
+    exec_code,
     load_file_module,
     seed_everything,
     to_device,
 )
+from gpu.tasks.shrink import patched_code
 
 
 def _runner(model: Any) -> Callable[[list], Any]:
@@ -36,29 +40,54 @@ class NativeRuntime:
         for name in ("Model", "get_inputs"):
             if not hasattr(self.module, name):
                 raise TaskError(f"{self.path}: {name}: not defined after running the file")
+        # a workload that replaces module constants (a shrunk smoke workload) runs its own copy of the
+        # file, built up front so a bad replacement fails here rather than mid-evaluation
+        self._variants: dict[str, types.ModuleType] = {}
+        for w in task.workloads:
+            if w.constants:
+                self.module_for(w)
+
+    def module_for(self, workload: Workload) -> types.ModuleType:
+        """The task module as this workload sees it: the file itself, or a copy with its constants replaced."""
+        if not workload.constants:
+            return self.module
+        key = json.dumps(workload.constants, sort_keys=True)
+        mod = self._variants.get(key)
+        if mod is None:
+            code = patched_code(self.path.read_text(), self.path, workload.constants)
+            suffix = hashlib.sha1(key.encode()).hexdigest()[:8]
+            mod = exec_code(code, f"{self.module.__name__}_{suffix}", self.path)
+            self._variants[key] = mod
+        return mod
 
     def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
+        module = self.module_for(workload)
         with torch.device(device):
             seed_everything(seed)
-            inputs = call_with_params(self.module.get_inputs, workload.params, f"{self.path}: get_inputs")
+            inputs = call_with_params(module.get_inputs, workload.params, f"{self.path}: get_inputs")
         return list(to_device(list(inputs), device))
 
     def _build(self, cls: type, workload: Workload, device: str) -> Any:
         # Built on the CPU after a fixed seed, then moved: the same weights on every device.
+        module = self.module_for(workload)
         with torch.device("cpu"):
             seed_everything(INIT_SEED)
             init = []
-            if hasattr(self.module, "get_init_inputs"):
+            if hasattr(module, "get_init_inputs"):
                 init = call_with_params(
-                    self.module.get_init_inputs, workload.params, f"{self.path}: get_init_inputs"
+                    module.get_init_inputs, workload.params, f"{self.path}: get_init_inputs"
                 )
             model = cls(*init)
         if isinstance(model, torch.nn.Module):
             model = model.to(device).eval()
         return model
 
+    def reference_model(self, workload: Workload, device: str) -> Any:
+        """The task's `Model` built for this workload (its parameters and buffers are part of the work)."""
+        return self._build(self.module_for(workload).Model, workload, device)
+
     def build_reference(self, workload: Workload, device: str) -> Callable[[list], Any]:
-        return _runner(self._build(self.module.Model, workload, device))
+        return _runner(self.reference_model(workload, device))
 
     def build_candidate(
         self, module: types.ModuleType, workload: Workload, device: str

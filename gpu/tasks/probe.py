@@ -1,0 +1,69 @@
+"""Run a task's own code in a subprocess: scrubbed environment, jailed where the machine allows it.
+
+A task file is code like a candidate: the process that asks (the MCP server, the CLI) never runs it
+itself and never imports torch for it. The subprocess gets the same allow-listed environment as a
+worker (no API keys) and, where user namespaces work, the same jail (gpu/jail.py): it can write only
+into a throwaway home directory, which is also where the caller's input files are placed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpu import jail
+from gpu.scrub import scrubbed_env
+from gpu.task import TaskError
+
+
+class ProbeFailed(TaskError):
+    """The subprocess could not be started, ran too long, or exited non-zero (the message says which)."""
+
+
+def run_probe(
+    args: list[str],
+    *,
+    where: Path,
+    what: str,
+    timeout_s: float,
+    files: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> str:
+    """Run `python ARGS` in `where` and return its stdout.
+
+    `files` are written into the subprocess's home first; an argument `{home}` is replaced by that
+    directory's path. `what` completes error messages: "<where>: running the file to <what> ...".
+    """
+    cwd = where if where.is_dir() else where.parent
+    with tempfile.TemporaryDirectory(prefix="ksearch-task-probe-") as home:
+        for name, text in (files or {}).items():
+            (Path(home) / name).write_text(text)
+        cmd = [sys.executable, *(a.replace("{home}", home) for a in args)]
+        try:
+            jailed, _ = jail.resolve(os.environ.get("KSEARCH_ISOLATION", "auto"))
+        except (ValueError, OSError) as exc:
+            raise ProbeFailed(f"{where}: cannot run the file to {what}: {exc}") from None
+        if jailed:
+            cmd = jail.wrap(cmd, [Path(home)])
+        try:
+            proc = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                cwd=cwd,
+                env=scrubbed_env(home=Path(home), extra=extra_env),
+            )
+        except subprocess.TimeoutExpired:
+            raise ProbeFailed(f"{where}: running the file to {what} took over {timeout_s:.0f} s") from None
+        except OSError as exc:
+            raise ProbeFailed(f"{where}: cannot run the file to {what}: {exc}") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}, no output"]
+        raise ProbeFailed(f"{where}: running the file to {what} failed: {tail[0]}")
+    return proc.stdout

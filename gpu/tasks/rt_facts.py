@@ -1,0 +1,432 @@
+"""The subprocess side of gpu/tasks/facts.py: run a task's reference once and report what it did.
+
+    python -m gpu.tasks.rt_facts TASK_JSON     ->  one ProbeResult JSON line, last on stdout
+
+Run by gpu.tasks.facts.probe_task through gpu/tasks/probe.py (scrubbed environment, jail, no GPU).
+Each workload runs under FakeTensorMode: inputs, weights and outputs have shapes and dtypes but no
+storage, so a many-GB workload costs nothing. FlopCounterMode counts FLOPs; a recorder beside it
+notes every other compute op, whose FLOPs the counter does not know. Where the fake run fails, the
+smallest workload runs for real on the CPU, under a memory cap. For a KernelBench file without a
+smoke workload, a smaller one is searched for (gpu/tasks/shrink.py) and checked by a real run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+from gpu.task import Task, Workload
+from gpu.tasks.facts import OpTally, ProbeResult, SmokeProbe, TensorInfo, WorkloadProbe
+from gpu.tasks.rt_common import as_result
+from gpu.tasks.shrink import FACTORS, SizeKnobs, shrunk, size_knobs
+
+MEMORY_HEADROOM_GIB = 4.0  # what real runs may allocate beyond the interpreter and torch
+REAL_LIMIT_BYTES = 1 << 30  # a real fallback run only on a workload whose inputs + weights fit this
+SMOKE_ELEMENTS = 1 << 18  # a derived smoke workload touches at most this many elements ...
+SMOKE_FLOPS = 1 << 28  # ... and counts at most this many FLOPs (cheap under the Triton interpreter)
+MAX_REAL_TRIES = 3
+
+# Ops that move or make data without arithmetic: no FLOPs, and not "uncounted" either.
+ZERO_FLOP_OPS = frozenset({
+    "_to_copy", "_unsafe_view", "alias", "arange", "as_strided", "cat", "clone", "constant_pad_nd",
+    "contiguous", "copy", "copy_", "detach", "embedding", "empty", "empty_like", "empty_strided",
+    "expand", "fill", "fill_", "flip", "full", "full_like", "gather", "index", "index_select",
+    "lift_fresh", "lift_fresh_copy", "new_empty", "new_empty_strided", "new_full", "new_ones",
+    "new_zeros", "ones", "ones_like", "permute", "rand_like", "randn_like", "repeat", "roll",
+    "scalar_tensor", "select_scatter", "slice_scatter", "split_with_sizes_copy", "stack",
+    "unbind_copy", "view_copy", "zero_", "zeros", "zeros_like", "_local_scalar_dense",
+})  # fmt: skip
+
+
+def _sdpa_cpu_flops(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, **kwargs: Any) -> int:
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+# the counter knows the CUDA attention kernels; on the CPU (where fake tensors live) sdpa dispatches here
+EXTRA_FORMULAS: dict[Any, Callable[..., int]] = {}
+if hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu"):
+    EXTRA_FORMULAS[torch.ops.aten._scaled_dot_product_flash_attention_for_cpu] = _sdpa_cpu_flops
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Every aten compute op of a forward: its calls, counted FLOPs (or None), elements touched."""
+
+    def __init__(self, registry: dict[Any, Callable[..., Any]]) -> None:
+        super().__init__()
+        self.registry = registry
+        self.tallies: dict[str, OpTally] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self._tally(func, args, kwargs, out)
+        return out
+
+    def _tally(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        if func.namespace != "aten" or func.is_view:
+            return
+        packet = func._overloadpacket
+        name = packet.__name__
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if not tensors or name in ZERO_FLOP_OPS:
+            return  # a factory (randn) or data movement
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        formula = self.registry.get(packet)
+        tally = self.tallies.get(name)
+        if tally is None:
+            tally = OpTally(op=name, dtype=_dtype(tensors[0]), flops=0.0 if formula else None)
+            self.tallies[name] = tally
+        tally.calls += 1
+        if formula is not None and tally.flops is not None:
+            tally.flops += float(formula(*args, **kwargs, out_val=out))
+        else:
+            tally.elements += float(max(t.numel() for t in [*tensors, *outs]))
+
+
+def _forward_names(model: Any, n: int) -> list[str]:
+    try:
+        sig = inspect.signature(model.forward)
+    except (AttributeError, TypeError, ValueError):
+        return []
+    names = []
+    for p in sig.parameters.values():
+        if p.kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return names[:n]
+
+
+def _describe(values: list[Any], names: list[str], prefix: str, seen: set[int]) -> list[TensorInfo]:
+    """One TensorInfo per leaf. A tensor passed twice is described twice but its bytes count once."""
+    out: list[TensorInfo] = []
+    for i, v in enumerate(values):
+        base = names[i] if i < len(names) else f"{prefix}{i}"
+        leaves = tree_flatten(v)[0]
+        for j, leaf in enumerate(leaves):
+            name = base if len(leaves) == 1 else f"{base}.{j}"
+            if isinstance(leaf, torch.Tensor):
+                nbytes = 0 if id(leaf) in seen else leaf.numel() * leaf.element_size()
+                seen.add(id(leaf))
+                out.append(TensorInfo(name=name, shape=list(leaf.shape), dtype=_dtype(leaf), bytes=nbytes))
+            else:
+                out.append(TensorInfo(name=name, dtype=type(leaf).__name__, value=repr(leaf)[:40]))
+    return out
+
+
+def _apply_without_swap(self: torch.nn.Module, fn: Callable[[Any], Any], recurse: bool = True) -> Any:
+    """nn.Module._apply for fake parameters: torch swaps a fake parameter in place, which fails while
+    the fake mode holds a weak reference to it; a new Parameter holding the converted tensor is the
+    same for measuring (`.to()`, `.half()`, `.cuda()` of a Model under fake tensors)."""
+    if recurse:
+        for child in self.children():
+            child._apply(fn)
+    for key, param in self._parameters.items():
+        if param is None:
+            continue
+        with torch.no_grad():
+            applied = fn(param)
+        if applied is not param:
+            self._parameters[key] = torch.nn.Parameter(applied, requires_grad=param.requires_grad)
+    for key, buf in self._buffers.items():
+        if buf is not None:
+            self._buffers[key] = fn(buf)
+    return self
+
+
+@contextlib.contextmanager
+def _fake_tensors() -> Iterator[FakeTensorMode]:
+    original = torch.nn.Module._apply
+    torch.nn.Module._apply = _apply_without_swap  # type: ignore[method-assign]
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            yield mode
+    finally:
+        torch.nn.Module._apply = original  # type: ignore[method-assign]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+
+
+class Prober:
+    """Runs one task's reference per workload, fake or real."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.native = task.style == "kernelbench"
+        if self.native:
+            from gpu.tasks.rt_native import NativeRuntime
+
+            self.impl: Any = NativeRuntime(task)
+        else:
+            from gpu.runtime import TaskRuntime
+
+            self.impl = TaskRuntime(task)
+
+    def _reference(self, wl: Workload) -> tuple[Any, Callable[[list], Any]]:
+        if self.native:
+            model = self.impl.reference_model(wl, "cpu")
+            return model, lambda inputs: as_result(model(*inputs))
+        return None, self.impl.build_reference(wl, "cpu")
+
+    def _input_names(self, model: Any, n: int) -> list[str]:
+        if model is not None:
+            return _forward_names(model, n)
+        declared = self.task.extras.get("inputs")
+        if isinstance(declared, dict) and len(declared) == n:
+            return list(declared)
+        return []
+
+    def measure(self, wl: Workload, *, fake: bool) -> WorkloadProbe:
+        p = WorkloadProbe(workload=wl.name, split=wl.split, method="fake" if fake else "real")
+        mode = _fake_tensors() if fake else contextlib.nullcontext()
+        how = "under fake tensors" if fake else "in a real CPU run"
+        stage = "making the inputs"
+        try:
+            with mode:
+                inputs = self.impl.make_inputs(wl, 0, "cpu")
+                stage = "building the Model"
+                model, fn = self._reference(wl)
+                seen: set[int] = set()
+                p.inputs = _describe(list(inputs), self._input_names(model, len(inputs)), "in", seen)
+                if isinstance(model, torch.nn.Module):
+                    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+                    for t in tensors.values():
+                        nbytes = t.numel() * t.element_size()
+                        p.params += 1
+                        p.params_bytes += nbytes
+                        p.params_elements += t.numel()
+                        p.params_dtypes[_dtype(t)] = p.params_dtypes.get(_dtype(t), 0) + nbytes
+                stage = "running the forward"
+                with (
+                    torch.no_grad(),
+                    FlopCounterMode(display=False, custom_mapping=EXTRA_FORMULAS) as counter,
+                    _OpRecorder(counter.flop_registry) as recorder,
+                ):
+                    out = fn(inputs)
+                leaves = [out] if isinstance(out, torch.Tensor) else list(tree_flatten(out)[0])
+                names = ["out"] if len(leaves) == 1 else [f"out{i}" for i in range(len(leaves))]
+                p.outputs = _describe(leaves, names, "out", set())
+                p.flops_counted = float(counter.get_total_flops())
+                p.ops = list(recorder.tallies.values())
+        except Exception as exc:  # task code may raise anything: it is reported, per workload
+            p.error = f"{stage} {how}: {_first_line(exc)}"
+            if not p.inputs:
+                p.method = "none"
+        return p
+
+    def cost(self, wl: Workload) -> dict[str, Any] | None:
+        try:
+            c = self.impl.cost(wl)
+        except Exception as exc:  # a broken COST is the task's fault; the derived numbers still stand
+            return {"error": _first_line(exc)}
+        return c.model_dump() if c is not None else None
+
+
+def _footprint(p: WorkloadProbe) -> int | None:
+    if not p.inputs:
+        return None
+    return sum(t.bytes for t in p.inputs) + p.params_bytes
+
+
+def _small(p: WorkloadProbe) -> bool:
+    return p.elements() <= SMOKE_ELEMENTS and (p.flops_counted or 0.0) <= SMOKE_FLOPS
+
+
+def _timed(prober: Prober, wl: Workload) -> tuple[WorkloadProbe, float]:
+    t0 = time.perf_counter()
+    p = prober.measure(wl, fake=False)
+    return p, time.perf_counter() - t0
+
+
+def derive_smoke(prober: Prober, probes: dict[str, WorkloadProbe]) -> tuple[SmokeProbe, WorkloadProbe]:
+    """A smaller smoke workload for a native file that gave none, and its facts from a real run."""
+    task = prober.task
+    copy = task.smoke()
+    base = next(w for w in task.workloads if w.split == "search")
+    base_probe = probes[base.name]
+    as_copy = base_probe.model_copy(update={"workload": copy.name, "split": "smoke"}, deep=True)
+    report = SmokeProbe(derived_from=base.name, elements=base_probe.elements())
+    if not base_probe.inputs:
+        report.note = f"not shrunk: the inputs could not be made under fake tensors ({base_probe.error})"
+        return report, as_copy
+    knobs = size_knobs(task.source_path.read_text(), task.source_path, base.params)
+    if knobs.empty():
+        report.note = "not shrunk: the file sizes its inputs with no integer constant or parameter"
+        return report, as_copy
+    # the loader makes the same call without running anything (gpu/tasks/native.py): keep them in step
+    if not knobs.worth_shrinking() or (base_probe.outputs is not None and _small(base_probe)):
+        report.note = f"not shrunk: {base.name!r} is already small"
+        return report, as_copy
+    tried: set[str] = set()
+    failures: list[str] = []
+    reals = 0
+    for factor in FACTORS[1:]:
+        cand = shrunk(knobs, factor)
+        sig = cand.model_dump_json()
+        if sig in tried or cand == knobs:
+            continue
+        tried.add(sig)
+        wl = _smoke_workload(copy.name, base, knobs, cand)
+        try:
+            prober.impl.module_for(wl)
+        except Exception as exc:  # the file's own module-level code rejects these sizes
+            failures.append(f"/{factor}: {_first_line(exc)}")
+            continue
+        fake = prober.measure(wl, fake=True)
+        if not fake.inputs or (fake.outputs is None and base_probe.outputs is not None):
+            failures.append(f"/{factor}: {fake.error}")
+            continue
+        if not _small(fake):
+            continue
+        reals += 1
+        real, seconds = _timed(prober, wl)
+        if real.outputs is not None:
+            return SmokeProbe(
+                derived_from=base.name,
+                factor=factor,
+                constants=wl.constants,
+                params={k: v for k, v in wl.params.items() if base.params.get(k) != v},
+                changes=knobs.changes(cand),
+                verified=True,
+                seconds=seconds,
+                elements=real.elements(),
+                note=f"sizes of {base.name!r} divided by {factor}; the reference ran on it",
+            ), real
+        failures.append(f"/{factor}: {real.error}")
+        if reals >= MAX_REAL_TRIES:
+            break
+    report.note = "not shrunk: " + ("; ".join(failures[-3:]) or "no smaller size fit the smoke budget")
+    return report, as_copy
+
+
+def _smoke_workload(name: str, base: Workload, knobs: SizeKnobs, cand: SizeKnobs) -> Workload:
+    constants = {k: v for k, v in cand.constants.items() if v != knobs.constants.get(k)}
+    params = dict(base.params)
+    params.update({k: v for k, v in cand.params.items() if v != knobs.params.get(k)})
+    return Workload(name=name, params=params, split="smoke", constants=constants)
+
+
+def probe(task: Task) -> tuple[list[WorkloadProbe], SmokeProbe | None]:
+    prober = Prober(task)
+    shrink = prober.native and task.smoke_derived
+    probes: dict[str, WorkloadProbe] = {}
+    for wl in task.workloads:
+        if shrink and wl.split == "smoke":
+            continue  # a copy of the first search workload: derive_smoke decides what it becomes
+        probes[wl.name] = prober.measure(wl, fake=True)
+    smoke: SmokeProbe | None = None
+    if shrink:
+        smoke, smoke_probe = derive_smoke(prober, probes)
+        probes[smoke_probe.workload] = smoke_probe
+    if any(p.outputs is None for p in probes.values()) and not any(
+        p.method == "real" for p in probes.values()
+    ):
+        _real_fallback(prober, probes)
+    for wl in task.workloads:
+        if wl.name in probes:
+            probes[wl.name].cost = prober.cost(wl)
+    return [probes[w.name] for w in task.workloads if w.name in probes], smoke
+
+
+def _real_fallback(prober: Prober, probes: dict[str, WorkloadProbe]) -> None:
+    """Fake tensors failed somewhere: run the smallest workload for real (if small enough to be safe)."""
+    sized = [(n, _footprint(p)) for n, p in probes.items()]
+    known = [(n, b) for n, b in sized if b is not None]
+    if known:
+        name, nbytes = min(known, key=lambda nb: nb[1])
+        if nbytes > REAL_LIMIT_BYTES:
+            for p in probes.values():
+                if p.outputs is None:
+                    p.error = f"{p.error}; no real run: the smallest workload needs {nbytes / 2**30:.1f} GiB"
+            return
+    else:
+        smoke = prober.task.by_split("smoke")
+        name = smoke[0].name if smoke else next(iter(probes))
+    real = prober.measure(prober.task.workload(name), fake=False)
+    if real.outputs is not None:
+        probes[name] = real
+    else:
+        probes[name].error = f"{probes[name].error}; {real.error}"
+
+
+def _limit_memory(headroom_gib: float) -> None:
+    """Cap what real runs can allocate (a file may build GBs of numpy data, which fake tensors miss)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return  # not Linux: no cap, the caller's timeout still holds
+    data_kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmData:")), 0)
+    limit = data_kb * 1024 + int(headroom_gib * 2**30)
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+def _patch_for_probing() -> None:
+    """Make ksearch's input helpers and `.cuda()` calls work here.
+
+    gpu.inputs draws scale and shift as Python floats from a CPU tensor: under fake tensors those
+    draws must run for real. The probe has no GPU, and shapes do not depend on the device, so
+    `.cuda()` on a tensor or a module leaves it where it is.
+    """
+    import gpu.inputs as gi
+
+    draw = gi._cpu_uniform
+
+    def real_draw(low: float, high: float) -> float:
+        with unset_fake_temporarily():
+            return draw(low, high)
+
+    gi._cpu_uniform = real_draw
+
+    def stay(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    torch.Tensor.cuda = stay  # type: ignore[method-assign]
+    torch.nn.Module.cuda = stay  # type: ignore[method-assign]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("task_json", type=Path)
+    parser.add_argument("--memory-gib", type=float, default=MEMORY_HEADROOM_GIB)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    _limit_memory(args.memory_gib)
+    _patch_for_probing()
+    result = ProbeResult(torch=torch.__version__)
+    try:
+        task = Task.model_validate_json(args.task_json.read_text())
+        result.workloads, result.smoke = probe(task)
+    except Exception as exc:  # the file does not even load: still one answer
+        result.error = _first_line(exc)
+    # a newline first: task code may have printed without one
+    sys.stdout.write("\n" + json.dumps(result.model_dump(mode="json")) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,19 @@
+"""Task tests keep derived task facts in a cache of their own (shared by this session's tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("task-facts")
+
+
+@pytest.fixture(autouse=True)
+def _own_facts_cache(facts_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(facts_cache))
+    yield
