@@ -181,7 +181,11 @@ def _with_small_smoke(task: Task, source: str) -> Task:
     """
     smoke = task.smoke()
     base = next(w for w in task.workloads if w.split == "search")
-    if not size_knobs(source, task.source_path, base.params).worth_shrinking():
+    knobs = size_knobs(source, task.source_path, base.params)
+    if knobs.empty():
+        task.extras["smoke_note"] = f"{task.extras.get('smoke_note', '')}; no integer size constant to shrink"
+        return task
+    if not knobs.worth_shrinking():
         return task
     if not facts_enabled():
         return task

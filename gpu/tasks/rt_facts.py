@@ -33,7 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 from gpu.task import Task, Workload
 from gpu.tasks.facts import OpTally, ProbeResult, SmokeProbe, TensorInfo, WorkloadProbe
 from gpu.tasks.rt_common import as_result
-from gpu.tasks.shrink import FACTORS, SizeKnobs, shrunk, size_knobs
+from gpu.tasks.shrink import FACTORS, SizeKnobs, halved, halving_moves, shrunk, size_knobs
 
 MEMORY_HEADROOM_GIB = 4.0  # what real runs may allocate beyond the interpreter and torch
 REAL_LIMIT_BYTES = 1 << 30  # a real fallback run only on a workload whose inputs + weights fit this
@@ -278,46 +278,112 @@ def derive_smoke(prober: Prober, probes: dict[str, WorkloadProbe]) -> tuple[Smok
     if not knobs.worth_shrinking() or (base_probe.outputs is not None and _small(base_probe)):
         report.note = f"not shrunk: {base.name!r} is already small"
         return report, as_copy
-    tried: set[str] = set()
-    failures: list[str] = []
-    reals = 0
-    for factor in FACTORS[1:]:
-        cand = shrunk(knobs, factor)
+    search = _SmokeSearch(prober, base, copy.name, knobs, base_probe)
+    found = search.run()
+    if found is None:
+        report.note = "not shrunk: " + (
+            "; ".join(search.failures[-3:]) or "no smaller size fit the smoke budget"
+        )
+        return report, as_copy
+    return found
+
+
+class _SmokeSearch:
+    """Smaller sizes whose fake run works and fits the smoke budget, confirmed by a real run.
+
+    First one common factor for every size (keeps their relations); where every factor small enough
+    breaks the model (a size that must stay large, like an image that is pooled three times), single
+    sizes are halved from the last factor that worked, as long as the model still runs.
+    """
+
+    MAX_FAKE_RUNS = 120
+
+    def __init__(
+        self, prober: Prober, base: Workload, name: str, knobs: SizeKnobs, base_probe: WorkloadProbe
+    ) -> None:
+        self.prober, self.base, self.name, self.knobs = prober, base, name, knobs
+        # a forward that fails under fake tensors anyway (an .item()) cannot tell a broken size: inputs only
+        self.judge_forward = base_probe.outputs is not None
+        self.tried: set[str] = set()
+        self.failures: list[str] = []
+        self.fake_runs = 0
+        self.reals = 0
+
+    def _fake(self, cand: SizeKnobs, label: str) -> WorkloadProbe | None:
+        """The fake run of a candidate, or None where the model does not run at these sizes."""
         sig = cand.model_dump_json()
-        if sig in tried or cand == knobs:
-            continue
-        tried.add(sig)
-        wl = _smoke_workload(copy.name, base, knobs, cand)
+        if sig in self.tried or cand == self.knobs or self.fake_runs >= self.MAX_FAKE_RUNS:
+            return None
+        self.tried.add(sig)
+        self.fake_runs += 1
+        wl = _smoke_workload(self.name, self.base, self.knobs, cand)
         try:
-            prober.impl.module_for(wl)
+            self.prober.impl.module_for(wl)
         except Exception as exc:  # the file's own module-level code rejects these sizes
-            failures.append(f"/{factor}: {_first_line(exc)}")
-            continue
-        fake = prober.measure(wl, fake=True)
-        if not fake.inputs or (fake.outputs is None and base_probe.outputs is not None):
-            failures.append(f"/{factor}: {fake.error}")
-            continue
-        if not _small(fake):
-            continue
-        reals += 1
-        real, seconds = _timed(prober, wl)
-        if real.outputs is not None:
-            return SmokeProbe(
-                derived_from=base.name,
-                factor=factor,
-                constants=wl.constants,
-                params={k: v for k, v in wl.params.items() if base.params.get(k) != v},
-                changes=knobs.changes(cand),
-                verified=True,
-                seconds=seconds,
-                elements=real.elements(),
-                note=f"sizes of {base.name!r} divided by {factor}; the reference ran on it",
-            ), real
-        failures.append(f"/{factor}: {real.error}")
-        if reals >= MAX_REAL_TRIES:
-            break
-    report.note = "not shrunk: " + ("; ".join(failures[-3:]) or "no smaller size fit the smoke budget")
-    return report, as_copy
+            self.failures.append(f"{label}: {_first_line(exc)}")
+            return None
+        fake = self.prober.measure(wl, fake=True)
+        if not fake.inputs or (self.judge_forward and fake.outputs is None):
+            self.failures.append(f"{label}: {fake.error}")
+            return None
+        return fake
+
+    def _confirm(self, cand: SizeKnobs, label: str) -> tuple[SmokeProbe, WorkloadProbe] | None:
+        self.reals += 1
+        wl = _smoke_workload(self.name, self.base, self.knobs, cand)
+        real, seconds = _timed(self.prober, wl)
+        if real.outputs is None:
+            self.failures.append(f"{label}: {real.error}")
+            return None
+        report = SmokeProbe(
+            derived_from=self.base.name,
+            constants=wl.constants,
+            params={k: v for k, v in wl.params.items() if self.base.params.get(k) != v},
+            changes=self.knobs.changes(cand),
+            verified=True,
+            seconds=seconds,
+            elements=real.elements(),
+            note=f"sizes of {self.base.name!r} {label}; the reference ran on it",
+        )
+        return report, real
+
+    def run(self) -> tuple[SmokeProbe, WorkloadProbe] | None:
+        last_ok: tuple[SizeKnobs, int] | None = (self.knobs, 1) if self.judge_forward else None
+        for factor in FACTORS[1:]:
+            cand = shrunk(self.knobs, factor)
+            label = f"divided by {factor}"
+            fake = self._fake(cand, label)
+            if fake is None:
+                continue
+            last_ok = (cand, factor)
+            if _small(fake):
+                found = self._confirm(cand, label)
+                if found is not None:
+                    found[0].factor = factor
+                    return found
+                if self.reals >= MAX_REAL_TRIES:
+                    return None
+        if last_ok is not None and self.judge_forward:
+            return self._halve_from(*last_ok)
+        return None
+
+    def _halve_from(self, current: SizeKnobs, factor: int) -> tuple[SmokeProbe, WorkloadProbe] | None:
+        while self.reals < MAX_REAL_TRIES and self.fake_runs < self.MAX_FAKE_RUNS:
+            for refs in halving_moves(current):
+                cand = halved(current, refs)
+                fake = self._fake(cand, f"halving {', '.join(n for _, n in refs)}")
+                if fake is not None:
+                    current = cand
+                    break
+            else:
+                return None  # no single step keeps the model running
+            if _small(fake):
+                label = f"divided by {factor}, then some halved" if factor > 1 else "partly halved"
+                found = self._confirm(current, label)
+                if found is not None:
+                    found[0].factor = factor
+                    return found
+        return None
 
 
 def _smoke_workload(name: str, base: Workload, knobs: SizeKnobs, cand: SizeKnobs) -> Workload:

@@ -229,6 +229,40 @@ def shrunk(knobs: SizeKnobs, factor: int) -> SizeKnobs:
     )
 
 
+KnobRef = tuple[str, str]  # ("constants" | "params", name)
+
+
+def halving_moves(knobs: SizeKnobs) -> list[list[KnobRef]]:
+    """Single steps for when no common factor works (one size must stay large while others shrink):
+    halve each group of equal-valued knobs together (keeps `in_features == out_features`), then each
+    knob alone; the largest values first. Knobs at or below KEEP are left alone."""
+    refs: dict[KnobRef, int] = {}
+    for kind in ("constants", "params"):
+        for name, v in getattr(knobs, kind).items():
+            size = max(v) if isinstance(v, list) else v
+            if size > KEEP:
+                refs[(kind, name)] = size
+    groups: dict[int, list[KnobRef]] = {}
+    for ref, size in refs.items():
+        groups.setdefault(size, []).append(ref)
+    moves = [groups[size] for size in sorted(groups, reverse=True) if len(groups[size]) > 1]
+    moves += [[ref] for ref in sorted(refs, key=lambda r: -refs[r])]
+    return moves
+
+
+def halved(knobs: SizeKnobs, refs: list[KnobRef]) -> SizeKnobs:
+    """`knobs` with the named ones halved (values above KEEP only, never below it)."""
+
+    def half(v: IntOrInts) -> IntOrInts:
+        return [_scaled(i, 2) for i in v] if isinstance(v, list) else _scaled(v, 2)
+
+    out = knobs.model_copy(deep=True)
+    for kind, name in refs:
+        table = getattr(out, kind)
+        table[name] = half(table[name])
+    return out
+
+
 def _literal_node(value: IntOrInts, like: ast.expr) -> ast.expr:
     if isinstance(value, list):
         elts: list[ast.expr] = [_literal_node(i, like) for i in value]
