@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpu import jail, ncu, occupancy
+from gpu import interp_watch, jail, ncu, occupancy
 from gpu.compiler import StaticCompiler
 from gpu.kvcache import JsonFileCache, KVCache
 from gpu.pool import WorkerError, WorkerPool, WorkerProcess, compiler_cache_env
@@ -207,9 +207,10 @@ def _diag(d: dict[str, Any]) -> Diagnostic:
 class _Run:
     """The state of one evaluation while it is assembled."""
 
-    def __init__(self, candidate: Candidate, settings: EvalSettings) -> None:
+    def __init__(self, candidate: Candidate, settings: EvalSettings, task: Task | None = None) -> None:
         self.candidate = candidate
         self.settings = settings
+        self.task = task
         self.t0 = time.perf_counter()
         self.correctness: list[WorkloadCorrectness] = []
         self.timings: list[WorkloadTiming] = []
@@ -466,7 +467,7 @@ class LocalSandbox(Sandbox):
             wl = task.smoke().name
         except TaskError:
             wl = task.workloads[0].name
-        run = _Run(candidate, EvalSettings(seed=0, trials=1, workloads=[wl]))
+        run = _Run(candidate, EvalSettings(seed=0, trials=1, workloads=[wl]), task)
         async with self.pool.acquire() as w:
             if await self._load(w, run, task):
                 await self._correctness(w, run, task, wl)
@@ -639,7 +640,7 @@ class LocalSandbox(Sandbox):
         profile_workload: str | None = None,
         progress: Progress | None = None,
     ) -> Evaluation:
-        run = _Run(candidate, settings)
+        run = _Run(candidate, settings, task)
         names = settings.workloads or [w.name for w in task.by_split("search")]
         known = {w.name for w in task.workloads}
         unknown = [n for n in names if n not in known]
@@ -686,7 +687,7 @@ class LocalSandbox(Sandbox):
                         await say(f"correctness: {wl}", 0.1 + 0.4 * i / len(names))
                         await self._correctness(w, run, task, wl)
                         if (
-                            run.status in ("crash", "timeout")
+                            run.status in ("crash", "timeout", "interpreter_timeout")
                             or run.runtime_compile is not None
                             or not w.alive
                         ):
@@ -748,11 +749,29 @@ class LocalSandbox(Sandbox):
         timeout_s: float,
         what: str,
         workload: str | None = None,
+        *,
+        about: str | None = None,
     ) -> dict[str, Any] | None:
-        """One worker call; a dead/hung worker or a harness error is recorded on `run` (None returned)."""
+        """One worker call; a dead/hung worker or a harness error is recorded on `run` (None returned).
+
+        `workload`: record a failed correctness entry for it; `about`: the workload a message names."""
         try:
             reply = await w.call(op, args, timeout_s)
         except WorkerError as e:
+            slow = self._interpreter_too_slow(w, run, what, workload or about, timeout_s, e)
+            if slow is not None:
+                if workload is not None:
+                    run.correctness.append(
+                        WorkloadCorrectness(
+                            workload=workload,
+                            passed=False,
+                            kind="interpreter_timeout",
+                            trials=0,
+                            message=slow[:4000],
+                        )
+                    )
+                run.fail("interpreter_timeout", slow)
+                return None
             status = "timeout" if e.kind == "timeout" else "crash"
             detail = f"\nlast worker output:\n{e.stderr[-1500:]}" if e.stderr.strip() else ""
             msg = (
@@ -783,6 +802,36 @@ class LocalSandbox(Sandbox):
         if reply.get("fatal"):
             run.flag(f"note: worker replaced after this call: {str(reply['fatal'])[:300]}")
         return reply
+
+    def _interpreter_too_slow(
+        self, w: WorkerProcess, run: _Run, what: str, workload: str | None, timeout_s: float, e: WorkerError
+    ) -> str | None:
+        """The message for a timeout that the Triton CPU interpreter's slowness explains, else None.
+
+        The killed worker's record (gpu.interp_watch) says whether its time went into interpreted kernels;
+        a candidate whose own host code loops forever still gets "timeout"."""
+        if e.kind != "timeout" or not self.cpu_mode or run.candidate.language != "triton":
+            return None
+        st = interp_watch.read(w.scratch)
+        if st is None or not st.interpreter_bound:
+            return None
+        size = ""
+        if workload is not None and run.task is not None:
+            try:
+                size = f" ({_params_text(run.task.workload(workload).params)})"
+            except TaskError:
+                size = ""
+        name = f"workload {workload!r}{size}" if workload else "this workload"
+        return (
+            f"interpreter too slow, not a hang: the Triton CPU interpreter did not finish {name} within the "
+            f"{timeout_s:.0f} s limit while {what}; {st.interpreting_s:.0f} of {st.elapsed_s:.0f} s went into "
+            f"interpreted kernels ({st.progress()}). Without a GPU every program of a grid runs its tensor "
+            "operations in NumPy, one program after another, orders of magnitude slower than on a GPU: this "
+            "says nothing about the kernel's correctness or speed, and the attempt does not count as a failed "
+            f"implementation. To check kernels on this machine, give the task a smoke workload (split 'smoke') "
+            f"smaller than {name}, or raise the sandbox's per-call limit (call_timeout_s); on a GPU the same "
+            "workload runs normally."
+        )
 
     async def _correctness(self, w: WorkerProcess, run: _Run, task: Task, wl: str) -> None:
         first = not run.correctness
@@ -907,6 +956,7 @@ class LocalSandbox(Sandbox):
                 {"workload": wl, "settings": st.model_dump(), "ceilings": ceil, "which": "candidate"},
                 timeout,
                 f"timing workload {wl!r}",
+                about=wl,
             )
             if reply is None:
                 return
@@ -986,7 +1036,7 @@ class LocalSandbox(Sandbox):
                 )
         if not judged and run.correctness and not run.correctness[0].passed and run.runtime_compile is None:
             c = run.correctness[0]
-            if c.kind in ("exception", "crash", "timeout"):
+            if c.kind in ("exception", "crash", "timeout", "interpreter_timeout"):
                 report.diagnostics.append(
                     Diagnostic(
                         severity="warning",

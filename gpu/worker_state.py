@@ -16,6 +16,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -105,6 +106,20 @@ class WorkerState:
         self._harness = guard.fingerprint()
         self._precision = _precision_snapshot()
         self._audited = False
+        self.watch: Any = None
+        if self.cpu_mode and "slot" in cfg:  # a pool's worker, in its scratch directory
+            self._watch_interpreter()
+
+    def _watch_interpreter(self) -> None:
+        """Under the Triton interpreter, keep a record of where time goes (read after a timeout)."""
+        from triton import knobs
+
+        if not knobs.runtime.interpret:
+            return
+        from gpu.interp_watch import Watch
+
+        self.watch = Watch(Path.cwd())
+        self.watch.install()
 
     # ------------------------------------------------------------------ plumbing
     def hello(self) -> dict[str, Any]:
@@ -125,6 +140,8 @@ class WorkerState:
         }
         if op not in ops:
             raise ValueError(f"unknown op {op!r}; known: {', '.join(ops)}")
+        if self.watch is not None:
+            self.watch.begin_call()
         return ops[op](args)
 
     def _sync(self) -> None:

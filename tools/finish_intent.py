@@ -1,5 +1,6 @@
-"""finish_intent: end an intent's refine phase — close it (`closed` with a correct attempt, else `failed`)
-and hand back what phase 3 (update) reflects on, as the reflect prompt."""
+"""finish_intent: end an intent's refine phase — close it (`closed` with a correct attempt, else `failed`;
+`open` again when an attempt was inconclusive) and hand back what phase 3 (update) reflects on, as the
+reflect prompt."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tools.phase_models import UpdateContext
 from tools.phase_prompts import UPDATE_HINT, prompt_text
 from tools.workspace import Workspace
 from worldmodel.errors import NotFound
-from worldmodel.models import Node, Search
+from worldmodel.models import Node, NodeStatus, Search
 
 
 class FinishIntentIn(BaseModel):
@@ -25,7 +26,10 @@ class FinishIntentIn(BaseModel):
 
 
 class FinishOut(BaseModel):
-    node: Node = Field(description="The intent, now closed (it has a correct attempt) or failed")
+    node: Node = Field(
+        description="The intent, now closed (it has a correct attempt), failed, or open again (no correct "
+        "attempt, but one the evaluator could not judge: the CPU interpreter ran out of time)"
+    )
     refine: RefineState = Field(description="How its refine phase ended")
     reflect_prompt: str = Field(description="Phase 3: what to reflect on and how to edit the tree")
     loop: LoopState
@@ -35,7 +39,20 @@ class FinishOut(BaseModel):
 async def close_refine(ws: Workspace, s: Search, node: Node) -> tuple[Node, loop.RefineState, UpdateContext]:
     """Close the claimed intent and build the update context (the driver's and a host's phase 3 input)."""
     refine = await loop.refine_state(ws, s, node)
-    closed = await ws.store.close_node(node.id, "closed" if node.best_attempt_id is not None else "failed")
+    atts = await loop.phase_attempts(ws, node)
+    cur = await ws.store.get_node(node.id)
+    if (
+        cur.status == NodeStatus.active
+        and cur.best_attempt_id is None
+        and any(a.evaluation and a.evaluation.inconclusive for a in atts)
+    ):
+        # the evaluator could not judge an attempt (the CPU interpreter ran out of time): the idea was
+        # not shown to fail, so it is released (open), not failed
+        closed = await ws.store.set_node_status(node.id, "open")
+    else:
+        closed = await ws.store.close_node(
+            node.id, "closed" if node.best_attempt_id is not None else "failed"
+        )
     await loop.finished(ws, s, closed)
     return closed, refine, await contexts.update_context(ws, s, closed)
 

@@ -108,6 +108,9 @@ CorrectnessKind = Literal[
     "exception",
     "crash",
     "timeout",
+    # the Triton CPU interpreter ran out of time: too slow for this workload, which says nothing about
+    # the kernel itself (not a failed implementation)
+    "interpreter_timeout",
 ]
 
 
@@ -202,9 +205,12 @@ EvaluationStatus = Literal[
     "incorrect",
     "crash",
     "timeout",
+    "interpreter_timeout",  # the CPU interpreter was too slow for the workload: inconclusive, not a failure
     "error",  # harness-side or input problem
     "flagged",  # ran, but a cheat check tripped
 ]
+# Statuses that say nothing about the candidate's implementation: neither a success nor a failure.
+INCONCLUSIVE_STATUSES: tuple[str, ...] = ("interpreter_timeout",)
 
 
 class Evaluation(Strict):
@@ -239,6 +245,11 @@ class Evaluation(Strict):
     def ranks(self) -> bool:
         """Correct and not timed on the CPU interpreter: its speed may be compared with others'."""
         return self.status == "ok" and not self.cpu_interpreted
+
+    @property
+    def inconclusive(self) -> bool:
+        """The evaluation could not judge the implementation (e.g. the CPU interpreter was too slow)."""
+        return self.status in INCONCLUSIVE_STATUSES
 
 
 # --------------------------------------------------------------------------- world model

@@ -163,7 +163,13 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
         else:
             cx, cy = x(i), y(0) - 5
             d = f"M{cx - 3:.1f},{cy - 3:.1f}L{cx + 3:.1f},{cy + 3:.1f}M{cx - 3:.1f},{cy + 3:.1f}L{cx + 3:.1f},{cy - 3:.1f}"
-            parts.append(h("path", {"class": "pt-fail", "d": d, "data-attempt": a.id}, tip))
+            # inconclusive (the CPU interpreter ran out of time) is greyed: it did not fail
+            fail = (
+                "pt-fail pt-inconclusive"
+                if a.evaluation is not None and a.evaluation.inconclusive
+                else "pt-fail"
+            )
+            parts.append(h("path", {"class": fail, "d": d, "data-attempt": a.id}, tip))
     parts.append(
         h(
             "text",

@@ -27,7 +27,7 @@ from server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from worldmodel.models import EditSpec, IntentSpec
+from worldmodel.models import INCONCLUSIVE_STATUSES, EditSpec, IntentSpec
 
 Config = dict[str, Any]
 Feature = tuple[str, str]  # (parameter, repr(value))
@@ -73,6 +73,8 @@ class Observation:
     cfg: Config
     log_speedup: float | None  # None: the attempt failed (compile error, incorrect, crash, ...)
     outcome: AttemptOutcome
+    # not measured and not failed (the CPU interpreter ran out of time): never blamed on its values
+    inconclusive: bool = False
 
 
 class EffectModel:
@@ -477,7 +479,7 @@ class TunerPolicy(Policy):
             return []
         bad: set[Feature] = set()
         for o in obs:
-            if o.log_speedup is None:
+            if o.log_speedup is None and not o.inconclusive:
                 unseen = {(k, repr(v)) for k, v in o.cfg.items()} - good
                 if len(unseen) == 1:
                     bad |= unseen
@@ -516,7 +518,14 @@ class TunerPolicy(Policy):
             if not cfg:
                 continue
             ok = o.status == "ok" and o.speedup_vs_eager is not None and o.speedup_vs_eager > 0
-            out.append(Observation(cfg, math.log(o.speedup_vs_eager) if ok else None, o))  # type: ignore[arg-type]
+            out.append(
+                Observation(
+                    cfg,
+                    math.log(o.speedup_vs_eager) if ok else None,  # type: ignore[arg-type]
+                    o,
+                    inconclusive=o.status in INCONCLUSIVE_STATUSES,
+                )
+            )
         return out
 
     @staticmethod
