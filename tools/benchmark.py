@@ -64,7 +64,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         # By default an attempt builds on the phase's best so far (else the code the phase started from).
         base_attempt_id = refine.best_attempt_id or refine.base_attempt_id
     try:
-        cand = await resolve_candidate(ws, inp.candidate)
+        cand = await resolve_candidate(ws, inp.candidate, task)
     except ToolFailure as e:
         if refine is None or inp.candidate.source is None or s is None:
             raise

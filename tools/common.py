@@ -34,14 +34,18 @@ class CandidateRef(BaseModel):
         pattern=r"^c[0-9a-f]{15}$",
         description="Id from an earlier submission, instead of the source",
     )
+    seed: bool = Field(
+        False,
+        description="True: the task's own seed candidate in `language` (instead of source/candidate_id)",
+    )
     language: Language = Field(
         "triton", description="triton | cuda (NVRTC via gpu.nvrtc) | cpp_ext (load_inline)"
     )
 
     @model_validator(mode="after")
     def _one_of(self) -> CandidateRef:
-        if (self.source is None) == (self.candidate_id is None):
-            raise ValueError("give exactly one of `source` or `candidate_id`")
+        if (self.source is not None) + (self.candidate_id is not None) + self.seed != 1:
+            raise ValueError("give exactly one of `source`, `candidate_id` or `seed: true`")
         return self
 
 
@@ -66,7 +70,16 @@ class MeasuredJob(CandidateJob):
     trials: int = Field(3, ge=1, le=20, description="Fresh random inputs per workload")
 
 
-async def resolve_candidate(ws: Workspace, ref: CandidateRef) -> Candidate:
+async def resolve_candidate(ws: Workspace, ref: CandidateRef, task: Task | None = None) -> Candidate:
+    if ref.seed:
+        seed = task.seeds.get(ref.language) if task is not None else None
+        if seed is None:
+            have = ", ".join(sorted(task.seeds)) if task is not None else ""
+            raise ToolFailure(
+                f"task {task.name if task else '?'!r} has no {ref.language} seed"
+                + (f"; it has: {have}" if have else ": it starts from the reference (write a kernel instead)")
+            )
+        return await ws.store.put_candidate(seed, ref.language)
     if ref.candidate_id is not None:
         try:
             return await ws.store.get_candidate(ref.candidate_id)

@@ -20,6 +20,6 @@ class CompileOut(BaseModel):
 
 async def compile_kernel(ws: Workspace, inp: CompileKernelIn) -> CompileOut:
     _, task = await task_for(ws, inp.search, inp.task)
-    cand = await resolve_candidate(ws, inp.candidate)
+    cand = await resolve_candidate(ws, inp.candidate, task)
     report = await (await ws.sandbox()).compile(cand, task)
     return CompileOut(candidate_id=cand.id, report=report)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools import loop
 from tools.common import summarize
 from tools.workspace import Workspace
-from worldmodel.models import Attempt, EvalSettings
+from worldmodel.models import Attempt, EvalSettings, Search
+from worldmodel.store import SearchStatus
 
 FINAL_TOP_K = 3
 
@@ -35,13 +37,17 @@ class FinalOut(BaseModel):
     next: str = ""
 
 
-async def final_evaluation(ws: Workspace, inp: FinalEvalIn, *, status: str = "done") -> FinalOut:
-    """Re-evaluate the top candidates; the search is then marked `status` (the driver passes `stopped`
-    when a budget, not an empty frontier, ended it)."""
+async def final_evaluation(
+    ws: Workspace, inp: FinalEvalIn, *, status: SearchStatus | None = None
+) -> FinalOut:
+    """Re-evaluate the top candidates, then end the search: `done` when nothing is left open or the target
+    speedup was reached, `stopped` when a budget ended it (more budget would let it go on). The driver
+    passes the status its own stop reason gives."""
     s = await ws.search(inp.search)
+    status = status or await end_status(ws, s)
     atts = [a for a in await ws.store.list_attempts(s.id) if a.evaluation and a.evaluation.status == "ok"]
     # GPU-timed attempts by speedup; CPU-interpreter timings never rank (the latest correct ones go first).
-    atts.sort(key=lambda a: (a.speedup is not None and not _cpu(a), a.speedup or 0.0, a.id), reverse=True)
+    atts.sort(key=lambda a: (0.0, a.id) if _cpu(a) else (1.0 + (a.speedup or 0.0), a.id), reverse=True)
     seen: set[str] = set()
     top = []
     for a in atts:
@@ -72,9 +78,12 @@ async def final_evaluation(ws: Workspace, inp: FinalEvalIn, *, status: str = "do
                     summary=summarize(ev),
                 )
             )
-        rows.sort(key=lambda r: (r.status == "ok", r.speedup_vs_eager or 0.0), reverse=True)
+        if all(r.device != "cpu-interpreter" for r in rows if r.status == "ok"):
+            rows.sort(key=lambda r: (r.status == "ok", r.speedup_vs_eager or 0.0), reverse=True)
+        else:  # interpreter timings never rank: correct ones first, in the order they were chosen
+            rows.sort(key=lambda r: r.status != "ok")
     await ws.store.cache_put(f"final:{s.id}", {"rows": [r.model_dump() for r in rows]})
-    await ws.store.set_search_status(s.id, status)  # type: ignore[arg-type]
+    await ws.store.set_search_status(s.id, status)
     nxt = (
         "The search is over. Its result is the final evaluation above; get_tree shows the tree."
         if rows
@@ -86,3 +95,14 @@ async def final_evaluation(ws: Workspace, inp: FinalEvalIn, *, status: str = "do
 def _cpu(a: Attempt) -> bool:
     ev = a.evaluation
     return ev is not None and bool(ev.timings) and ev.timings[0].device == "cpu-interpreter"
+
+
+async def end_status(ws: Workspace, s: Search) -> SearchStatus:
+    """How a search ends: `done` when nothing is left open or the target speedup was reached, `stopped`
+    when a budget ended it (more budget would let it go on)."""
+    b = await loop.budget_state(ws, s)
+    open_left = any(
+        n.kind == "intent" and n.status == "open" and not n.vetoed for n in await ws.store.list_nodes(s.id)
+    )
+    target = b.exhausted is not None and b.exhausted.startswith("target")
+    return "done" if target or not open_left else "stopped"

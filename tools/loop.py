@@ -234,6 +234,14 @@ def exhausted(
 # ----------------------------------------------------------------------------- the whole loop
 
 
+async def seed_unmeasured(ws: Workspace, s: Search) -> bool:
+    """The task has a seed in the search's language and the root holds no attempt of it yet."""
+    if s.config.language not in ws.task(s.task).seeds:
+        return False
+    root = await ws.store.root(s.id)
+    return root.best_attempt_id is None and not await ws.store.list_attempts(s.id, root.id)
+
+
 async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     s = await ws.search(ref)
     nodes = await ws.store.list_nodes(s.id)
@@ -248,6 +256,14 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         nxt = (
             f"The search is over ({s.status}); its final evaluation is recorded. Read the best kernel with "
             f"get_tree, or reopen intents with edit_tree and call select_action to search further."
+        )
+    elif await seed_unmeasured(ws, s):
+        root = await ws.store.root(s.id)
+        phase = "init"
+        nxt = (
+            f"Phase 0 (init): measure the task's seed first, the baseline every intent starts from: benchmark "
+            f'(search={name!r}, node_id={root.id}, candidate={{"seed": true, "language": '
+            f'"{s.config.language}"}}).'
         )
     elif not intents:
         phase = "init"
@@ -271,24 +287,30 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
                 f"Refine stops after {r.window} attempts in a row without a significant gain "
                 f"(now {r.stagnant}); call finish_intent early only if you have no further implementation."
             )
-    elif budget.exhausted:
-        phase = "final" if not final_done else "done"
-        nxt = (
-            f"The search's budget is spent ({budget.exhausted}). Call final_evaluation (search={name!r}) "
-            "to re-measure the best candidates on every workload, held-out ones included."
-            if not final_done
-            else f"The budget is spent ({budget.exhausted}) and the final evaluation is recorded."
-        )
     else:
         fin = await ws.store.cache_get(_FINISHED_KEY.format(search_id=s.id)) or {}
-        phase = "update" if s.round > 0 and fin.get("round") == s.round else "select"
-        if phase == "update":
+        if s.round > 0 and fin.get("round") == s.round:
+            phase = "update"
+            then = (
+                f"then call final_evaluation: the budget is spent ({budget.exhausted})"
+                if budget.exhausted
+                else "then call select_action for the next round"
+            )
             nxt = (
                 f"Phase 3 (update) of round {s.round}: reflect on intent #{fin.get('node_id')} (the reflect "
                 "prompt finish_intent returned, or the prompt reflect_and_edit) and apply your edits with "
-                "edit_tree and propose_intents; then call select_action for the next round."
+                f"edit_tree and propose_intents; {then}."
+            )
+        elif budget.exhausted:
+            phase = "final" if not final_done else "done"
+            nxt = (
+                f"The search's budget is spent ({budget.exhausted}). Call final_evaluation (search={name!r}) "
+                "to re-measure the best candidates on every workload, held-out ones included."
+                if not final_done
+                else f"The budget is spent ({budget.exhausted}) and the final evaluation is recorded."
             )
         else:
+            phase = "select"
             nxt = f"Phase 1 (select): call select_action (search={name!r}) to claim the next intent."
     return LoopState(
         search_id=s.id,

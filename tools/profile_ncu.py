@@ -29,6 +29,6 @@ async def profile_ncu(ws: Workspace, inp: ProfileIn) -> ProfileOut:
         raise ToolFailure(
             f"workload: unknown workload {wl!r} for task {task.name!r}; it has: {', '.join(names)}"
         )
-    cand = await resolve_candidate(ws, inp.candidate)
+    cand = await resolve_candidate(ws, inp.candidate, task)
     prof = await (await ws.sandbox()).profile(cand, task, wl)
     return ProfileOut(candidate_id=cand.id, profile=prof)

@@ -37,7 +37,7 @@ async def run_correctness(
 ) -> EvaluationOut:
     s, task = await task_for(ws, inp.search, inp.task)
     check_workloads(task, inp.workloads)
-    cand = await resolve_candidate(ws, inp.candidate)
+    cand = await resolve_candidate(ws, inp.candidate, task)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     ev = await (await ws.sandbox()).evaluate(cand, task, settings, timing=False, progress=progress)
     return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)

@@ -109,6 +109,9 @@ async def select_action(
 async def _may_claim(ws: Workspace, s: Search, *, parallel: bool, budget_checked: bool) -> None:
     """Refuse a claim the loop does not allow now, saying what to do instead."""
     nodes = await ws.store.list_nodes(s.id)
+    if await loop.seed_unmeasured(ws, s):
+        state = await loop.loop_state(ws, s.id)
+        raise ToolFailure(f"the seed is not measured yet. {state.next}")
     if not any(n.kind == "intent" for n in nodes):
         raise ToolFailure(
             "the tree has no intents yet (phase 0, init): read the prompt analyse_kernel, then call "

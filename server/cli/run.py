@@ -114,9 +114,17 @@ def serve(
     http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio")] = False,
     host: Annotated[str, typer.Option(help="HTTP bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port")] = 8765,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            help="Write the host's decisions (intents, code, edits) to this JSONL file: "
+            "`ksearch run --policy replay --replay FILE` plays them through the built-in driver",
+        ),
+    ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
     from server.mcp.server import serve as _serve
 
-    _serve(db, http=http, host=host, port=port)
+    _serve(db, http=http, host=host, port=port, record=record)

@@ -28,7 +28,7 @@ from tools.benchmark import BenchmarkIn, benchmark
 from tools.common import CandidateRef
 from tools.edit_tree import EditTreeIn, edit_tree
 from tools.errors import ToolFailure
-from tools.final_eval import FinalEvalIn, FinalRow, final_evaluation
+from tools.final_eval import FinalEvalIn, FinalRow, end_status, final_evaluation
 from tools.finish_intent import close_refine
 from tools.phase_prompts import init_context
 from tools.propose_intents import ProposeIntentsIn, propose_intents
@@ -208,14 +208,15 @@ class Driver:
         root = nodes[0]
         ctx: InitContext = await init_context(self.ws, s.id)
         res = await self.policy.init(ctx)
-        await edit_tree(
-            self.ws,
-            EditTreeIn(
-                search=s.id,
-                edits=[EditSpec(op="update", node_id=root.id, notes=res.analysis[:4000])],
-                author=self._author(),
-            ),
-        )
+        if res.analysis.strip():
+            await edit_tree(
+                self.ws,
+                EditTreeIn(
+                    search=s.id,
+                    edits=[EditSpec(op="update", node_id=root.id, notes=res.analysis[:4000])],
+                    author=self._author(),
+                ),
+            )
         problems: list[str] = []
         intents = res.intents
         for _ in range(MAX_EDIT_RETRIES + 1):
@@ -350,12 +351,11 @@ class Driver:
     async def _finish(self, search_id: int, stop: str, b: _Budget) -> DriverResult:
         s = await self.ws.search(search_id)
         final: list[FinalRow] = []
-        status = "done" if stop.startswith(("no open", "target")) else "stopped"
         if self.opts.final_eval and not stop.startswith("policy stopped"):
             self.display.event("final evaluation of the best candidates on every workload")
-            final = (await final_evaluation(self.ws, FinalEvalIn(search=s.id), status=status)).rows
+            final = (await final_evaluation(self.ws, FinalEvalIn(search=s.id))).rows
         else:
-            await self.ws.store.set_search_status(s.id, status)
+            await self.ws.store.set_search_status(s.id, await end_status(self.ws, s))
         best = await self.ws.store.best_attempt(s.id)
         tokens, usd = await self._spent(s.id)
         res = DriverResult(

@@ -28,6 +28,7 @@ from pydantic_core import PydanticUndefined
 
 from gpu.sandbox import SandboxError
 from server.mcp.args import RefuseUnknownArguments
+from server.mcp.record import HostRecorder
 from server.mcp.stdio_input import HostLines
 from tools.benchmark import BenchmarkIn, benchmark
 from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
@@ -91,9 +92,11 @@ def _flat_signature(model: type[BaseModel]) -> list[inspect.Parameter]:
 class KsearchServer:
     """Holds the workspace (opened on first use) and registers everything on an MCPServer."""
 
-    def __init__(self, db: Path, *, n_workers: int | None = None) -> None:
+    def __init__(self, db: Path, *, n_workers: int | None = None, record: Path | None = None) -> None:
         self.db = db.resolve()
         self.n_workers = n_workers
+        # The host's decisions as a replay file for `ksearch run --policy replay` (server/mcp/record.py).
+        self.recorder = HostRecorder(record) if record is not None else None
         self._ws: Workspace | None = None
         self.mcp = MCPServer(name="ksearch", title="ksearch", instructions=INSTRUCTIONS, version="0.1.0")
         self._arguments: dict[str, set[str]] = {}  # tool -> its parameter names
@@ -108,6 +111,8 @@ class KsearchServer:
         return self._ws
 
     async def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.flush()
         if self._ws is not None:
             await self._ws.close()
             self._ws = None
@@ -139,7 +144,10 @@ class KsearchServer:
 
             try:
                 ws = await self.ws()
-                return await run(ws, inp, report) if progress else await run(ws, inp)
+                out = await run(ws, inp, report) if progress else await run(ws, inp)
+                if self.recorder is not None:
+                    await self.recorder.observe(ws, name, inp, out)
+                return out
             except (ToolFailure, SandboxError, StoreBusy) as e:
                 raise ToolError(str(e)) from e
             except ValidationError as e:
@@ -449,8 +457,8 @@ def _refusals(fn: Callable[..., Awaitable[str]], *, prompt: bool = False) -> Cal
     return read
 
 
-def build_server(db: Path, *, n_workers: int | None = None) -> KsearchServer:
-    return KsearchServer(db, n_workers=n_workers)
+def build_server(db: Path, *, n_workers: int | None = None, record: Path | None = None) -> KsearchServer:
+    return KsearchServer(db, n_workers=n_workers, record=record)
 
 
 async def _run_stdio(ks: KsearchServer) -> None:
@@ -460,9 +468,11 @@ async def _run_stdio(ks: KsearchServer) -> None:
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
-def serve(db: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
+def serve(
+    db: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765, record: Path | None = None
+) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    ks = build_server(db)
+    ks = build_server(db, record=record)
 
     async def run() -> None:
         try:

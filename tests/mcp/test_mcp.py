@@ -119,8 +119,16 @@ async def full_flow(c: Client) -> None:
         "one row per program with a larger block",
         "online softmax in one pass",
     ]
+    # the loop asks for the seed's measurement (on the root) before the first round
+    msg = await call_error(c, "select_action", {"search": "flow"})
+    assert "seed" in msg and '"seed": true' in msg
+    tree = await call(c, "get_tree", {"search": "flow", "format": "json"})
+    root = next(n["id"] for n in tree["tree"]["nodes"] if n["kind"] == "root")
+    seeded = await call(c, "benchmark", {"search": "flow", "node_id": root, "candidate": {"seed": True}})
+    assert seeded["evaluation"]["status"] == "ok" and seeded["refine"] is None
     sel = await call(c, "select_action", {"search": "flow"})
     assert sel["node"]["id"] == nodes[0]["id"], sel
+    assert sel["claimed"] and sel["round"] == 1 and sel["base_attempt_id"] == seeded["attempt_id"]
     assert sel["reason"]
 
     seed = load_task("softmax").seeds["triton"]

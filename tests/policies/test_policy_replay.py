@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from server.driver.policies.anthropic import AnthropicPolicy
-from server.driver.policies.base import CallRecord, InitContext, PolicyError, UpdateContext, WriteContext
+from server.driver.policies.base import (
+    CallRecord,
+    InitContext,
+    IntentDeclined,
+    PolicyError,
+    UpdateContext,
+    UpdateResult,
+    WriteContext,
+)
 from server.driver.policies.replay import RecordingPolicy, ReplayPolicy
 from server.driver.policies.tuner import TunerPolicy
 from tests.policies.policy_data import VALID_CODE, VALID_INIT, VALID_UPDATE
@@ -48,11 +56,20 @@ async def test_record_then_replay_round_trip(
     replay.on_call(sink)
     assert replay.remaining == 3
     assert await replay.init(init_ctx) == init
+    # each answer is keyed by its intent: another intent has none to replay, and is declined
+    assert replay.by_intent
+    with pytest.raises(IntentDeclined, match="no further attempt for intent 'x'"):
+        await replay.write_code(
+            WriteContext(task=init_ctx.task, intent_id=9, intent_title="x", base_source="")
+        )
     assert (
         await replay.write_code(
-            WriteContext(task=init_ctx.task, intent_id=2, intent_title="x", base_source="")
+            WriteContext(task=init_ctx.task, intent_id=2, intent_title=first.title, base_source="")
         )
         == code
+    )
+    assert (
+        await replay.update(update_ctx.model_copy(update={"intent_title": "never refined"})) == UpdateResult()
     )
     assert await replay.update(update_ctx) == upd
     assert [c.phase for c in calls] == ["init", "write_code", "update"]

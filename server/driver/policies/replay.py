@@ -2,7 +2,11 @@
 `ReplayPolicy` plays such a file back in order (tests, demos, reproducing a run without a model).
 
 One line per call: {"phase": "init" | "write_code" | "update", "result": {...}} plus optional keys
-("model", "policy") that replay ignores.
+("model", "policy") that replay ignores, and "intent": the title of the intent a write_code or update
+answer was for. When every write_code and update line names its intent, replay serves each intent its
+own answers in order: a run on other hardware, where the loop takes another course (another attempt
+count per intent, say), still gets each intent's code; an intent whose answers run out is declined, a
+missing update is an empty one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from server.driver.policies.base import (
     CodeResult,
     InitContext,
     InitResult,
+    IntentDeclined,
     Policy,
     PolicyError,
     UpdateContext,
@@ -40,6 +45,7 @@ class ReplayLine(BaseModel):
 
     phase: Phase
     result: dict[str, Any]
+    intent: str | None = None
 
 
 class ReplayPolicy(Policy):
@@ -51,6 +57,12 @@ class ReplayPolicy(Policy):
         self.model = f"replay:{self.path.name}"
         self._entries = self._load(self.path)
         self._pos = 0
+        keyed = [e for _, e in self._entries if e.phase != "init"]
+        self.by_intent = bool(keyed) and all(e.intent is not None for e in keyed)
+        self._queues: dict[tuple[str, str], list[tuple[int, ReplayLine]]] = {}
+        for n, e in self._entries:
+            if self.by_intent and e.phase != "init":
+                self._queues.setdefault((e.phase, e.intent or ""), []).append((n, e))
 
     @staticmethod
     def _load(path: Path) -> list[tuple[int, ReplayLine]]:
@@ -83,9 +95,25 @@ class ReplayPolicy(Policy):
 
     @property
     def remaining(self) -> int:
+        if self.by_intent:
+            inits = sum(1 for _, e in self._entries[self._pos :] if e.phase == "init")
+            return inits + sum(len(q) for q in self._queues.values())
         return len(self._entries) - self._pos
 
+    async def _keyed(self, phase: Phase, intent: str) -> BaseModel | None:
+        """The next recorded answer for this intent (by-intent replay), or None when there is none left."""
+        queue = self._queues.get((phase, intent), [])
+        if not queue:
+            return None
+        lineno, entry = queue.pop(0)
+        return await self._use(phase, lineno, entry)
+
     async def _next(self, phase: Phase) -> BaseModel:
+        if self.by_intent and phase == "init":
+            inits = [(n, e) for n, e in self._entries[self._pos :] if e.phase == "init"]
+            if inits:
+                self._pos = len(self._entries)
+                return await self._use(phase, *inits[0])
         if self._pos >= len(self._entries):
             raise PolicyError(
                 f"the replay {self.path} is exhausted: all {len(self._entries)} recorded answers were used, "
@@ -97,13 +125,16 @@ class ReplayPolicy(Policy):
                 f"{self.path} line {lineno} holds a {entry.phase} answer, but a {phase} answer was asked for: "
                 "the run has diverged from the recording"
             )
+        self._pos += 1
+        return await self._use(phase, lineno, entry)
+
+    async def _use(self, phase: Phase, lineno: int, entry: ReplayLine) -> BaseModel:
         try:
             result = RESULT_MODELS[phase].model_validate(entry.result)
         except ValidationError as e:
             raise PolicyError(
                 f"{self.path} line {lineno}: the recorded {phase} answer is invalid: {e}"
             ) from e
-        self._pos += 1
         await self._record(
             CallRecord(
                 phase=phase,
@@ -119,9 +150,18 @@ class ReplayPolicy(Policy):
         return await self._next("init")  # type: ignore[return-value]
 
     async def write_code(self, ctx: WriteContext) -> CodeResult:
+        if self.by_intent:
+            got = await self._keyed("write_code", ctx.intent_title)
+            if got is None:
+                raise IntentDeclined(
+                    f"the recording holds no further attempt for intent {ctx.intent_title!r}"
+                )
+            return got  # type: ignore[return-value]
         return await self._next("write_code")  # type: ignore[return-value]
 
     async def update(self, ctx: UpdateContext) -> UpdateResult:
+        if self.by_intent:
+            return await self._keyed("update", ctx.intent_title) or UpdateResult()  # type: ignore[return-value]
         return await self._next("update")  # type: ignore[return-value]
 
 
@@ -140,8 +180,10 @@ class RecordingPolicy(Policy):
     def on_call(self, sink: CallSink) -> None:
         self.inner.on_call(sink)
 
-    def _append(self, phase: Phase, result: BaseModel) -> None:
+    def _append(self, phase: Phase, result: BaseModel, intent: str | None = None) -> None:
         line = {"phase": phase, "result": result.model_dump(mode="json"), "policy": self.inner.name}
+        if intent is not None:
+            line["intent"] = intent
         if self.inner.model:
             line["model"] = self.inner.model
         with self.path.open("a") as f:
@@ -156,12 +198,12 @@ class RecordingPolicy(Policy):
 
     async def write_code(self, ctx: WriteContext) -> CodeResult:
         result = await self.inner.write_code(ctx)
-        self._append("write_code", result)
+        self._append("write_code", result, ctx.intent_title)
         return result
 
     async def update(self, ctx: UpdateContext) -> UpdateResult:
         result = await self.inner.update(ctx)
-        self._append("update", result)
+        self._append("update", result, ctx.intent_title)
         return result
 
     async def aclose(self) -> None:

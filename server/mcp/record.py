@@ -1,0 +1,94 @@
+"""Record an MCP host's decisions as a replay file: the search it drove becomes a fixture for
+`ksearch run --policy replay --replay FILE`, which plays the same decisions through the built-in driver.
+
+The host's decisions are the three the driver asks its policy for, read off the tool calls:
+- init: the analysis (edit_tree on the root) and the first intents (propose_intents) before any claim;
+- write_code: each benchmark on a claimed intent (the candidate's source);
+- update: the edits and new intents between finish_intent and the next select_action / final_evaluation
+  (an empty update when the host made none: the driver asks after every refine phase all the same).
+One JSON line per decision, in the order the driver will ask for them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from tools.workspace import Workspace
+from worldmodel.models import EditSpec, IntentSpec
+
+
+class HostRecorder:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")  # a fresh recording per server start
+        self._init: dict[str, Any] | None = None  # pending init decision
+        self._update: dict[str, Any] | None = None  # pending update decision
+        self._claimed = False
+        self._intent: str | None = None  # the intent the pending update reflects on
+
+    def _write(self, phase: str, result: dict[str, Any], intent: str | None = None) -> None:
+        # `intent` lets a replay on other hardware match answers to intents when the loop takes another
+        # course there (server/driver/policies/replay.py, by_intent)
+        line: dict[str, Any] = {"phase": phase, "policy": "mcp-host", "result": result}
+        if intent is not None:
+            line["intent"] = intent
+        with self.path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+
+    def flush(self) -> None:
+        if self._init is not None:
+            self._write("init", self._init)
+            self._init = None
+        if self._update is not None:
+            self._write("update", self._update, intent=self._intent)
+            self._update = None
+
+    async def observe(self, ws: Workspace, tool: str, inp: BaseModel | None, out: Any) -> None:
+        """Called after a tool call succeeded, with its input and output."""
+        if inp is None:
+            return
+        args = inp.model_dump(mode="json")
+        if tool == "select_action" and args.get("claim", True):
+            self.flush()
+            self._claimed = True
+        elif tool == "final_evaluation":
+            self.flush()
+        elif tool == "finish_intent":
+            self.flush()
+            self._update = {"reflection": "", "edits": [], "new_intents": []}
+            self._intent = out.node.title
+        elif tool == "propose_intents":
+            intents = [
+                IntentSpec.model_validate(i).model_dump(mode="json", exclude_none=True)
+                for i in args["intents"]
+            ]
+            if self._update is not None:
+                self._update["new_intents"] += intents
+                if args.get("reason"):
+                    self._update["reflection"] = args["reason"]
+            elif not self._claimed:
+                self._init = self._init or {"analysis": "", "intents": []}
+                self._init["intents"] += intents
+        elif tool == "edit_tree":
+            edits = [EditSpec.model_validate(e) for e in args["edits"]]
+            if self._update is not None:
+                self._update["edits"] += [e.model_dump(mode="json", exclude_none=True) for e in edits]
+            elif not self._claimed:
+                root = await ws.store.root(await _search_id(ws, args["search"]))
+                for e in edits:
+                    if e.op == "update" and e.node_id == root.id and e.notes:
+                        self._init = self._init or {"analysis": "", "intents": []}
+                        self._init["analysis"] = e.notes
+        elif tool == "benchmark" and args.get("node_id") is not None and getattr(out, "refine", None):
+            cand = await ws.store.get_candidate(out.candidate_id)
+            node = await ws.store.get_node(args["node_id"])
+            self._write("write_code", {"source": cand.source, "language": cand.language}, intent=node.title)
+
+
+async def _search_id(ws: Workspace, ref: int | str) -> int:
+    return (await ws.search(ref)).id
