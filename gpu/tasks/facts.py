@@ -316,6 +316,8 @@ def _workload_facts(p: WorkloadProbe, ceil: Ceilings) -> WorkloadFacts:
     t_compute += estimate / ceil.vector_flops
     total_flops = wf.flops_counted + estimate
     cost = p.cost or {}
+    if cost.get("error"):  # a COST that raised: the derived numbers stand, and the error is shown
+        wf.error = "; ".join(filter(None, [wf.error, f"COST failed: {cost['error']}"]))
     if cost.get("bytes"):
         wf.bytes, wf.bytes_source = float(cost["bytes"]), "declared"
     if cost.get("flops"):

@@ -309,3 +309,24 @@ def test_importing_facts_and_loading_tasks_needs_no_torch() -> None:
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_broken_cost_leaves_the_derived_numbers_and_says_so(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        """
+        import torch
+        def COST(params):
+            return {"flops": 1 / 0}
+        class Model(torch.nn.Module):
+            def forward(self, a, b):
+                return a @ b
+        def get_inputs():
+            return [torch.randn(64, 32), torch.randn(32, 16)]
+        def get_init_inputs():
+            return []
+        """,
+    )
+    w = task_facts(load_task(p)).workload("default")
+    assert w is not None and w.flops == 2 * 64 * 32 * 16 and w.flops_source == "derived"
+    assert "COST failed" in (w.error or "") and "division by zero" in (w.error or "")
