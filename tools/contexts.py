@@ -6,9 +6,11 @@ exactly the information ksearch's own driver gives its model.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from gpu.task import Task
+from gpu.tasks.facts import task_facts
 from gpu.tasks.tunables import TunableError, read_tunables
 from tools import loop
 from tools.common import summarize
@@ -30,28 +32,34 @@ async def hardware_text(ws: Workspace) -> str:
 async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
     task = ws.task(s.task)
     src = task.source_path.read_text() if task.source_path.is_file() else ""
+    # Shapes, dtypes, bytes and FLOPs from one (fake-tensor) run of the reference: a task that declares
+    # none of them is still described truly. Cached per file content; the first call runs a subprocess.
+    facts = await asyncio.to_thread(task_facts, task)
     return TaskBrief(
         name=task.name,
         title=task.title,
-        op=task.op,
-        dtype=task.dtype if "dtype" in task.declared or task.builtin else "",
-        bound=task.bound,
+        op=facts.op or task.op,
+        dtype=facts.dtype if facts.dtype_source != "none" else "",
+        bound=facts.bound if facts.bound_source != "none" else "",
+        facts=facts.text() if not facts.error else f"could not be derived: {facts.error[:300]}",
         description=task.description,
         reference_source=src,
         workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
         language=s.config.language,
         hardware=await hardware_text(ws),
-        tolerance=tolerance_text(task),
+        tolerance=tolerance_text(task, facts.dtype if facts.dtype_source != "none" else ""),
         reference_times=await reference_times_text(ws, s),
     )
 
 
-def tolerance_text(task: Task) -> str:
-    """The correctness rule, as the evaluator applies it (a task's own rule when it brings one)."""
+def tolerance_text(task: Task, dtype: str = "") -> str:
+    """The correctness rule, as the evaluator applies it (a task's own rule when it brings one), for the
+    task's dtype when it is known (all dtypes otherwise)."""
     if task.style == "gpumode":
         return "the task's own check_implementation decides (GPU MODE rule)"
     t = task.tolerance
-    parts = [f"{d}: atol {t.atol[d]:g}, rtol {t.rtol.get(d, 0.0):g}" for d in t.atol]
+    dtypes = [dtype] if dtype in t.atol else list(t.atol)
+    parts = [f"{d}: atol {t.atol[d]:g}, rtol {t.rtol.get(d, 0.0):g}" for d in dtypes]
     rule = "|got - ref| <= atol + rtol * |ref| elementwise; " + "; ".join(parts)
     if t.mismatch_ratio:
         rule += f"; up to {100 * t.mismatch_ratio:g}% of elements may fall outside"

@@ -15,12 +15,13 @@ app = typer.Typer(
 
 def _register() -> None:
     # Each area owns one module and adds its commands to the app.
-    from server.cli import run, sandbox, steer, tasks, tree, ui
+    from server.cli import loop, run, sandbox, steer, tasks, tree, ui
 
     run.register(app)
     tree.register(app)
     tasks.register(app)
     steer.register(app)
+    loop.register(app)
     ui.register(app)
     sandbox.register(app)
 

@@ -1,0 +1,114 @@
+"""The loop's steps on the command line: a person advances the same loop an MCP host or the driver does.
+
+    ksearch status SEARCH          where the loop stands and what to do next
+    ksearch select SEARCH [--node] phase 1: claim the next intent (or the one named)
+    ksearch finish SEARCH [--node] end the refine phase of the intent being refined; print the reflect prompt
+    ksearch final SEARCH           re-measure the best candidates on every workload and end the search
+
+Attempts are submitted with `ksearch submit SEARCH FILE --node N`; the tree is edited with `intent`, `pin`,
+`prune`... (server/cli/steer.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from server.cli.common import DEFAULT_DB, DbOption, run_async
+from server.cli.steer import SearchArg, say, tell, workspace
+
+NodeOpt = Annotated[int | None, typer.Option("--node", min=1, help="Node id (see `ksearch tree SEARCH`)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="The tool's whole result as JSON")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status")(status)
+    app.command("select")(select)
+    app.command("finish")(finish)
+    app.command("final")(final)
+
+
+def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
+    """Where the search's loop stands (phase, round, attempts against the cap, budget) and what to do next."""
+    from tools.loop import loop_state
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with workspace(db) as ws:
+            return await loop_state(ws, search)
+
+    st = run_async(go())
+    if as_json:
+        say(st.model_dump_json(indent=1))
+        return
+    b = st.budget
+    rounds = f"{b.rounds_used}/{b.rounds}" if b.rounds is not None else str(b.rounds_used)
+    say(f"search {st.search!r}: {st.status}, phase {st.phase}, round {rounds}, {b.attempts_used} attempts")
+    for r in st.refining:
+        say(
+            f"refining #{r.node_id} {r.title!r}: {r.attempts} of at most {r.cap} attempts, "
+            f"{r.stagnant} in a row without a significant gain (window {r.window})"
+        )
+    say(f"next: {st.next}")
+
+
+def select(
+    search: SearchArg, node: NodeOpt = None, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
+) -> None:
+    """Phase 1: claim the next open intent by the selection rule (or --node): a new round starts."""
+    from tools.select_action import SelectActionIn, select_action
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with workspace(db) as ws:
+            return await select_action(ws, SelectActionIn(search=search, node_id=node))
+
+    out = run_async(go())
+    if as_json:
+        say(out.model_dump_json(indent=1))
+        return
+    if out.node is None:
+        say(f"nothing selected: {out.reason}")
+    else:
+        base = f"attempt #{out.base_attempt_id}" if out.base_attempt_id else "nothing (write from scratch)"
+        say(f"round {out.round}: claimed #{out.node.id} {out.node.title!r} — {out.reason}; builds on {base}")
+    say(f"next: {out.next}")
+
+
+def finish(
+    search: SearchArg, node: NodeOpt = None, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
+) -> None:
+    """End the refine phase of the intent being refined (closed with a correct attempt, else failed) and
+    print the reflect prompt (stdout) for phase 3."""
+    from tools.finish_intent import FinishIntentIn, finish_intent
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with workspace(db) as ws:
+            return await finish_intent(ws, FinishIntentIn(search=search, node_id=node))
+
+    out = run_async(go())
+    if as_json:
+        say(out.model_dump_json(indent=1))
+        return
+    tell(f"#{out.node.id} {out.node.title!r} is now {out.node.status.value} ({out.refine.attempts} attempts)")
+    say(out.reflect_prompt)
+    tell(f"next: {out.next}")
+
+
+def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
+    """Re-measure the search's best candidates on every workload (held-out ones too) and end the search."""
+    from tools.final_eval import FinalEvalIn, final_evaluation
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with workspace(db) as ws:
+            return await final_evaluation(ws, FinalEvalIn(search=search))
+
+    out = run_async(go())
+    if as_json:
+        say(json.dumps(out.model_dump(mode="json"), indent=1))
+        return
+    for r in out.rows:
+        vs = f"{r.speedup_vs_eager:.3f}x vs eager" if r.speedup_vs_eager is not None else "no speedup"
+        comp = f", {r.speedup_vs_compile:.3f}x vs torch.compile" if r.speedup_vs_compile is not None else ""
+        say(f"attempt #{r.attempt_id}: {r.status}, {vs}{comp} on {', '.join(r.workloads)} [{r.device}]")
+    say(f"next: {out.next}")

@@ -1,0 +1,59 @@
+"""The phase prompts state facts, not defaults: what a model reads about a task it has never seen, and
+about the intent it is working on, is derived from the records and from running the reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.create_search import CreateSearchIn, create_search
+from tools.errors import ToolFailure
+from tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
+from tools.propose_intents import ProposeIntentsIn, propose_intents
+from tools.select_action import SelectActionIn, select_action
+from tools.workspace import Workspace
+from worldmodel.models import IntentSpec
+
+BF16_MATMUL = Path(__file__).parents[1] / "tasks" / "fixtures" / "kernelbench" / "l1_matmul_bf16.py"
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _own_facts_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(tmp_path / "facts"))
+
+
+async def test_a_bf16_kernelbench_file_is_described_as_what_it_is(tmp_path: Path) -> None:
+    async with await Workspace.open(tmp_path / "k.db") as ws:
+        s = await create_search(ws, CreateSearchIn(task=str(BF16_MATMUL), name="mm"))
+        text = await analyse_kernel(ws, s.id)
+        assert "dtype: bfloat16" in text and "expected bound: compute" in text, text[:1500]
+        assert "unspecified" not in text and "float32" not in text.split("## Reference")[0]
+        assert "GFLOP" in text and "MB moved" in text  # bytes and FLOPs from running the reference
+        assert "No seed candidate" in text and "bfloat16: atol" in text  # seedless; the rule it is judged by
+        # a prompt argument error is a plain message
+        with pytest.raises(ToolFailure, match="no intent is being refined"):
+            await implement_intent(ws, s.id)
+        with pytest.raises(ToolFailure, match="finished in this search yet"):
+            await reflect_and_edit(ws, s.id)
+
+
+async def test_implement_prompt_states_the_intents_true_status_and_base(tmp_path: Path) -> None:
+    async with await Workspace.open(tmp_path / "k.db") as ws:
+        s = await create_search(ws, CreateSearchIn(task=str(BF16_MATMUL), name="mm"))
+        await propose_intents(
+            ws, ProposeIntentsIn(search=s.id, intents=[IntentSpec(title="tile 128x128 with tl.dot")])
+        )
+        sel = await select_action(ws, SelectActionIn(search=s.id))
+        assert sel.claimed and sel.round == 1 and sel.base_attempt_id is None
+        text = await implement_intent(ws, s.id)  # no node_id: the intent being refined
+        assert "Implement intent #2: tile 128x128 with tl.dot" in text
+        assert "No base code" in text and "attempt 1 of at most 8" in text
+        tree = text.split("## The tree")[1]
+        assert "[active]" in tree and "[closed]" not in tree  # the tree shows it as being refined
