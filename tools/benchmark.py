@@ -161,9 +161,15 @@ def _next_step(search: str, r: loop.RefineState, ev: Evaluation) -> str:
         "crash": "find the out-of-bounds access or bad launch first",
         "timeout": "look for an unbounded loop first",
     }.get(ev.status, "implement the same intent differently, or better" if ev.status == "ok" else "fix it")
+    cpu = (
+        " Note: these are CPU-interpreter timings, a functional check only: they never count as a gain, so "
+        "once the intent has correct code each further attempt counts toward the stagnation window."
+        if ev.timings and ev.timings[0].device == "cpu-interpreter"
+        else ""
+    )
     return (
         f"{verdict}. Write another implementation of this intent ({fix}) and benchmark it with "
-        f"node_id={r.node_id}; the prompt implement_intent has the feedback."
+        f"node_id={r.node_id}; the prompt implement_intent has the feedback.{cpu}"
     )
 
 

@@ -180,8 +180,14 @@ async def update_context(
 
 def outcome(att: Attempt, source: str, base: Attempt | None) -> AttemptOutcome:
     ev = att.evaluation
-    sp = att.speedup
-    base_sp = base.speedup if base is not None else None
+    cpu = ev is not None and ev.cpu_interpreted
+    # Interpreter timings are functional checks: no speedup of them is stated, anywhere.
+    sp = None if cpu else att.speedup
+    base_sp = (
+        base.speedup
+        if base is not None and not (base.evaluation and base.evaluation.cpu_interpreted)
+        else None
+    )
     return AttemptOutcome(
         attempt_id=att.id,
         node_id=att.node_id,
@@ -189,6 +195,7 @@ def outcome(att: Attempt, source: str, base: Attempt | None) -> AttemptOutcome:
         status=ev.status if ev else "missing",
         speedup_vs_eager=sp,
         speedup_vs_base=(sp / base_sp) if (sp and base_sp) else None,
+        cpu_interpreter=cpu,
         summary=summarize(ev) if ev else "",
     )
 
@@ -196,7 +203,9 @@ def outcome(att: Attempt, source: str, base: Attempt | None) -> AttemptOutcome:
 async def history(ws: Workspace, search_id: int, limit: int = 40) -> list[AttemptOutcome]:
     out = []
     for a in (await ws.store.list_attempts(search_id))[-limit:]:
-        o = await outcome_of(ws, a, None)
+        # each attempt against the attempt it was built on: the same "vs base" as in its own round
+        base = await ws.store.get_attempt(a.base_attempt_id) if a.base_attempt_id is not None else None
+        o = await outcome_of(ws, a, base)
         o.summary = ""  # compact: the full feedback stays in the store
         out.append(o)
     return out

@@ -33,7 +33,10 @@ class FinalRow(BaseModel):
 
 
 class FinalOut(BaseModel):
-    rows: list[FinalRow] = Field(description="Best first: correct ones by speedup vs eager")
+    rows: list[FinalRow] = Field(description="Best first on a GPU (correct ones by speedup vs eager)")
+    chosen_by: str = Field("", description="How the candidates re-measured were chosen")
+    workloads: list[str] = Field(default_factory=list, description="The workloads they were run on")
+    skipped: list[str] = Field(default_factory=list, description="Workloads not run here (no GPU)")
     next: str = ""
 
 
@@ -45,9 +48,20 @@ async def final_evaluation(
     passes the status its own stop reason gives."""
     s = await ws.search(inp.search)
     status = status or await end_status(ws, s)
-    atts = [a for a in await ws.store.list_attempts(s.id) if a.evaluation and a.evaluation.status == "ok"]
-    # GPU-timed attempts by speedup; CPU-interpreter timings never rank (the latest correct ones go first).
-    atts.sort(key=lambda a: (0.0, a.id) if _cpu(a) else (1.0 + (a.speedup or 0.0), a.id), reverse=True)
+    correct = [a for a in await ws.store.list_attempts(s.id) if a.evaluation and a.evaluation.status == "ok"]
+    timed = [a for a in correct if not _cpu(a)]
+    if timed:
+        atts = sorted(timed, key=lambda a: (a.speedup or 0.0, a.id), reverse=True)
+        chosen_by = "the highest speedups vs eager measured on the GPU during the search"
+    else:
+        # Interpreter timings never rank: take each node's best correct attempt (its first correct one),
+        # latest first, so every intent that produced correct code is represented.
+        bests = {n.best_attempt_id for n in await ws.store.list_nodes(s.id) if n.best_attempt_id is not None}
+        atts = sorted((a for a in correct if a.id in bests), key=lambda a: a.id, reverse=True)
+        chosen_by = (
+            "each intent's best correct attempt, latest first (no GPU timing exists: CPU-interpreter "
+            "timings never rank candidates)"
+        )
     seen: set[str] = set()
     top = []
     for a in atts:
@@ -57,11 +71,13 @@ async def final_evaluation(
         if len(top) >= inp.top_k:
             break
     rows: list[FinalRow] = []
+    task = ws.task(s.task)
+    hw = await (await ws.sandbox()).hardware()
+    every = [w.name for w in task.workloads if w.split != "smoke"]
+    names = [task.smoke().name] if hw.cpu_mode else every
+    skipped = [w for w in every if w not in names]
     if top:
-        task = ws.task(s.task)
         sb = await ws.sandbox()
-        hw = await sb.hardware()
-        names = [task.smoke().name] if hw.cpu_mode else [w.name for w in task.workloads if w.split != "smoke"]
         for a in top:
             cand = await ws.store.get_candidate(a.candidate_id)
             settings = EvalSettings(seed=(s.config.seed * 7919 + 17) % 2**31, workloads=names, final=True)
@@ -84,17 +100,22 @@ async def final_evaluation(
             rows.sort(key=lambda r: r.status != "ok")
     await ws.store.cache_put(f"final:{s.id}", {"rows": [r.model_dump() for r in rows]})
     await ws.store.set_search_status(s.id, status)
-    nxt = (
-        "The search is over. Its result is the final evaluation above; get_tree shows the tree."
-        if rows
-        else "No correct, timed candidate to re-evaluate: the search ends without a result."
-    )
-    return FinalOut(rows=rows, next=nxt)
+    if not rows:
+        nxt = "No correct candidate to re-evaluate: the search ends without a result."
+    elif hw.cpu_mode:
+        nxt = (
+            f"The search is {status}. Without a GPU this checked correctness on the smoke workload only "
+            f"({len(skipped)} workloads skipped); run final_evaluation (or `ksearch final`) on a GPU machine "
+            "for speedups on every workload."
+        )
+    else:
+        w = rows[0]
+        nxt = f"The search is {status}. Its result is the first row (attempt #{w.attempt_id}); get_tree shows the tree."
+    return FinalOut(rows=rows, chosen_by=chosen_by, workloads=names, skipped=skipped, next=nxt)
 
 
 def _cpu(a: Attempt) -> bool:
-    ev = a.evaluation
-    return ev is not None and bool(ev.timings) and ev.timings[0].device == "cpu-interpreter"
+    return a.evaluation is not None and a.evaluation.cpu_interpreted
 
 
 async def end_status(ws: Workspace, s: Search) -> SearchStatus:

@@ -65,7 +65,7 @@ async def finish_intent(ws: Workspace, inp: FinishIntentIn) -> FinishOut:
     return FinishOut(
         node=node,
         refine=refine,
-        reflect_prompt=prompt_text("update", ctx, UPDATE_HINT),
+        reflect_prompt=prompt_text("update", ctx, UPDATE_HINT.format(next=state.next)),
         loop=state,
         next=state.next,
     )

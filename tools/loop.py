@@ -43,7 +43,11 @@ class RefineState(BaseModel):
     stagnant: int = Field(description="Attempts in a row without a significant gain")
     window: int = Field(description="The stagnation window: refine stops when `stagnant` reaches it")
     base_attempt_id: int | None = Field(description="The attempt the phase builds on (None: from scratch)")
-    best_attempt_id: int | None = Field(description="Best correct attempt of this phase, if any")
+    best_attempt_id: int | None = Field(
+        description="The phase's attempt that improved on its base (the first correct one when the base is "
+        "not correct; later, only a gain beyond noise on a GPU): the code the next attempt builds on. "
+        "None: none did, the next attempt builds on the base"
+    )
     over: bool = Field(description="True when no further attempt is allowed: finish the intent")
     why: str = Field("", description="Why the phase is over (cap, stagnation window)")
 
@@ -61,7 +65,9 @@ class BudgetState(BaseModel):
     usd: float | None
     target_speedup: float | None
     best_speedup: float | None
-    exhausted: str | None = Field(None, description="Which budget stops the search, if one does")
+    exhausted: str | None = Field(
+        None, description="The budget that lets no new round start (the round in progress still finishes)"
+    )
 
 
 class LoopState(BaseModel):
@@ -87,13 +93,9 @@ def improves(ev: Evaluation, best: Evaluation | None) -> bool:
         return False
     if best is None or best.status != "ok":
         return True
-    if _cpu_timed(ev) or _cpu_timed(best):
+    if ev.cpu_interpreted or best.cpu_interpreted:
         return False
     return compare(ev, best).faster
-
-
-def _cpu_timed(ev: Evaluation) -> bool:
-    return bool(ev.timings) and ev.timings[0].device == "cpu-interpreter"
 
 
 def refine_progress(
@@ -211,7 +213,7 @@ def exhausted(
 ) -> str | None:
     """Which budget stops the search now (None: none does). `started` is a datetime or a monotonic time."""
     if b.rounds is not None and b.rounds_used >= b.rounds:
-        return f"round budget reached ({b.rounds})"
+        return f"round budget reached ({b.rounds_used} of {b.rounds} rounds started)"
     if b.attempts is not None and b.attempts_used >= b.attempts:
         return f"attempt budget reached ({b.attempts})"
     if wall_s is not None and started is not None:

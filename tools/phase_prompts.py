@@ -19,12 +19,14 @@ INIT_HINT = (
     "analysis as the root's notes. Then call select_action."
 )
 WRITE_HINT = (
-    "Then check it with compile_kernel and run_correctness if you like, and record it with benchmark "
-    "(node_id={node}): its result says whether to write another implementation or to reflect."
+    "Put your explanation and prediction in the module's docstring. Then check it with compile_kernel and "
+    "run_correctness if you like, and record it with benchmark (node_id={node}): its result says whether to "
+    "write another implementation or to reflect."
 )
 UPDATE_HINT = (
-    "Apply your answer with edit_tree (updates, prunes, moves, re-bases) and propose_intents (new intents); "
-    "a refused edit comes back with the reason. Then call select_action for the next round."
+    "Apply your answer over MCP: `edits` with edit_tree (updates, prunes, moves, re-bases), `new_intents` with "
+    "propose_intents (your reflection as its `reason`, or in an intent's notes); a refused edit comes back "
+    "with the reason. Next: {next}"
 )
 
 
@@ -86,4 +88,4 @@ async def reflect_and_edit(ws: Workspace, search: int | str, node_id: int | None
     s = await ws.search(search)
     node = await (_node(ws, s.id, node_id) if node_id is not None else _default_node(ws, s.id, "finished"))
     ctx = await contexts.update_context(ws, s, node)
-    return prompt_text("update", ctx, UPDATE_HINT)
+    return prompt_text("update", ctx, UPDATE_HINT.format(next=(await loop.loop_state(ws, s.id)).next))

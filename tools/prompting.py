@@ -104,9 +104,10 @@ def fmt_outcome(o: AttemptOutcome, *, full: bool) -> str:
     head = f"- attempt {o.attempt_id if o.attempt_id is not None else '?'}"
     if o.node_id is not None:
         head += f" (intent #{o.node_id})"
-    head += (
-        f": {o.status}; vs eager {fmt_speedup(o.speedup_vs_eager)}, vs base {fmt_speedup(o.speedup_vs_base)}"
-    )
+    if o.cpu_interpreter:
+        head += f": {o.status} (CPU interpreter: speed not measured)"
+    else:
+        head += f": {o.status}; vs eager {fmt_speedup(o.speedup_vs_eager)}, vs base {fmt_speedup(o.speedup_vs_base)}"
     if o.params:
         head += f"; {fmt_params(o.params)}"
     summary = o.summary.strip()

@@ -253,7 +253,7 @@ def render_tree(
         elif tree.cpu_only(nid):
             parts.append(f"best {CPU_ONLY}")
         if n.expected_speedup is not None:
-            parts.append(f"exp {n.expected_speedup:.2g}x")
+            parts.append(f"exp {n.expected_speedup:.2f}x")
         if n.visits:
             parts.append(f"tries {n.visits}")
         if n.pinned:

@@ -317,6 +317,7 @@ def submit(
     """
     from tools.benchmark import BenchmarkIn, benchmark
     from tools.common import CandidateRef
+    from tools.loop import seed_unmeasured
     from tools.select_action import SelectActionIn, select_action
 
     source = read_source(file)
@@ -348,6 +349,22 @@ def submit(
                 if b.search_id != s.id:
                     raise fail(f"attempt #{base} belongs to another search, not {s.name!r}")
             lang = language or s.config.language
+            target = await ws.store.get_node(node) if node is not None else None
+            claimable = target is not None and target.status.value in ("open", "active") and not target.vetoed
+            if claimable and await seed_unmeasured(ws, s):
+                # the loop measures the seed before the first round: do it for the person, and say so
+                tell("measuring the task's seed on the root first (the baseline every intent builds on)")
+                root = await ws.store.root(s.id)
+                seeded = await benchmark(
+                    ws,
+                    BenchmarkIn(
+                        search=s.id,
+                        node_id=root.id,
+                        candidate=CandidateRef(seed=True, language=s.config.language),
+                        author="seed",
+                    ),
+                )
+                tell(f"seed: attempt #{seeded.attempt_id}, {seeded.evaluation.status}")
             if node is not None and (await ws.store.get_node(node)).status.value == "open":
                 # Submitting on an open intent starts its refine phase, as claiming it would: say so.
                 sel = await select_action(ws, SelectActionIn(search=s.id, node_id=node))

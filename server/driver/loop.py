@@ -356,7 +356,9 @@ class Driver:
             final = (await final_evaluation(self.ws, FinalEvalIn(search=s.id))).rows
         else:
             stopped = stop.startswith("policy stopped")  # the policy could not go on: resumable, not done
-            await self.ws.store.set_search_status(s.id, "stopped" if stopped else await end_status(self.ws, s))
+            await self.ws.store.set_search_status(
+                s.id, "stopped" if stopped else await end_status(self.ws, s)
+            )
         best = await self.ws.store.best_attempt(s.id)
         tokens, usd = await self._spent(s.id)
         res = DriverResult(

@@ -22,8 +22,8 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
 from gpu.sandbox import SandboxError
@@ -39,6 +39,7 @@ from tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
 from tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
 from tools.get_tree import GetTreeIn, TreeOut, get_tree
 from tools.list_searches import SearchRow, list_searches
+from tools.loop import loop_state
 from tools.profile_ncu import ProfileIn, ProfileOut, profile_ncu
 from tools.propose_intents import ProposeIntentsIn, propose_intents
 from tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctness
@@ -53,15 +54,17 @@ log = logging.getLogger("ksearch.mcp")
 INSTRUCTIONS = """\
 ksearch searches for fast GPU kernels with a persistent tree of optimization intents, in rounds of
 three phases. Every tool result carries `next`: what the loop expects now; follow it.
-0 init: create_search on a task, then the prompt analyse_kernel → propose_intents (first intents)
-  and edit_tree (your analysis as the root's notes).
+0 init: create_search on a task; if the task has a seed kernel, benchmark it on the root
+  (candidate {"seed": true}); then the prompt analyse_kernel → propose_intents (first intents) and
+  edit_tree (your analysis as the root's notes).
 1 select: select_action claims the next intent (a new round) and names the code to build on.
 2 refine: write a complete candidate (prompt implement_intent), optionally compile_kernel and
   run_correctness, then benchmark with node_id: it records attempt k of the cap and says whether to
   write another implementation or to reflect (the stagnation window counts only gains beyond noise).
 3 update: finish_intent closes the intent and returns the reflect prompt; apply your edits with
   edit_tree and propose_intents; refused edits come back with reasons. Then select_action again.
-When the budget is spent, final_evaluation re-measures the best candidates on every workload.
+When the budget is spent, final_evaluation re-measures the best candidates on every workload (on a
+machine without a GPU: the smoke workload in Triton's interpreter, where timings never rank anything).
 Refer to candidates by the candidate_id returned on first submission instead of resending source.
 """
 
@@ -147,7 +150,7 @@ class KsearchServer:
                 out = await run(ws, inp, report) if progress else await run(ws, inp)
                 if self.recorder is not None:
                     await self.recorder.observe(ws, name, inp, out)
-                return out
+                return await self._with_next(ws, inp, out, returns)
             except (ToolFailure, SandboxError, StoreBusy) as e:
                 raise ToolError(str(e)) from e
             except ValidationError as e:
@@ -166,6 +169,28 @@ class KsearchServer:
         self.mcp.add_tool(
             handler, name=name, description=description, annotations=annotations, structured_output=True
         )
+
+    async def _with_next(
+        self, ws: Workspace, inp: BaseModel | None, out: Any, returns: Any
+    ) -> CallToolResult:
+        """The tool's result, and as a second text block the loop's next step: every result of a tool that
+        works on a search says what the loop expects now (the tool's own `next` when it has one)."""
+        wrapped = not (isinstance(returns, type) and issubclass(returns, BaseModel))
+        data = TypeAdapter(returns).dump_python(out, mode="json")
+        structured = {"result": data} if wrapped else data
+        content = [TextContent(type="text", text=json.dumps(structured, indent=2))]
+        nxt = getattr(out, "next", "") or ""
+        search = getattr(inp, "search", None) if inp is not None else None
+        if isinstance(out, Search):
+            search = out.id
+        if not nxt and search is not None:
+            try:
+                nxt = (await loop_state(ws, search)).next
+            except ToolFailure:
+                nxt = ""
+        if nxt:
+            content.append(TextContent(type="text", text=f"next: {nxt}"))
+        return CallToolResult(content=content, structured_content=structured)
 
     def _register_tools(self) -> None:
         t = self._tool
@@ -235,8 +260,10 @@ class KsearchServer:
         )
         t(
             "final_evaluation",
-            "End the search: re-measure its best few candidates on every workload, held-out ones included, "
-            "with fresh inputs. These numbers are the search's result.",
+            "End the search: re-measure its best few distinct candidates (GPU: by speedup; without a GPU, "
+            "where interpreter timings never rank: each intent's best correct attempt, latest first) with "
+            "fresh inputs on every workload, held-out ones included (without a GPU: the smoke workload only). "
+            "The search ends `done` (nothing left open) or `stopped` (a budget ended it).",
             FinalEvalIn,
             FinalOut,
             lambda ws, i: final_evaluation(ws, i),

@@ -19,7 +19,7 @@ from tests.stubs.openai_stub import StubOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = Path(__file__).parent / "fixtures" / "scaled_relu.py"
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.cpu, pytest.mark.timeout(600)]
 
 INIT = {
     "analysis": "Elementwise, memory-bound: one read and one write of the matrix.",

@@ -26,7 +26,7 @@ from tests.driver.host_script import scaled_relu_decisions
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).parent / "fixtures" / "scaled_relu.py"
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.cpu, pytest.mark.timeout(900)]
 
 
 @pytest.fixture

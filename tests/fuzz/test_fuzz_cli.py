@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from server.cli import _register, app
+from server.cli.main import _register, app
 from tests.fuzz.fuzzkit import TRAVERSALS, dump_db, unstorable_text
 from tools.create_search import CreateSearchIn, create_search
 from tools.propose_intents import ProposeIntentsIn, propose_intents

@@ -50,7 +50,10 @@ def test_submit_records_a_human_attempt(ks: Ks, rowsum: tuple[Path, dict[str, in
     r = ks("submit", "rs", good, "--node", ids["intent"], "--db", db)
     assert r.exit_code == 0, (r.stdout, r.stderr)
     assert "correct on smoke" in r.stdout and "recorded as attempt #" in r.stdout
-    atts = with_store(db, lambda s: s.list_attempts(ids["search"]))
+    # the loop measures the task's seed (on the root) before the first round; submit did it, and said so
+    assert "measuring the task's seed" in r.stderr + r.stdout
+    seed, *atts = with_store(db, lambda s: s.list_attempts(ids["search"]))
+    assert seed.author == "seed" and seed.node_id != ids["intent"] and seed.evaluation.status == "ok"
     assert len(atts) == 1
     a = atts[0]
     assert (a.author, a.node_id, a.evaluation.status) == ("human", ids["intent"], "ok")
@@ -69,7 +72,7 @@ def test_submit_records_a_human_attempt(ks: Ks, rowsum: tuple[Path, dict[str, in
     # CPU-interpreter timings never rank, so the search has no best to default the base to
     assert "base: none" in r.stdout
     atts = with_store(db, lambda s: s.list_attempts(ids["search"]))
-    assert [(x.author, x.node_id, x.evaluation.status, x.base_attempt_id) for x in atts[1:]] == [
+    assert [(x.author, x.node_id, x.evaluation.status, x.base_attempt_id) for x in atts[2:]] == [
         ("human", None, "incorrect", None)
     ]
     assert with_store(db, lambda s: s.get_search(ids["search"])).best_attempt_id is None
