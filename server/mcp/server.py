@@ -12,6 +12,7 @@ import inspect
 import json
 import logging
 import sys
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
@@ -232,7 +234,8 @@ class KsearchServer:
         )
         t(
             "edit_tree",
-            "Edit nodes: update priority/difficulty/notes/rationale/title, prune a branch, reopen, "
+            "Edit nodes: update priority/difficulty/notes/rationale/title/params/base_attempt_id (the "
+            "attempt an intent starts from), move an intent under another parent, prune a branch, reopen, "
             "pin, unpin, veto, unveto. Results cannot be edited. All-or-nothing.",
             EditTreeIn,
             list[Node],
@@ -371,7 +374,8 @@ class KsearchServer:
         async def _task(name: str) -> str:
             ws = await self.ws()
             try:
-                task = ws.task(name)
+                # a built-in name, or a task path percent-encoded into one URI segment (as create_search takes)
+                task = ws.task(urllib.parse.unquote(name))
             except ToolFailure as e:
                 raise ValueError(str(e)) from e
             ref = task.source_path
@@ -418,11 +422,17 @@ class KsearchServer:
                 "ksearch://tasks/{name}",
                 "task",
                 json_type,
-                "A task: workloads, tolerance, reference source",
+                "A task: workloads, tolerance, reference source. {name}: a built-in task name, or a task "
+                "file's path percent-encoded (e.g. %2Fhome%2Fme%2Fproblem.py)",
                 _task,
             ),
         ):
-            mcp.resource(uri, name=name, mime_type=mime, description=description)(_refusals(fn))
+            # The task template takes a path, as create_search does (a file that is not a task is refused
+            # by the loader), so its parameter is exempt from the SDK's path-traversal check.
+            security = ResourceSecurity(exempt_params={"name"}) if name == "task" else None
+            mcp.resource(uri, name=name, mime_type=mime, description=description, security=security)(
+                _refusals(fn)
+            )
 
     # ------------------------------------------------------------------ prompts
 
