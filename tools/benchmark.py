@@ -14,6 +14,7 @@ from tools.common import (
     Progress,
     check_workloads,
     eval_settings,
+    node_in,
     resolve_candidate,
     summarize,
     task_for,
@@ -40,12 +41,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
     if inp.node_id is not None:
         if s is None:
             raise ToolFailure("`node_id` needs `search`: an attempt is recorded on a node of a search")
-        try:
-            node = await ws.store.get_node(inp.node_id)
-        except NotFound as e:
-            raise ToolFailure(str(e)) from e
-        if node.search_id != s.id:
-            raise ToolFailure(f"node {inp.node_id} belongs to another search, not {s.name!r}")
+        node = await node_in(ws, s, inp.node_id)
         refine = await _refinable(ws, s, node)
     if inp.base_attempt_id is not None:  # checked now: after the evaluation it would be too late to say
         if s is None:

@@ -12,7 +12,7 @@ from gpu.task import Task
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
 from worldmodel.errors import NotFound
-from worldmodel.models import Candidate, EvalSettings, Evaluation, Language, Search
+from worldmodel.models import Candidate, EvalSettings, Evaluation, Language, Node, Search
 
 Progress = Callable[[str, float], Awaitable[None]]
 
@@ -112,6 +112,17 @@ async def task_for(ws: Workspace, search: int | str | None, task: str | None) ->
         return s, ws.task(s.task)
     assert task is not None
     return None, ws.task(task)
+
+
+async def node_in(ws: Workspace, s: Search, node_id: int) -> Node:
+    """The node, checked to belong to the search (node ids are global: a typo can hit another search)."""
+    try:
+        node = await ws.store.get_node(node_id)
+    except NotFound as e:
+        raise ToolFailure(str(e)) from e
+    if node.search_id != s.id:
+        raise ToolFailure(f"node {node_id} belongs to another search (id {node.search_id}), not {s.name!r}")
+    return node
 
 
 def check_workloads(t: Task, workloads: list[str] | None) -> None:

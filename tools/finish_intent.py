@@ -7,12 +7,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools import contexts, loop
+from tools.common import node_in
 from tools.errors import ToolFailure
 from tools.loop import LoopState, RefineState
 from tools.phase_models import UpdateContext
 from tools.phase_prompts import UPDATE_HINT, prompt_text
 from tools.workspace import Workspace
-from worldmodel.errors import NotFound
 from worldmodel.models import Node, NodeStatus, Search
 
 
@@ -81,12 +81,7 @@ async def _active(ws: Workspace, s: Search, node_id: int | None) -> Node:
                 else f"several intents are being refined ({', '.join(f'#{n.id}' for n in active)}): give node_id"
             )
         return active[0]
-    try:
-        node = await ws.store.get_node(node_id)
-    except NotFound as e:
-        raise ToolFailure(str(e)) from e
-    if node.search_id != s.id:
-        raise ToolFailure(f"node {node_id} belongs to another search, not {s.name!r}")
+    node = await node_in(ws, s, node_id)
     if node.status != "active":
         raise ToolFailure(
             f"intent #{node_id} is {node.status.value}, not being refined: only a claimed (active) intent "

@@ -7,11 +7,11 @@ its model: analyse and seed, implement an intent, reflect and edit.
 from __future__ import annotations
 
 from tools import contexts, loop
+from tools.common import node_in
 from tools.errors import ToolFailure
 from tools.phase_models import InitContext, UpdateContext, WriteContext
 from tools.prompting import Phase, render_prompt
 from tools.workspace import Workspace
-from worldmodel.errors import NotFound
 from worldmodel.models import Node
 
 INIT_HINT = (
@@ -52,12 +52,7 @@ async def analyse_kernel(ws: Workspace, search: int | str) -> str:
 
 
 async def _node(ws: Workspace, search_id: int, node_id: int) -> Node:
-    try:
-        node = await ws.store.get_node(node_id)
-    except NotFound as e:
-        raise ToolFailure(str(e)) from e
-    if node.search_id != search_id:
-        raise ToolFailure(f"node {node_id} is not in search {search_id}")
+    node = await node_in(ws, await ws.search(search_id), node_id)
     if node.kind == "root":
         raise ToolFailure(f"node {node_id} is the root, not an intent: give the id of an intent")
     return node

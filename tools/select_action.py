@@ -9,10 +9,11 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools import loop
+from tools.common import node_in
 from tools.errors import ToolFailure
 from tools.loop import LoopState
 from tools.workspace import Workspace
-from worldmodel.errors import InvalidTransition, NotFound
+from worldmodel.errors import InvalidTransition
 from worldmodel.models import Attempt, Node, Search
 from worldmodel.select import select_action as _select
 
@@ -135,12 +136,7 @@ async def _may_claim(ws: Workspace, s: Search, *, parallel: bool, budget_checked
 
 
 async def _named(ws: Workspace, s: Search, node_id: int) -> int:
-    try:
-        node = await ws.store.get_node(node_id)
-    except NotFound as e:
-        raise ToolFailure(str(e)) from e
-    if node.search_id != s.id:
-        raise ToolFailure(f"node {node_id} belongs to another search, not {s.name!r}")
+    node = await node_in(ws, s, node_id)
     if node.kind != "intent" or node.status != "open" or node.vetoed:
         what = "the root" if node.kind == "root" else ("vetoed" if node.vetoed else node.status.value)
         raise ToolFailure(
