@@ -31,7 +31,7 @@ from gpu.scrub import scrubbed_env
 
 log = logging.getLogger("ksearch.sandbox")
 
-FaultKind = Literal["crash", "timeout", "memory", "start"]
+FaultKind = Literal["crash", "timeout", "memory", "start", "cancelled"]
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -241,6 +241,13 @@ class WorkerProcess:
             with contextlib.suppress(ProcessLookupError):
                 await self._proc.wait()
 
+    def abandon(self) -> None:
+        """Kill the job in flight at once, without awaiting (the caller is being cancelled): the whole
+        process group goes, and the worker counts as dead so the pool replaces it."""
+        self._killed_for = self._killed_for or "cancelled"
+        self._signal_group(signal.SIGKILL)
+        self._death = WorkerError("cancelled", "the job in flight was cancelled and its worker killed")
+
     async def restart(self, mode: Literal["candidate", "baseline"]) -> None:
         """A fresh process in `mode`: whatever the old one ran (candidate code included) is gone."""
         await self._reap()
@@ -384,6 +391,12 @@ class WorkerProcess:
                 f"no answer within {timeout_s:.0f} s (the worker was killed)",
                 stderr=self.stderr_tail(),
             ) from None
+        except asyncio.CancelledError:
+            # The caller gave up (an MCP client cancelled, a run was interrupted): the job stops with it.
+            # A worker left running it would make the next caller wait and be blamed for what it leaves.
+            self._pending.pop(rid, None)
+            self.abandon()
+            raise
         if reply.get("fatal"):
             await self._proc.wait()  # the worker leaves by itself after a fatal CUDA error
             self._death = WorkerError("crash", "CUDA context lost", returncode=self._proc.returncode)

@@ -180,7 +180,7 @@ class KsearchServer:
         wrapped = not (isinstance(returns, type) and issubclass(returns, BaseModel))
         data = TypeAdapter(returns).dump_python(out, mode="json")
         structured = {"result": data} if wrapped else data
-        content = [TextContent(type="text", text=json.dumps(structured, indent=2))]
+        content = [TextContent(type="text", text=_text_of(out, structured))]
         nxt = getattr(out, "next", "") or ""
         search = getattr(inp, "search", None) if inp is not None else None
         if isinstance(out, Search):
@@ -464,6 +464,19 @@ class KsearchServer:
             "reflect_and_edit",
             description="Phase 3: reflect on the intent finished last (or node_id) and edit the tree",
         )(_refusals(p_reflect, prompt=True))
+
+
+def _text_of(out: Any, structured: Any) -> str:
+    """What the model reads: an evaluation as its few decisive lines (the whole record stays in the
+    structured result and the attempt resource); anything else as its JSON."""
+    if isinstance(out, EvaluationOut):
+        head = f"candidate {out.candidate_id}"
+        if out.attempt_id is not None:
+            head += f", recorded as attempt #{out.attempt_id}"
+            if out.base_attempt_id is not None:
+                head += f" (built on attempt #{out.base_attempt_id})"
+        return f"{head}\n{out.summary}"
+    return json.dumps(structured, indent=2)
 
 
 def _ref(search: str) -> int | str:
