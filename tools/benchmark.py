@@ -38,11 +38,11 @@ class BenchmarkIn(MeasuredJob):
 async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None = None) -> EvaluationOut:
     s, task = await task_for(ws, inp.search, inp.task)
     refine: loop.RefineState | None = None
+    node = None
     if inp.node_id is not None:
         if s is None:
             raise ToolFailure("`node_id` needs `search`: an attempt is recorded on a node of a search")
         node = await node_in(ws, s, inp.node_id)
-        refine = await _refinable(ws, s, node)
     if inp.base_attempt_id is not None:  # checked now: after the evaluation it would be too late to say
         if s is None:
             raise ToolFailure("`base_attempt_id` needs `search`: it names an attempt of that search")
@@ -55,6 +55,13 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
                 f"base_attempt_id: attempt #{base.id} belongs to another search, not {s.name!r}"
             )
     check_workloads(task, inp.workloads)
+    if inp.candidate.candidate_id is not None:
+        await resolve_candidate(
+            ws, inp.candidate, task
+        )  # an unknown id is the argument's fault: say so first
+    if node is not None and s is not None:
+        # the loop's own refusal comes after the arguments' (a broken field is named first)
+        refine = await _refinable(ws, s, node)
     base_attempt_id = inp.base_attempt_id
     if base_attempt_id is None and refine is not None:
         # By default an attempt builds on the phase's best so far (else the code the phase started from).

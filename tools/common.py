@@ -12,7 +12,15 @@ from gpu.task import Task
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
 from worldmodel.errors import NotFound
-from worldmodel.models import Candidate, EvalSettings, Evaluation, Language, Node, Search
+from worldmodel.models import (
+    Candidate,
+    EvalSettings,
+    Evaluation,
+    Language,
+    Node,
+    Search,
+    compile_baseline_how,
+)
 
 Progress = Callable[[str, float], Awaitable[None]]
 
@@ -151,12 +159,19 @@ async def eval_settings(
         hw = await (await ws.sandbox()).hardware()
         chosen = [t.smoke().name] if hw.cpu_mode else [w.name for w in t.by_split("search")]
     seed = s.config.seed if s is not None else secrets.randbits(31)
-    return EvalSettings(seed=seed, trials=trials, workloads=chosen)
+    mode = s.config.compile_mode if s is not None else "default"
+    return EvalSettings(seed=seed, trials=trials, workloads=chosen, compile_mode=mode)
 
 
 def summarize(ev: Evaluation) -> str:
     """A few lines a model (or a person) can act on; numbers say what they are and how noisy."""
     lines = [f"status: {ev.status}"]
+    if ev.pure_pytorch:
+        lines.append(
+            "kernel: PURE PYTORCH: no kernel of the candidate's own (Triton, NVRTC or extension) ran during "
+            "the check; it computes with PyTorch ops. Its numbers are kept for reference, but it is never a "
+            "node's or the search's best: write the kernel itself"
+        )
     if ev.error:
         lines.append(f"error: {ev.error}")
     if ev.compile is not None:
@@ -192,7 +207,9 @@ def summarize(ev: Evaluation) -> str:
         if tm.speedup_vs_eager is not None:
             parts.append(f"{tm.speedup_vs_eager:.3f}x vs eager ({tm.eager_median_us:.1f} us)")
         if tm.speedup_vs_compile is not None:
-            parts.append(f"{tm.speedup_vs_compile:.3f}x vs torch.compile ({tm.compile_median_us:.1f} us)")
+            how = compile_baseline_how(tm.compile_mode)
+            us = f"{how}; {tm.compile_median_us:.1f} us" if how else f"{tm.compile_median_us:.1f} us"
+            parts.append(f"{tm.speedup_vs_compile:.3f}x vs torch.compile ({us})")
         if tm.roofline_fraction is not None:
             parts.append(f"{100 * tm.roofline_fraction:.0f}% of roofline")
         lines.append("; ".join(parts))

@@ -17,7 +17,7 @@ from tools.common import summarize
 from tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
 from tools.select_action import base_attempt
 from tools.workspace import Workspace
-from worldmodel.models import Attempt, EvalSettings, Node, Search
+from worldmodel.models import Attempt, EvalSettings, Node, Search, compile_baseline_how
 from worldmodel.render import render_tree
 
 TREE_BUDGET = 6000
@@ -76,13 +76,15 @@ async def reference_times_text(ws: Workspace, s: Search) -> str:
         return "not measured: this machine has no GPU (candidates run in the Triton interpreter)"
     task = ws.task(s.task)
     names = [w.name for w in task.by_split("search")]
-    got = await times(task, EvalSettings(seed=s.config.seed, workloads=names))
+    mode = s.config.compile_mode
+    got = await times(task, EvalSettings(seed=s.config.seed, workloads=names, compile_mode=mode))
 
     def us(x: float | None) -> str:
         return "not measured" if x is None else f"{x:.1f} us"
 
+    how = f"torch.compile ({compile_baseline_how(mode)})"
     return "\n".join(
-        f"- {wl}: eager {us(v.get('eager'))}, torch.compile {us(v.get('compile'))}" for wl, v in got.items()
+        f"- {wl}: eager {us(v.get('eager'))}, {how} {us(v.get('compile'))}" for wl, v in got.items()
     )
 
 

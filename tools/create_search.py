@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
-from worldmodel.models import Budgets, Language, Search, SearchConfig
+from worldmodel.models import Budgets, CompileMode, Language, Search, SearchConfig
 
 
 class CreateSearchIn(BaseModel):
@@ -35,6 +35,11 @@ class CreateSearchIn(BaseModel):
         5, ge=1, le=100, description="Attempts without a significant gain before refine stops"
     )
     seed: int | None = Field(None, ge=0, lt=2**31, description="Input seed; a secret random one by default")
+    compile_mode: CompileMode = Field(
+        "default",
+        description="torch.compile mode of the baseline speedups are reported against (always static, "
+        "compiled per workload); max-autotune is the stronger baseline, its compile paid once and cached",
+    )
 
 
 async def create_search(ws: Workspace, inp: CreateSearchIn) -> Search:
@@ -54,6 +59,7 @@ async def create_search(ws: Workspace, inp: CreateSearchIn) -> Search:
         seed=inp.seed if inp.seed is not None else secrets.randbits(31),
         stagnation=inp.stagnation,
         budgets=Budgets(rounds=inp.rounds),
+        compile_mode=inp.compile_mode,
     )
     return await ws.store.create_search(name, ref, config)
 

@@ -29,6 +29,7 @@ class FinalRow(BaseModel):
     speedup_vs_compile: float | None
     workloads: list[str]
     device: str | None = None  # where it was timed: a GPU name or "cpu-interpreter"
+    pure_pytorch: bool = False  # no kernel of its own ran: listed after every kernel, never the result
     summary: str
 
 
@@ -48,7 +49,12 @@ async def final_evaluation(
     passes the status its own stop reason gives."""
     s = await ws.search(inp.search)
     status = status or await end_status(ws, s)
-    correct = [a for a in await ws.store.list_attempts(s.id) if a.evaluation and a.evaluation.status == "ok"]
+    # a pure-PyTorch attempt is no kernel: never a result of the search
+    correct = [
+        a
+        for a in await ws.store.list_attempts(s.id)
+        if a.evaluation and a.evaluation.status == "ok" and not a.evaluation.pure_pytorch
+    ]
     timed = [a for a in correct if not _cpu(a)]
     if timed:
         atts = sorted(timed, key=lambda a: (a.speedup or 0.0, a.id), reverse=True)
@@ -80,7 +86,12 @@ async def final_evaluation(
         sb = await ws.sandbox()
         for a in top:
             cand = await ws.store.get_candidate(a.candidate_id)
-            settings = EvalSettings(seed=(s.config.seed * 7919 + 17) % 2**31, workloads=names, final=True)
+            settings = EvalSettings(
+                seed=(s.config.seed * 7919 + 17) % 2**31,
+                workloads=names,
+                final=True,
+                compile_mode=s.config.compile_mode,
+            )
             ev = await sb.evaluate(cand, task, settings, timing=True)
             rows.append(
                 FinalRow(
@@ -91,13 +102,17 @@ async def final_evaluation(
                     speedup_vs_compile=ev.speedup_vs_compile,
                     workloads=names,
                     device=ev.timings[0].device if ev.timings else None,
+                    pure_pytorch=ev.pure_pytorch,
                     summary=summarize(ev),
                 )
             )
         if all(r.device != "cpu-interpreter" for r in rows if r.status == "ok"):
-            rows.sort(key=lambda r: (r.status == "ok", r.speedup_vs_eager or 0.0), reverse=True)
+            rows.sort(
+                key=lambda r: (r.status == "ok" and not r.pure_pytorch, r.speedup_vs_eager or 0.0),
+                reverse=True,
+            )
         else:  # interpreter timings never rank: correct ones first, in the order they were chosen
-            rows.sort(key=lambda r: r.status != "ok")
+            rows.sort(key=lambda r: r.status != "ok" or r.pure_pytorch)
     await ws.store.cache_put(f"final:{s.id}", {"rows": [r.model_dump() for r in rows]})
     await ws.store.set_search_status(s.id, status)
     if not rows:

@@ -88,8 +88,9 @@ class LoopState(BaseModel):
 
 def improves(ev: Evaluation, best: Evaluation | None) -> bool:
     """Does a new evaluation improve on the phase's best so far? Correct beats incorrect; between two
-    correct ones only a gain beyond measured noise counts, and CPU-interpreter timings never rank."""
-    if ev.status != "ok":
+    correct ones only a gain beyond measured noise counts, and CPU-interpreter timings never rank.
+    A pure-PyTorch attempt is no kernel: never a gain, never the code the next attempt builds on."""
+    if ev.status != "ok" or ev.pure_pytorch:
         return False
     if best is None or best.status != "ok":
         return True

@@ -228,7 +228,8 @@ class Store:
                     self._db, f"SELECT {rows.SEARCH_COLUMNS} FROM searches WHERE name = ?", (key,)
                 )
             if row is None:
-                raise NotFound(f"no search named {key!r}; {await rows.describe_searches(self._db)}")
+                shown = repr(key[:80]) + (f" (first 80 of {len(key)} characters)" if len(key) > 80 else "")
+                raise NotFound(f"no search named {shown}; {await rows.describe_searches(self._db)}")
             return rows.search_from_row(row)
 
     async def list_searches(self) -> list[Search]:
@@ -428,6 +429,7 @@ class Store:
 
         CPU-interpreter timings rank nothing (see `_replaces`): such an attempt becomes a node's best only
         as its first correct attempt, never displaces a correct best, and never becomes the search's best.
+        A pure-PyTorch attempt (`Evaluation.pure_pytorch`) keeps its numbers but is never a best.
 
         In one transaction: store the attempt; if `evaluation.status == "ok"`, make it the node's and
         the search's best attempt when `better(new, current)` (default `speedup_better`: higher
@@ -648,8 +650,12 @@ async def _replaces(
     first correct one (so children have correct code to start from), never displaces a correct best,
     and never becomes the search's best. A GPU-timed correct attempt replaces a CPU-interpreter best
     without a comparison (there is none to make); between two GPU-timed ones `better` decides.
+    A pure-PyTorch attempt (no kernel of its own ran) is never a best, on any device: the search is
+    for kernels, and its code is no kernel to build on.
     """
-    ranks = new.evaluation is not None and new.evaluation.ranks
+    if new.evaluation is None or new.evaluation.pure_pytorch:
+        return False
+    ranks = new.evaluation.ranks
     if current_id is None:
         return ranks or not search
     if not ranks:

@@ -424,7 +424,18 @@ def best(
             s = await ws.search(search)
             a = await ws.store.best_attempt(s.id)
             if a is None:
-                raise fail(f"search {s.name!r} has no correct, timed attempt yet", code=1)
+                pure = [
+                    x.id
+                    for x in await ws.store.list_attempts(s.id)
+                    if x.evaluation is not None and x.evaluation.status == "ok" and x.evaluation.pure_pytorch
+                ]
+                raise fail(
+                    f"search {s.name!r} has no best kernel yet: attempt(s) {', '.join(f'#{i}' for i in pure)} "
+                    "are correct but pure PyTorch (no kernel of their own ran), and that is never a best kernel"
+                    if pure
+                    else f"search {s.name!r} has no correct, timed attempt yet",
+                    code=1,
+                )
             cand = await ws.store.get_candidate(a.candidate_id)
             n = await ws.store.get_node(a.node_id) if a.node_id is not None else None
             return s, a, cand, n

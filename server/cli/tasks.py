@@ -145,6 +145,7 @@ def show(
         if checked is not None:
             data["check"] = checked
         console.print_json(json.dumps(data))
+        _exit_if_failed(checked)
         return
     _print_task(task, tunables)
     if source:
@@ -155,6 +156,13 @@ def show(
         _print_check(checked)
     for note in _warnings(task):
         err_console.print(f"[yellow]note:[/yellow] {note}")
+    _exit_if_failed(checked)
+
+
+def _exit_if_failed(checked: dict[str, object] | None) -> None:
+    """`--check` is a test a script can rely on: a failed check exits 1 (a weak rule is only a warning)."""
+    if checked is not None and not checked.get("ok"):
+        raise typer.Exit(1)
 
 
 def _print_task(task: Task, tunables: dict[str, dict[str, object]]) -> None:
@@ -198,9 +206,13 @@ def _print_check(checked: dict[str, object]) -> None:
         f"check: reference ran on the CPU on {checked['workload']!r} in {checked['seconds']:.3f} s → {outs}"
     )
     warnings = checked.get("warnings") or []
+    probed = checked.get("probed") or []
     for w in warnings:  # type: ignore[union-attr]
         err_console.print(f"[yellow]degenerate rule:[/yellow] {w}")
+    for w in probed:  # type: ignore[union-attr]
+        console.print(f"check: {w}", markup=False, highlight=False)
     if not warnings:
         console.print(
             "check: zeros, a constant and the input itself are all rejected by the correctness rule"
+            + (" (with the probe on signed inputs)" if probed else "")
         )

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
@@ -105,7 +105,8 @@ class KsearchServer:
         self._ws: Workspace | None = None
         self.mcp = MCPServer(name="ksearch", title="ksearch", instructions=INSTRUCTIONS, version="0.1.0")
         self._arguments: dict[str, set[str]] = {}  # tool -> its parameter names
-        self.mcp.middleware.append(RefuseUnknownArguments(self._arguments))
+        self._models: dict[str, type[BaseModel]] = {}  # tool -> its input model
+        self.mcp.middleware.append(RefuseUnknownArguments(self._arguments, self._models))
         self._register_tools()
         self._register_resources()
         self._register_prompts()
@@ -168,6 +169,8 @@ class KsearchServer:
         handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
         handler.__name__ = name
         self._arguments[name] = {p.name for p in params if p.name != "ctx"}
+        if model is not None:
+            self._models[name] = model
         self.mcp.add_tool(
             handler, name=name, description=description, annotations=annotations, structured_output=True
         )
@@ -328,17 +331,11 @@ class KsearchServer:
         mcp = self.mcp
 
         async def _tree_text(search: str) -> str:
-            try:
-                out = await get_tree(await self.ws(), GetTreeIn(search=_ref(search), format="text"))
-            except ToolFailure as e:
-                raise ValueError(str(e)) from e
+            out = await get_tree(await self.ws(), GetTreeIn(search=_ref(search), format="text"))
             return out.text or ""
 
         async def _tree_json(search: str) -> str:
-            try:
-                out = await get_tree(await self.ws(), GetTreeIn(search=_ref(search), format="json"))
-            except ToolFailure as e:
-                raise ValueError(str(e)) from e
+            out = await get_tree(await self.ws(), GetTreeIn(search=_ref(search), format="json"))
             return json.dumps(out.tree)
 
         async def _node(search: str, node_id: str) -> str:
@@ -373,11 +370,8 @@ class KsearchServer:
 
         async def _task(name: str) -> str:
             ws = await self.ws()
-            try:
-                # a built-in name, or a task path percent-encoded into one URI segment (as create_search takes)
-                task = ws.task(urllib.parse.unquote(name))
-            except ToolFailure as e:
-                raise ValueError(str(e)) from e
+            # a built-in name, or a task path percent-encoded into one URI segment (as create_search takes)
+            task = ws.task(urllib.parse.unquote(name))
             ref = task.source_path
             src = ref.read_text() if ref.is_file() else ""
             return json.dumps(
@@ -436,7 +430,35 @@ class KsearchServer:
 
     # ------------------------------------------------------------------ prompts
 
+    def _checked_prompts(self) -> None:
+        """prompts/get of an unknown prompt or without a required argument is an invalid-params error with
+        the accepted names (the SDK answers both as an internal error, with a traceback in the log)."""
+        render = self.mcp.get_prompt
+        prompts = self.mcp._prompt_manager  # the SDK offers no public lookup by name
+
+        async def get_prompt(name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+            prompt = prompts.get_prompt(name)
+            if prompt is None:
+                known = ", ".join(sorted(p.name for p in prompts.list_prompts()))
+                raise MCPError(
+                    code=INVALID_PARAMS, message=f"unknown prompt {name[:80]!r}; the prompts are: {known}"
+                )
+            given = arguments or {}
+            missing = [a.name for a in prompt.arguments or [] if a.required and not given.get(a.name)]
+            if missing:
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message=f"prompt {name!r} needs the argument(s) {', '.join(missing)}; it takes: "
+                    + ", ".join(
+                        f"{a.name}{'' if a.required else ' (optional)'}" for a in prompt.arguments or []
+                    ),
+                )
+            return await render(name, arguments, context)
+
+        self.mcp.get_prompt = get_prompt  # type: ignore[method-assign]
+
     def _register_prompts(self) -> None:
+        self._checked_prompts()
         from tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
 
         async def p_analyse(search: str) -> str:
@@ -498,10 +520,8 @@ def _refusals(fn: Callable[..., Awaitable[str]], *, prompt: bool = False) -> Cal
         try:
             return await fn(**params)
         except (NotFound, ToolFailure, ValueError) as e:
-            if prompt:
+            if prompt or isinstance(e, ValueError):  # a malformed argument (a node id that is no number)
                 raise MCPError(code=INVALID_PARAMS, message=str(e)) from e
-            if isinstance(e, ValueError):
-                raise ResourceError(str(e)) from e
             raise ResourceNotFoundError(str(e)) from e
 
     return read

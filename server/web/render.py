@@ -65,7 +65,11 @@ def text_block(title: str, text: str, cls: str = "prose") -> Markup | None:
 
 
 def attempt_status(a: Attempt) -> str:
-    return a.evaluation.status if a.evaluation is not None else "pending"
+    if a.evaluation is None:
+        return "pending"
+    if a.evaluation.status == "ok" and a.evaluation.pure_pytorch:
+        return "pure_pytorch"  # correct, but no kernel of its own ran: never a best (its numbers are kept)
+    return a.evaluation.status
 
 
 # --------------------------------------------------------------------------- summary and spend
