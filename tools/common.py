@@ -35,7 +35,8 @@ class CandidateRef(BaseModel):
     source: str | None = Field(
         None,
         max_length=MAX_SOURCE_CHARS,
-        description="Python module source defining ModelNew (or custom_kernel for GPU MODE tasks)",
+        description="Python module source defining ModelNew (or custom_kernel for GPU MODE tasks). "
+        "Exactly one of `source`, `candidate_id` or `seed`",
     )
     candidate_id: str | None = Field(
         None,
@@ -62,9 +63,11 @@ class CandidateJob(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    search: int | str | None = Field(None, description="Search id or name (or give `task`)")
+    search: int | str | None = Field(None, description="Search id or name. Exactly one of `search` or `task`")
     task: str | None = Field(
-        None, max_length=1000, description="Task name or path, for work outside any search"
+        None,
+        max_length=1000,
+        description="Task name or path, for work outside any search. Exactly one of `search` or `task`",
     )
     candidate: CandidateRef
 

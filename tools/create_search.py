@@ -16,7 +16,11 @@ class CreateSearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     task: str = Field(
-        min_length=1, max_length=1000, description="Built-in task name (e.g. 'softmax') or a path"
+        min_length=1,
+        max_length=1000,
+        description="Built-in task name (bmm, causal_attention, conv2d, cross_entropy, fused_add_rmsnorm, "
+        "gemm_bf16, gemm_bias_gelu, gemm_fp32, layernorm, rmsnorm, row_sum, softmax, swiglu) or the path of "
+        "a task file (KernelBench format), GPU MODE folder or FlashInfer-Bench definition",
     )
     name: str | None = Field(
         None,
@@ -27,10 +31,13 @@ class CreateSearchIn(BaseModel):
     )
     language: Language = Field("triton", description="Language candidates are written in")
     policy: str = Field(
-        "tuner", max_length=40, description="Policy the built-in driver uses: anthropic|openai|tuner|replay"
+        "tuner",
+        max_length=40,
+        description="Only for run_search / `ksearch run`: the policy the built-in driver uses "
+        "(anthropic|openai|tuner|replay); irrelevant while you drive the search yourself",
     )
-    model: str | None = Field(None, max_length=120)
-    rounds: int | None = Field(10, ge=1, le=10_000)
+    model: str | None = Field(None, max_length=120, description="Only for run_search: the policy's model")
+    rounds: int | None = Field(10, ge=1, le=10_000, description="Round budget: rounds that may start")
     stagnation: int = Field(
         5, ge=1, le=100, description="Attempts without a significant gain before refine stops"
     )

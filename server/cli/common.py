@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 T = TypeVar("T")
@@ -21,13 +22,55 @@ DbOption = Annotated[
     typer.Option(
         "--db",
         envvar="KSEARCH_DB",
+        help="SQLite database of the project (must exist: `ksearch run` creates one).",
+        show_default=True,
+    ),
+]
+# Only the commands that start searches create a database: anything else with a mistyped path would
+# silently answer from a new, empty one.
+NewDbOption = Annotated[
+    Path,
+    typer.Option(
+        "--db",
+        envvar="KSEARCH_DB",
         help="SQLite database of the project (created if missing).",
         show_default=True,
     ),
 ]
 
-console = Console()
-err_console = Console(stderr=True)
+
+def _console(*, stderr: bool = False) -> Console:
+    c = Console(stderr=stderr)
+    if not c.is_terminal:
+        # A pipe or a file: no wrapping at 80 columns, a line stays whole (greppable, copyable).
+        c.soft_wrap = True
+    return c
+
+
+console = _console()
+err_console = _console(stderr=True)
+
+
+def say(text: str) -> None:
+    """A result line on stdout, verbatim (no markup, no wrapping: it may be parsed)."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def tell(text: str) -> None:
+    """A progress or side note on stderr, verbatim."""
+    err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_table(table: Table) -> None:
+    """A table whose cells are never cut: long cells fold inside a terminal; in a pipe or a file the table
+    takes the width it needs."""
+    for col in table.columns:
+        col.overflow = "fold"
+    if console.is_terminal:
+        console.print(table)
+        return
+    wide = console.measure(table, options=console.options.update_width(1 << 20)).maximum
+    Console(file=console.file, width=max(console.width, wide), highlight=False).print(table)
 
 
 def default_db() -> Path:

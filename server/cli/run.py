@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from server.cli.common import DEFAULT_DB, DbOption, console, fail, run_async
+from server.cli.common import DEFAULT_DB, NewDbOption, console, fail, say
 from worldmodel.errors import StoreBusy
 from worldmodel.models import LANGUAGES
 
@@ -63,10 +63,19 @@ def run(
     no_final: Annotated[bool, typer.Option("--no-final", help="Skip the final evaluation")] = False,
     plain: Annotated[bool, typer.Option("--plain", help="Plain log lines instead of the live panel")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON at the end")] = False,
-    db: DbOption = DEFAULT_DB,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Round lines with the whole selection score")
+    ] = False,
+    db: NewDbOption = DEFAULT_DB,
 ) -> None:
-    """Run the three-phase search loop (select → refine → update) on a task, then a final evaluation."""
+    """Run the three-phase search loop (select → refine → update) on a task, then a final evaluation.
+
+    Ctrl-C stops it cleanly (the attempt in flight is abandoned, the search is marked stopped) and says how
+    to resume; a second Ctrl-C quits at once.
+    """
+    from server.cli.interrupt import Interrupted, run_stoppable
     from server.driver.run_main import RunArgs, run_main
+    from worldmodel.models import Search
 
     if (task is None) == (resume is None):
         raise fail("give a TASK to search on, or --resume SEARCH to continue one (not both)")
@@ -95,10 +104,26 @@ def run(
         seed=seed,
         final=not no_final,
         plain=plain or not sys.stdout.isatty(),
+        verbose=verbose,
         db=db,
     )
+    searched: list[Search] = []
+
+    def resume_hint() -> str:
+        return f"resume with `ksearch run --resume {searched[0].name}`" if searched else ""
+
     try:
-        res = run_async(run_main(args))
+        res = run_stoppable(
+            run_main(args, on_search=searched.append),
+            stopping="stopping: abandoning the attempt in flight and saving the search",
+            hint=resume_hint,
+        )
+    except Interrupted as e:
+        if searched:
+            say(f"stopped: interrupted ({e}). Search {searched[0].name} is saved; {resume_hint()}")
+        else:
+            say(f"stopped: interrupted ({e}) before a search was chosen; nothing was changed")
+        raise typer.Exit(e.code) from None
     except ValueError as e:
         raise fail(str(e)) from e
     except StoreBusy as e:  # committed work is kept; only the step in flight is lost
@@ -122,7 +147,7 @@ def serve(
             "`ksearch run --policy replay --replay FILE` plays them through the built-in driver",
         ),
     ] = None,
-    db: DbOption = DEFAULT_DB,
+    db: NewDbOption = DEFAULT_DB,
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
     from server.mcp.server import serve as _serve

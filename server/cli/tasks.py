@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from gpu.task import Task, TaskError, Workload
-from server.cli.common import console, err_console, fail
+from server.cli.common import console, err_console, fail, print_table
 
 CHECK_TIMEOUT_S = 300
 
@@ -63,7 +63,7 @@ def tasks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = 
         table.add_column(col)
     for t in found:
         table.add_row(t.name, t.op, t.dtype, _splits(t), t.bound)
-    console.print(table)
+    print_table(table)
 
 
 def _params(w: Workload) -> str:
@@ -180,7 +180,7 @@ def _print_task(task: Task, tunables: dict[str, dict[str, object]]) -> None:
         table.add_column(col)
     for w in task.workloads:
         table.add_row(w.name, w.split, _params(w))
-    console.print(table)
+    print_table(table)
     if task.style == "gpumode":
         console.print(
             f"correctness: the task's own check_implementation; ranking by {task.extras.get('ranking_by')}"

@@ -34,6 +34,8 @@ from tools.phase_prompts import init_context
 from tools.propose_intents import ProposeIntentsIn, propose_intents
 from tools.select_action import SelectActionIn, select_action
 from tools.workspace import Workspace
+from worldmodel import runs
+from worldmodel.errors import StoreBusy
 from worldmodel.models import Attempt, EditSpec, Evaluation, IntentSpec, Node, Search
 
 MAX_EDIT_RETRIES = 2
@@ -105,33 +107,59 @@ class Driver:
     async def run(self, search_ref: int | str) -> DriverResult:
         s = await self.ws.search(search_ref)
         self._search_id = s.id
-        await self.ws.store.set_search_status(s.id, "running")
-        await self._recover(s)
-        b = self._b = _Budget(self.opts, s)
-        self.display.start(s, self.policy)
-        stop = "done"
+        store = self.ws.store
+        # Record this process as the search's runner (refused while another live process runs it), so a
+        # search left `running` by a killed process reads as interrupted (worldmodel/runs.py).
+        await runs.claim(store, s.id)
+
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(runs.HEARTBEAT_S)
+                try:
+                    await runs.heartbeat(store, s.id)
+                except StoreBusy as e:  # the next beat will do: a busy database is no sign of death
+                    self.display.event(f"heartbeat skipped: {e}")
+
+        beat = asyncio.create_task(heartbeat())
         try:
-            await self._ensure_seed(s)
-            await self._init(s)
-            # One lane per sandbox worker (one per GPU): several intents are refined at once, and each
-            # lane's update lands in the tree as soon as its intent is done.
-            hw = await (await self.ws.sandbox()).hardware()
-            if not hw.isolation.startswith("namespaces"):
-                self.display.event(f"candidate isolation: {hw.isolation}")
-            lanes = max(1, hw.workers)
-            stops = await asyncio.gather(*(self._lane(s.id, b) for _ in range(lanes)))
-            stop = stops[0]
-        except PolicyError as e:
-            stop = f"policy stopped: {e}"
-            self.display.event(stop)
-            await self._recover(s)  # release the intent it was working on: open again for the next run
-        except BaseException:
-            # Interrupted or crashed: the search is not left `running`, and a claimed intent is released.
+            await store.set_search_status(s.id, "running")
             await self._recover(s)
-            await self.ws.store.set_search_status(s.id, "stopped")
-            raise
-        result = await self._finish(s.id, stop, b)
-        return result
+            b = self._b = _Budget(self.opts, s)
+            self.display.start(
+                s,
+                self.policy,
+                best=await store.best_attempt(s.id),
+                cpu_correct=len((await store.attempt_speedups(s.id)).cpu_interpreted),
+            )
+            stop = "done"
+            try:
+                await self._ensure_seed(s)
+                await self._init(s)
+                # One lane per sandbox worker (one per GPU): several intents are refined at once, and each
+                # lane's update lands in the tree as soon as its intent is done.
+                hw = await (await self.ws.sandbox()).hardware()
+                if not hw.isolation.startswith("namespaces"):
+                    self.display.event(f"candidate isolation: {hw.isolation}")
+                lanes = max(1, hw.workers)
+                stops = await asyncio.gather(*(self._lane(s.id, b) for _ in range(lanes)))
+                stop = stops[0]
+            except PolicyError as e:
+                stop = f"policy stopped: {e}"
+                self.display.event(stop)
+                await self._recover(s)  # release the intent it was working on: open again for the next run
+            except BaseException:
+                # Ctrl-C (the CLI cancels this task), a crash: the attempt in flight is abandoned (nothing
+                # half-written: each record is one transaction), the claimed intent goes back to open,
+                # and the search is `stopped`, not left `running`.
+                self.display.close()
+                await self._recover(s)
+                await store.set_search_status(s.id, "stopped")
+                raise
+            return await self._finish(s.id, stop, b)
+        finally:
+            beat.cancel()
+            await asyncio.wait([beat])
+            await runs.release(store, s.id)
 
     async def _lane(self, search_id: int, b: _Budget) -> str:
         """Select → refine → update until a budget or an empty frontier stops it; returns why it stopped."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -38,6 +39,7 @@ class RunArgs(BaseModel):
     seed: int | None = None
     final: bool = True
     plain: bool = True
+    verbose: bool = False  # round lines with the whole selection score
     db: Path
 
 
@@ -82,8 +84,11 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
     )
 
 
-async def run_main(a: RunArgs) -> DriverResult:
-    """Run the driver. Raises ValueError (nothing written) when the arguments cannot start a run."""
+async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None) -> DriverResult:
+    """Run the driver. Raises ValueError (nothing written) when the arguments cannot start a run.
+
+    `on_search` is told the search as soon as it is found or created (so an interrupted run can say
+    how to resume it)."""
     a.db.parent.mkdir(parents=True, exist_ok=True)
     ws = await Workspace.open(a.db)
     try:
@@ -106,7 +111,13 @@ async def run_main(a: RunArgs) -> DriverResult:
                 s = found or await _create(ws, a, name)
             except ToolFailure as e:
                 raise ValueError(str(e)) from e
-            display: Display = Display() if a.plain else LiveDisplay()
+            if on_search is not None:
+                on_search(s)
+            display: Display = (
+                Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)
+            )
+            if found is not None:
+                display.resuming(found, explicit=a.resume is not None)
             opts = DriverOptions(
                 rounds=a.rounds,
                 attempts=a.attempts,

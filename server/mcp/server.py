@@ -282,7 +282,7 @@ class KsearchServer:
             CompileKernelIn,
             CompileOut,
             compile_kernel,
-            _annotations(True, idempotent=True),
+            _annotations(False, idempotent=True),  # it stores the candidate (for its candidate_id)
         )
         t(
             "run_correctness",
@@ -291,14 +291,16 @@ class KsearchServer:
             RunCorrectnessIn,
             EvaluationOut,
             run_correctness,
-            _annotations(True),
+            _annotations(False, idempotent=True),  # it stores the candidate; it records no attempt
             progress=True,
         )
         t(
             "benchmark",
             "Compile, check and time a candidate (median, spread, speedup vs eager and "
-            "torch.compile, roofline fraction). With node_id (a claimed intent), records attempt k of the "
-            "refine phase and says whether to write another implementation or to reflect.",
+            "torch.compile, roofline fraction). With `search`, every call records an attempt; with node_id "
+            "(a claimed intent) it is attempt k of that intent's refine phase and the result says whether to "
+            "write another implementation or to reflect; base_attempt_id names the attempt whose code this "
+            "one modifies (default: the phase's best so far).",
             BenchmarkIn,
             EvaluationOut,
             benchmark,

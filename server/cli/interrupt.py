@@ -1,0 +1,116 @@
+"""Ctrl-C during a long command: the first one stops the work cleanly, a second one ends the process at once.
+
+`asyncio.run` alone cancels the main task on the first SIGINT but raises KeyboardInterrupt wherever the
+code happens to be on the second: tracebacks ("Event loop is closed"), and a cleanup cut short can leave
+the aiosqlite connection's thread alive, which the interpreter then waits for at exit, for ever.
+
+Here the first SIGINT (or SIGTERM) cancels the work, whose own cleanup releases what it holds (the driver
+releases its intent and marks the search stopped, the workspace closes the database and the sandbox). A
+second signal, or a cleanup still running after `GRACE_S`, ends the process with `os._exit`: whatever was
+committed is safe in SQLite, and a search left `running` reads as interrupted and resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
+
+GRACE_S = 4.0  # how long the first Ctrl-C may take to stop cleanly
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(Exception):
+    """The work was stopped by a signal and has cleaned up; exit with `code`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.code = 128 + signum  # what a shell reports for a process ended by that signal
+
+
+def _write_err(text: str) -> None:
+    # os.write, not sys.stderr: safe from a timer thread while the main thread holds stderr's lock
+    try:
+        os.write(2, text.encode(errors="replace"))
+    except OSError:  # stderr closed: there is no one left to tell
+        return
+
+
+class _Stopper:
+    def __init__(self, stopping: str, hint: Callable[[], str]) -> None:
+        self.stopping = stopping
+        self.hint = hint
+        self.signum: int | None = None
+        self.work: asyncio.Future[Any] | None = None
+        self.timer: threading.Timer | None = None
+
+    def exit_now(self, signum: int, why: str, *, flush: bool = True) -> NoReturn:
+        if flush:
+            for f in (sys.stdout, sys.stderr):
+                try:
+                    f.flush()
+                except (OSError, ValueError):  # a closed or broken pipe: nothing more can be written
+                    continue
+        hint = self.hint()
+        _write_err(f"\n{why}" + (f"; {hint}" if hint else "") + "\n")
+        os._exit(128 + signum)
+
+    def on_signal(self, signum: int) -> None:
+        if self.work is None or self.work.done():
+            self.exit_now(signum, "interrupted while shutting down")
+        if self.signum is not None:
+            self.exit_now(signum, "interrupted again: exiting at once")
+        self.signum = signum
+        _write_err(f"\n{self.stopping} (Ctrl-C again to quit at once)\n")
+        self.work.cancel()
+        self.timer = threading.Timer(
+            GRACE_S,
+            lambda: self.exit_now(signum, f"did not stop within {GRACE_S:g} s: exiting at once", flush=False),
+        )
+        self.timer.daemon = True
+        self.timer.start()
+
+    async def guard(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = asyncio.get_running_loop()
+        self.work = asyncio.ensure_future(coro)
+        for sig in SIGNALS:
+            try:
+                loop.add_signal_handler(sig, self.on_signal, sig)
+            except (ValueError, RuntimeError):  # not the main thread (an embedding caller): its own rules
+                break
+        try:
+            return await self.work
+        except asyncio.CancelledError:
+            if self.signum is not None:
+                raise Interrupted(self.signum) from None
+            raise
+        finally:
+            # Objects of the work that sit in reference cycles (subprocess transports among them) are
+            # finalized now, while the loop still runs, rather than after it is closed.
+            gc.collect()
+            await asyncio.sleep(0)
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+
+
+def run_stoppable(coro: Coroutine[Any, Any, T], *, stopping: str, hint: Callable[[], str]) -> T:
+    """Run `coro` to completion; on SIGINT/SIGTERM cancel it, let it clean up and raise `Interrupted`.
+
+    `stopping` is printed at the first signal; `hint()` (e.g. how to resume) ends any forced exit's line.
+    The signal handlers exist only while the event loop runs (they need the main thread).
+    """
+    stopper = _Stopper(stopping, hint)
+    try:
+        return asyncio.run(stopper.guard(coro))
+    finally:
+        stopper.disarm()
