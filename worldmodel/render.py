@@ -17,6 +17,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from worldmodel import runs
 from worldmodel.models import Attempt, AttemptSpeedups, Node, NodeStatus
 from worldmodel.store import Store
 
@@ -25,6 +26,19 @@ AttemptsById = Mapping[int, Attempt] | Mapping[int, float | None]
 `AttemptSpeedups`, which also names the correct attempts timed on the CPU interpreter)."""
 
 CPU_ONLY = "correct (CPU interpreter: not timed)"
+
+
+def fmt_speedup(x: float) -> str:
+    """The one way a speedup is written (CLI, run log, tree, web page, report): 0.076x, 1.234x."""
+    return f"{x:.3f}x"
+
+
+def no_best(cpu_correct: int) -> str:
+    """Why a search has no best yet: CPU-interpreter timings never rank candidates."""
+    if cpu_correct:
+        return f"{cpu_correct} correct, none timed on a GPU"
+    return "no timed correct attempt yet"
+
 
 MIN_BUDGET = 400  # room for the header, the root line and the count of what was left out
 _STATUS_ORDER = ("open", "active", "closed", "failed", "pruned")
@@ -55,6 +69,13 @@ def _cpu_only(attempts: AttemptsById, attempt_id: int | None) -> bool:
         and value.evaluation.status == "ok"
         and value.evaluation.cpu_interpreted
     )
+
+
+def _cpu_correct(attempts: AttemptsById) -> int:
+    """How many correct attempts were timed only on the CPU interpreter."""
+    if isinstance(attempts, AttemptSpeedups):
+        return len(attempts.cpu_interpreted)
+    return sum(1 for a in attempts.values() if isinstance(a, Attempt) and _cpu_only(attempts, a.id))
 
 
 def _one_line(text: str) -> str:
@@ -249,7 +270,7 @@ def render_tree(
         s = tree.speedup(nid)
         parts = [f"{pad}#{nid} [{n.status}] p{n.priority:.2f} d{n.difficulty}"]
         if s is not None:
-            parts.append(f"best {s:.2f}x")
+            parts.append(f"best {fmt_speedup(s)}")
         elif tree.cpu_only(nid):
             parts.append(f"best {CPU_ONLY}")
         if n.expected_speedup is not None:
@@ -314,15 +335,23 @@ def render_tree(
 
     total_counts = tree.counts()
     total = len(tree.by_id)
-    best_s = tree.speedup(tree.best_node_id) if tree.best_node_id is not None else None
+    # The search's best attempt, also when it is on no node (e.g. submitted without --node).
+    best_s = _speedup(tree.attempts, best_attempt_id) if best_attempt_id is not None else None
+    if best_s is None and tree.best_node_id is not None:
+        best_s = tree.speedup(tree.best_node_id)
     if best_s is not None:
-        best_text = f"best {best_s:.2f}x at #{tree.best_node_id}"
+        where = (
+            f"#{tree.best_node_id}"
+            if tree.best_node_id is not None
+            else f"attempt #{best_attempt_id} (no node)"
+        )
+        best_text = f"best {fmt_speedup(best_s)} at {where}"
     else:
         cpu = sorted(nid for nid in tree.by_id if tree.cpu_only(nid))
-        best_text = "no timed correct attempt yet"
+        best_text = f"no best yet: {no_best(_cpu_correct(tree.attempts))}"
         if cpu:
             more = f" and {len(cpu) - 3} more" if len(cpu) > 3 else ""
-            best_text += f"; {CPU_ONLY} at " + ", ".join(f"#{i}" for i in cpu[:3]) + more
+            best_text += " (at " + ", ".join(f"#{i}" for i in cpu[:3]) + more + ")"
     header = f"tree: {total} nodes ({_fmt_counts(total_counts) or 'no intents yet'}); {best_text}"
     header = header[: budget_chars // 4]
 
@@ -429,7 +458,13 @@ def tree_mermaid(
             label = f"#{nid} root"
         else:
             s = tree.speedup(nid)
-            best = f" best {s:.2f}x" if s is not None else f" best {CPU_ONLY}" if tree.cpu_only(nid) else ""
+            best = (
+                f" best {fmt_speedup(s)}"
+                if s is not None
+                else f" best {CPU_ONLY}"
+                if tree.cpu_only(nid)
+                else ""
+            )
             label = (
                 f"#{nid} {n.status} p{n.priority:.2f} d{n.difficulty}{best}<br/>{_mermaid_text(n.title[:60])}"
             )
@@ -461,7 +496,8 @@ async def render_search(store: Store, search_id: int, budget_chars: int = 6000) 
     search = await store.get_search(search_id)
     nodes = await store.list_nodes(search_id)
     speedups = await store.attempt_speedups(search_id)
-    title = f"search {search.name!r} on {search.task} (round {search.round}, {search.status})"
+    status = await runs.search_status(store, search)  # `interrupted` when its run died
+    title = f"search {search.name!r} on {search.task} (round {search.round}, {status})"
     if budget_chars < MIN_BUDGET + 1:
         raise ValueError(f"budget_chars {budget_chars} is too small; accepted: at least {MIN_BUDGET + 1}")
     title = title[: budget_chars - MIN_BUDGET - 1]

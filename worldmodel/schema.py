@@ -163,7 +163,25 @@ _V4: tuple[str, ...] = (
         BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once'); END""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
+# v5: which process runs a search. `status = 'running'` alone cannot tell a live driver from one that was
+# killed (SIGKILL, a power cut): a run records its pid, host and process start time, and a heartbeat, so a
+# reader can show a search left `running` by a dead process as interrupted (worldmodel/runs.py). A search
+# already `running` when this step runs gets a holder of unknown pid whose last sign of life is its last
+# update: it reads as interrupted once that is old.
+_V5: tuple[str, ...] = (
+    """CREATE TABLE search_runs (
+        search_id INTEGER PRIMARY KEY REFERENCES searches(id),
+        pid INTEGER,
+        host TEXT NOT NULL DEFAULT '',
+        proc_start TEXT,
+        started_at TEXT NOT NULL,
+        heartbeat_at TEXT NOT NULL
+    )""",
+    """INSERT INTO search_runs (search_id, pid, host, proc_start, started_at, heartbeat_at)
+        SELECT id, NULL, '', NULL, updated_at, updated_at FROM searches WHERE status = 'running'""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

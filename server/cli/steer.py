@@ -10,17 +10,18 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
 
-from server.cli.common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
+from server.cli.common import DEFAULT_DB, DbOption, console, fail, run_async, say, tell
 from tools.errors import ToolFailure, describe_validation
 from worldmodel.errors import NotFound, SchemaError, StoreBusy
 from worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
+from worldmodel.render import no_best
 
 if TYPE_CHECKING:  # tools are imported when a command runs, so `ksearch --help` stays fast
     from tools.run_correctness import EvaluationOut
@@ -49,9 +50,14 @@ def register(app: typer.Typer) -> None:
 
 
 def existing_db(db: Path) -> Path:
-    """Refuse a database path that does not exist (rather than silently create an empty one)."""
+    """Refuse a database path that does not exist (rather than silently create an empty one): only
+    `ksearch run` (and `serve`, for an MCP host's create_search) creates a database."""
     if not db.exists():
-        raise fail(f"no database at {db}; pass --db with an existing ksearch database (or set KSEARCH_DB)")
+        tried = str(db) if db.is_absolute() else f"{db} ({db.absolute()})"
+        raise fail(
+            f"no ksearch database at {tried}; pass --db with an existing one (or set KSEARCH_DB), "
+            "or start a search with `ksearch run TASK`, which creates it"
+        )
     if db.is_dir():
         raise fail(f"{db} is a directory; pass --db with the database file, e.g. {db / 'ksearch.db'}")
     return db
@@ -95,21 +101,13 @@ async def node_of(ws: Workspace, s: Search, node_id: int) -> Node:
     except NotFound as e:
         raise fail(f"no node #{node_id} in search {s.name!r}; `ksearch tree {s.name}` lists its nodes") from e
     if n.search_id != s.id:
+        # Node ids are global: name the search it is in, so a person can tell which one they meant.
+        other = await ws.store.get_search(n.search_id)
         raise fail(
-            f"node #{node_id} belongs to another search, not {s.name!r}; `ksearch tree {s.name}` lists "
-            "its nodes"
+            f"node #{node_id} is in search {other.name!r}, not {s.name!r}; `ksearch tree {s.name}` lists "
+            f"{s.name!r}'s nodes"
         )
     return n
-
-
-def say(text: str) -> None:
-    """A result line on stdout, verbatim (no markup, no wrapping: it may be parsed)."""
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-def tell(text: str) -> None:
-    """A progress or side note on stderr, verbatim."""
-    err_console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def describe(n: Node) -> str:
@@ -202,13 +200,27 @@ def intent_edit(
     _edit(db, search, node, "update", reason, "updated", **given)
 
 
-def _edit(db: Path, search: str, node: int, op: str, reason: str, done: str, **fields: object) -> None:
+def _edit(
+    db: Path,
+    search: str,
+    node: int,
+    op: str,
+    reason: str,
+    done: str,
+    *,
+    check: Callable[[Node], str | None] | None = None,
+    **fields: object,
+) -> None:
+    """One edit through tools.edit_tree; `check(node)` returns why the command refuses that node, if it does."""
     from tools.edit_tree import EditTreeIn, edit_tree
 
     async def go() -> list[Node]:
         async with workspace(db) as ws:
             s = await ws.search(search)
-            await node_of(ws, s, node)
+            n = await node_of(ws, s, node)
+            refusal = check(n) if check is not None else None
+            if refusal:
+                raise fail(refusal)
             try:
                 spec = EditSpec(op=op, node_id=node, reason=reason, **fields)
             except ValidationError as e:
@@ -219,9 +231,21 @@ def _edit(db: Path, search: str, node: int, op: str, reason: str, done: str, **f
         say(f"{done}: {describe(n)}")
 
 
+def _pinnable(n: Node) -> str | None:
+    if n.kind == "root":
+        return "the root is not an intent and is never selected; pin an open intent"
+    if n.status.value != "open":
+        undo = "; `ksearch reopen` it first to try it again" if n.status.value != "active" else ""
+        return (
+            f"node #{n.id} is {n.status.value}: a pin makes an open intent the next one selected, and "
+            f"#{n.id} is not waiting to be selected{undo}"
+        )
+    return None
+
+
 def pin(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
     """Pin an open intent: it is selected before every unpinned one."""
-    _edit(db, search, node, "pin", reason, "pinned")
+    _edit(db, search, node, "pin", reason, "pinned", check=_pinnable)
 
 
 def unpin(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOption = DEFAULT_DB) -> None:
@@ -429,11 +453,12 @@ def best(
                     for x in await ws.store.list_attempts(s.id)
                     if x.evaluation is not None and x.evaluation.status == "ok" and x.evaluation.pure_pytorch
                 ]
+                cpu = len((await ws.store.attempt_speedups(s.id)).cpu_interpreted)
                 raise fail(
                     f"search {s.name!r} has no best kernel yet: attempt(s) {', '.join(f'#{i}' for i in pure)} "
                     "are correct but pure PyTorch (no kernel of their own ran), and that is never a best kernel"
                     if pure
-                    else f"search {s.name!r} has no correct, timed attempt yet",
+                    else f"search {s.name!r} has no best kernel yet: {no_best(cpu)}",
                     code=1,
                 )
             cand = await ws.store.get_candidate(a.candidate_id)

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from server.cli.common import DbOption, console, default_db, fail, run_async
+from server.cli.common import DbOption, default_db, fail, print_table, run_async, say
+from server.cli.steer import open_store
+from worldmodel import runs
 from worldmodel.errors import NotFound, SchemaError
-from worldmodel.render import MIN_BUDGET, render_search, tree_json, tree_mermaid
-from worldmodel.store import Store
+from worldmodel.render import MIN_BUDGET, fmt_speedup, no_best, render_search, tree_json, tree_mermaid
 
 
-async def _searches(db: str) -> list[dict[str, object]]:
-    async with await Store.open(db) as store:
+async def _searches(db: Path) -> list[dict[str, object]]:
+    async with await open_store(db) as store:
         out: list[dict[str, object]] = []
+        holders = await runs.holders(store)
         for s in await store.list_searches():
             best = await store.best_attempt(s.id)
             counts = await store.node_counts(s.id)
@@ -26,19 +29,21 @@ async def _searches(db: str) -> list[dict[str, object]]:
                     "id": s.id,
                     "name": s.name,
                     "task": s.task,
-                    "status": s.status,
+                    # `interrupted`: left `running` by a process that is gone (resume it with ksearch run)
+                    "status": runs.shown_status(s, holders.get(s.id)),
                     "round": s.round,
                     "intents": sum(counts.values()),
                     "open": counts.get("open", 0),
                     "best_speedup": best.speedup if best else None,
                     "best_attempt_id": s.best_attempt_id,
+                    "cpu_correct": len((await store.attempt_speedups(s.id)).cpu_interpreted),
                 }
             )
         return out
 
 
-async def _tree(db: str, search: str, fmt: str, budget: int) -> str:
-    async with await Store.open(db) as store:
+async def _tree(db: Path, search: str, fmt: str, budget: int) -> str:
+    async with await open_store(db) as store:
         found = await store.get_search(search)
         if fmt == "text":
             return await render_search(store, found.id, budget)
@@ -47,6 +52,7 @@ async def _tree(db: str, search: str, fmt: str, budget: int) -> str:
         if fmt == "json":
             data = tree_json(nodes, speedups, best_attempt_id=found.best_attempt_id)
             data["search"] = found.model_dump(mode="json")
+            data["search"]["shown_status"] = await runs.search_status(store, found)
             return json.dumps(data, indent=2)
         return tree_mermaid(nodes, speedups, best_attempt_id=found.best_attempt_id)
 
@@ -61,7 +67,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List the searches in the project database."""
         try:
-            found = run_async(_searches(str(db)))
+            found = run_async(_searches(db))
         except SchemaError as exc:
             raise fail(str(exc)) from exc
         if as_json:
@@ -70,9 +76,9 @@ def register(app: typer.Typer) -> None:
         if not found:
             typer.echo(f"no searches in {db}")
             return
-        table = Table("id", "name", "task", "status", "round", "intents", "open", "best")
+        table = Table("id", "name", "task", "status", "round", "intents", "open", "best vs eager")
         for s in found:
-            speed = s["best_speedup"]
+            speed, cpu = s["best_speedup"], s["cpu_correct"]
             table.add_row(
                 str(s["id"]),
                 escape(str(s["name"])),
@@ -81,9 +87,13 @@ def register(app: typer.Typer) -> None:
                 str(s["round"]),
                 str(s["intents"]),
                 str(s["open"]),
-                f"{speed:.2f}x" if isinstance(speed, float) else "-",
+                fmt_speedup(speed)
+                if isinstance(speed, float)
+                else (no_best(cpu) if isinstance(cpu, int) and cpu else "-"),
             )
-        console.print(table)
+        print_table(table)
+        if any(s["status"] == "interrupted" for s in found):
+            say("interrupted: its run was killed; `ksearch run --resume NAME` continues it")
 
     @app.command("tree")
     def tree(
@@ -102,7 +112,7 @@ def register(app: typer.Typer) -> None:
             raise fail(f"--budget {budget} is too small; accepted: at least {MIN_BUDGET + 1}")
         fmt = "json" if as_json else "mermaid" if mermaid else "text"
         try:
-            text = run_async(_tree(str(db), search, fmt, budget))
+            text = run_async(_tree(db, search, fmt, budget))
         except (NotFound, SchemaError) as exc:
             raise fail(str(exc)) from exc
         typer.echo(text)

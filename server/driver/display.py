@@ -68,7 +68,7 @@ class Display:
     def best_text(self) -> str:
         if self.best_id is not None:
             return f"{_speed(self.best)} (attempt #{self.best_id})"
-        return f"none yet ({no_best(self.cpu_correct)})"
+        return f"none ({no_best(self.cpu_correct)})"
 
     def resuming(self, s: Search, explicit: bool) -> None:
         """Say that an existing search goes on, rather than a new one starting."""
@@ -76,9 +76,7 @@ class Display:
         hint = "" if explicit else "; --new for a fresh one"
         self._line(f"resuming {s.name} {where} ({s.status}){hint}")
 
-    def start(
-        self, s: Search, policy: Policy, *, best: Attempt | None = None, cpu_correct: int = 0
-    ) -> None:
+    def start(self, s: Search, policy: Policy, *, best: Attempt | None = None, cpu_correct: int = 0) -> None:
         self.best = best.speedup if best else None
         self.best_id = best.id if best else None
         self.cpu_correct = cpu_correct
@@ -115,7 +113,7 @@ class Display:
             speed = f", {_speed(sp)} vs eager" + (f" [{device}]" if device else "")
         self._line(
             f"  attempt {att.id if att else '-'} on #{node.id}: {status}{detail}{speed}; "
-            f"best so far {self.best_text()}"
+            f"best so far: {self.best_text()}"
         )
 
     def event(self, text: str) -> None:
@@ -174,9 +172,7 @@ class LiveDisplay(Display):
             self.events.append(text)
             self._live.update(self._render())
 
-    def start(
-        self, s: Search, policy: Policy, *, best: Attempt | None = None, cpu_correct: int = 0
-    ) -> None:
+    def start(self, s: Search, policy: Policy, *, best: Attempt | None = None, cpu_correct: int = 0) -> None:
         self._header = {
             "search": f"{s.id} {s.name}",
             "task": s.task,

@@ -113,9 +113,7 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
                 raise ValueError(str(e)) from e
             if on_search is not None:
                 on_search(s)
-            display: Display = (
-                Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)
-            )
+            display: Display = Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)
             if found is not None:
                 display.resuming(found, explicit=a.resume is not None)
             opts = DriverOptions(
