@@ -51,7 +51,7 @@ def replay(name: str, db: Path, timeout_s: float) -> dict[str, Any]:
 
 _LINE = re.compile(
     r"^(?P<wl>\S+) on (?P<dev>.+?): median (?P<med>[\d.]+) us .*?; (?P<ve>[\d.]+)x vs eager \((?P<eager>[\d.]+) us\)"
-    r"(?:; (?P<vc>[\d.]+)x vs torch.compile \((?P<comp>[\d.]+) us\))?"
+    r"(?:; (?P<vc>[\d.]+)x vs torch.compile \((?:[^;()]*; )?(?P<comp>[\d.]+) us\))?"  # "(static, per shape; N us)"
 )
 
 

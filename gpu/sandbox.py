@@ -50,6 +50,9 @@ from worldmodel.models import (
 Progress = Callable[[str, float], Awaitable[None]]
 log = logging.getLogger("ksearch.sandbox")
 CACHE_VERSION = "v2"
+# v3: the torch.compile baseline is compiled static and fresh per workload, and its key names the mode
+# (before, one compile served every workload: dynamically shaped after the first)
+BASELINE_VERSION = "v3"
 DRYRUN_SLACK_S = 30.0  # beyond a dry run's own budget before its worker is killed
 PROFILED_CALLS = 5  # ncu's duration is the median of this many profiled calls (one alone varies ~4%)
 # Flags that describe the task or the measurement, not a cheat: they never change the status.
@@ -279,6 +282,7 @@ class LocalSandbox(Sandbox):
         isolation: str | None = None,
         clean_baselines: bool | None = None,
         dryrun_timeout_s: float = 120.0,
+        compile_baseline: bool | None = None,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
         try:
@@ -313,6 +317,9 @@ class LocalSandbox(Sandbox):
         # functions, a background thread, a planted inductor or Triton cache entry) can slow them.
         # Costs two worker restarts per new (task, workload, settings); the results are cached.
         self.clean_baselines = (not self.cpu_mode) if clean_baselines is None else clean_baselines
+        # The torch.compile baseline on a GPU; on the CPU only when asked (tests): a CPU-compiled reference
+        # says nothing about the speed of a kernel the interpreter runs.
+        self.compile_baseline = (not self.cpu_mode) if compile_baseline is None else compile_baseline
         self.call_timeout_s = call_timeout_s
         self.build_timeout_s = build_timeout_s
         if memory_limit_gb is None:
@@ -878,8 +885,10 @@ class LocalSandbox(Sandbox):
             run.runtime_kernels = reply["result"].get("kernels", [])
 
     def _baseline_key(self, task: Task, wl: str, kind: str, env: Environment, st: EvalSettings) -> str:
+        # the eager baseline has no mode: every compile mode shares it
+        how = f"compile[{st.compile_mode}]" if kind == "compile" else kind
         return (
-            f"baseline:{CACHE_VERSION}:{kind}:{task.name}:{self._fingerprint(task)}:{wl}:{env.key()}:"
+            f"baseline:{BASELINE_VERSION}:{how}:{task.name}:{self._fingerprint(task)}:{wl}:{env.key()}:"
             f"flush={st.flush_l2}:sets={st.input_sets}:budget={st.time_budget_s}"
         )
 
@@ -908,7 +917,7 @@ class LocalSandbox(Sandbox):
         self, w: WorkerProcess, run: _Run, task: Task, names: list[str], env: Environment
     ) -> dict[tuple[str, str], dict[str, Any] | None]:
         """(workload, kind) -> the baseline's timing (None if it could not be measured)."""
-        kinds = ["eager"] if env.cpu_mode else ["eager", "compile"]
+        kinds = ["eager", "compile"] if self.compile_baseline else ["eager"]
         out: dict[tuple[str, str], dict[str, Any] | None] = {}
         missing: list[tuple[str, str, str]] = []
         for wl in names:
@@ -982,6 +991,7 @@ class LocalSandbox(Sandbox):
                 host_median_us=res.get("host_median_us"),
                 eager_median_us=eager["median_us"] if eager else None,
                 compile_median_us=comp["median_us"] if comp else None,
+                compile_mode=comp.get("compile_mode") if comp else None,
                 speedup_vs_eager=eager["median_us"] / med if eager and med > 0 else None,
                 speedup_vs_compile=comp["median_us"] / med if comp and med > 0 else None,
                 roofline_fraction=res.get("roofline_fraction"),

@@ -133,6 +133,20 @@ CPU_INTERPRETER = "cpu-interpreter"
 """The device name of timings taken in the Triton CPU interpreter (no GPU): they show that code runs,
 not how fast it is, so they never rank candidates."""
 
+CompileMode = Literal["default", "max-autotune", "max-autotune-no-cudagraphs"]
+"""torch.compile's `mode` for the torch.compile baseline. The baseline is always what a user gets by
+compiling for that one shape: static (`dynamic=False`), a fresh compile per workload. `max-autotune`
+benchmarks kernel configurations while compiling (minutes, paid once: the result is cached) and adds CUDA
+graphs, which copy each call's inputs into the graph's own buffers; `max-autotune-no-cudagraphs` leaves
+those out."""
+
+
+def compile_baseline_how(mode: str | None) -> str:
+    """How a torch.compile baseline was built, in words ("" for a record from before the mode was kept)."""
+    if mode is None:
+        return ""
+    return "static, per shape" if mode == "default" else f"{mode}, static, per shape"
+
 
 class WorkloadTiming(Strict):
     """Timing of one workload. All times in microseconds of device time per call."""
@@ -147,6 +161,7 @@ class WorkloadTiming(Strict):
     host_median_us: float | None = None  # host-clock cross-check
     eager_median_us: float | None = None
     compile_median_us: float | None = None  # torch.compile baseline
+    compile_mode: CompileMode | None = None  # how that baseline was compiled (None: not recorded)
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     roofline_fraction: float | None = None  # achieved / attainable, from the task's cost model
@@ -197,6 +212,7 @@ class EvalSettings(Strict):
     target_rel_ci: float = 0.01
     flush_l2: bool = True
     final: bool = False  # final-evaluation mode: fresh inputs for each timed call, re-checked
+    compile_mode: CompileMode = "default"  # the torch.compile baseline's mode (static, per workload)
 
 
 EvaluationStatus = Literal[
@@ -283,6 +299,7 @@ class SearchConfig(Strict):
     branching: int = 1
     difficulty_cap: int = 4
     budgets: Budgets = Field(default_factory=Budgets)
+    compile_mode: CompileMode = "default"  # the torch.compile baseline its evaluations divide by
 
 
 class Search(Strict):

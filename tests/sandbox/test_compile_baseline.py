@@ -1,0 +1,148 @@
+"""The torch.compile baseline is what a user gets by compiling for that one shape: static (dynamic=False),
+a fresh compile per workload, its mode recorded and part of the cache key.
+
+Real torch.compile (inductor on the CPU) throughout; the GPU is not needed to see how dynamo compiles."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch._dynamo.utils import get_compilation_metrics
+
+from gpu.sandbox import BASELINE_VERSION, LocalSandbox
+from gpu.task import Task
+from gpu.worker_state import WorkerState
+from tools.common import summarize
+from worldmodel.models import Environment, EvalSettings
+
+# dynamo logs every symbolic size it creates here: a dim marked dynamic is a `create_symbol` for an input
+SYMBOLS_LOG = "torch.fx.experimental.symbolic_shapes"
+
+
+@contextmanager
+def symbols_created() -> Iterator[list[str]]:
+    """The sizes dynamo made symbolic (dynamic) while the block ran, one message each."""
+    found: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            msg = record.getMessage()
+            if msg.startswith("create_symbol") and "size()" in msg:
+                found.append(msg[:160])
+
+    logger = logging.getLogger(SYMBOLS_LOG)
+    handler, level = Catch(level=logging.INFO), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _settings(workload: str, mode: str = "default") -> dict[str, Any]:
+    return EvalSettings(
+        seed=3, workloads=[workload], input_sets=1, min_reps=1, max_reps=2, compile_mode=mode
+    ).model_dump()  # type: ignore[arg-type]
+
+
+def test_each_workload_gets_its_own_static_compile(
+    affine: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With profile-guided dynamism on (a compile job id turns it on), dynamo remembers which sizes changed in
+    # earlier compiles of the same code and starts the next compile dynamic, after a reset as in a fresh
+    # process: only dynamic=False keeps a compile static then. Without the reset, each workload after the
+    # first would be a recompile of the previous one's code. Either omission fails below.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    with torch.compiler.config.patch(job_id=f"ksearch-test-{secrets.token_hex(4)}"):
+        _own_static_compiles(affine)
+
+
+def _own_static_compiles(affine: Task) -> None:
+    state = WorkerState(torch.device("cpu"), {})
+    state.set_task({"task": json.loads(affine.model_dump_json())})
+    small, smoke = affine.workload("small"), affine.workload("smoke")
+    assert small.params != smoke.params  # two shapes: (32, 96) and (8, 40)
+
+    # The detector, shown to work: one plain compile fed both shapes makes the second one's sizes symbolic
+    # (what the baseline did before). A detector that saw nothing here would prove nothing below.
+    torch._dynamo.reset()
+    shared = torch.compile(state.rt.build_reference(small, "cpu"))
+    with symbols_created() as control:
+        shared(state.rt.make_inputs(small, 1, "cpu"))
+        shared(state.rt.make_inputs(smoke, 1, "cpu"))
+    assert control, "dynamo made no size symbolic for a plain compile fed two shapes: the detector is blind"
+
+    compiled: dict[str, Any] = {}
+    with symbols_created() as made_dynamic:
+        for wl in (small, smoke):
+            before = len(get_compilation_metrics())
+            out = state.benchmark({"workload": wl.name, "settings": _settings(wl.name), "which": "compile"})
+            assert out["compile_mode"] == "default" and out["median_us"] > 0
+            compiled[wl.name] = state._compiled_refs[(wl.name, "default")]
+            fresh = get_compilation_metrics()[before:]
+            # its own compile, the first of the process as far as dynamo knows: not a recompile of another
+            # workload's graph (whose guards would have failed on the new shape)
+            assert fresh and all(m.recompile_reason is None for m in fresh), [
+                m.recompile_reason for m in fresh
+            ]
+    assert made_dynamic == []
+    assert compiled["small"] is not compiled["smoke"]
+
+
+@pytest.mark.anyio
+async def test_the_cache_key_names_the_mode_and_the_eager_key_does_not(tmp_path: Any, affine: Task) -> None:
+    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, cpu_mode=True)
+    env = Environment(device="NVIDIA H200", cpu_mode=False, torch="2.11")
+    plain = EvalSettings(seed=1)
+    tuned = EvalSettings(seed=1, compile_mode="max-autotune")
+    try:
+        key = sb._baseline_key
+        assert key(affine, "small", "compile", env, plain) != key(affine, "small", "compile", env, tuned)
+        assert "max-autotune" in key(affine, "small", "compile", env, tuned)
+        assert key(affine, "small", "eager", env, plain) == key(affine, "small", "eager", env, tuned)
+        # entries from before the baseline was compiled per shape are never read again
+        for kind in ("eager", "compile"):
+            assert key(affine, "small", kind, env, plain).startswith(f"baseline:{BASELINE_VERSION}:")
+        assert BASELINE_VERSION != "v2"
+    finally:
+        await sb.close()
+
+
+@pytest.mark.anyio
+async def test_the_baseline_process_compiles_per_workload_and_the_summary_names_the_mode(
+    tmp_path: Any, affine: Task, cand: Any, st: Any
+) -> None:
+    """Through the sandbox: the clean baseline process measures a compiled reference for each workload,
+    each timing says how it was compiled, and another mode is another cache entry (eager is shared)."""
+    sb = LocalSandbox(
+        scratch_dir=tmp_path, n_workers=1, call_timeout_s=120.0, clean_baselines=True, compile_baseline=True
+    )
+    w = sb.pool.workers[0]
+    try:
+        ev = await sb.evaluate(cand("good_triton"), affine, st("small", "smoke"))
+        assert ev.status == "ok", ev.error
+        assert [t.workload for t in ev.timings] == ["small", "smoke"]
+        for t in ev.timings:
+            assert t.compile_median_us is not None and t.compile_mode == "default", t
+        text = summarize(ev)
+        assert text.count("vs torch.compile (static, per shape; ") == 2, text
+        starts = w.starts
+
+        tuned = await sb.evaluate(cand("good_triton"), affine, st("small", compile_mode="max-autotune"))
+        assert tuned.status == "ok", tuned.error
+        assert tuned.timings[0].compile_mode == "max-autotune"
+        assert w.starts == starts + 2  # the new mode was measured (a baseline process and back), not reused
+        assert tuned.timings[0].eager_median_us == ev.timings[0].eager_median_us  # eager: one entry
+        assert "vs torch.compile (max-autotune, static, per shape; " in summarize(tuned)
+    finally:
+        await sb.close()
