@@ -51,7 +51,7 @@ async def close_refine(ws: Workspace, s: Search, node: Node) -> tuple[Node, loop
         closed = await ws.store.set_node_status(node.id, "open")
     else:
         closed = await ws.store.close_node(
-            node.id, "closed" if node.best_attempt_id is not None else "failed"
+            node.id, "closed" if cur.best_attempt_id is not None else "failed"
         )
     await loop.finished(ws, s, closed)
     return closed, refine, await contexts.update_context(ws, s, closed)
