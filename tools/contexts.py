@@ -226,6 +226,7 @@ def open_intents(nodes: list[Node]) -> list[dict[str, Any]]:
             "difficulty": n.difficulty,
             "params": n.params,
             "parent_id": n.parent_id,
+            "base_attempt_id": n.base_attempt_id,  # the code its expected_speedup is relative to, if named
         }
         for n in nodes
         if n.kind == "intent" and n.status == "open" and not n.vetoed

@@ -20,6 +20,7 @@ from tools.phase_models import (
     UpdateContext,
     WriteContext,
 )
+from worldmodel.models import EXPECTED_SPEEDUP
 
 Phase = Literal["init", "write_code", "update"]
 PHASES: tuple[Phase, ...] = ("init", "write_code", "update")
@@ -155,6 +156,7 @@ def _task_fields(t: TaskBrief) -> dict[str, str]:
         "facts": t.facts.strip(),
         "tolerance": t.tolerance.strip() or "the task's default tolerances",
         "reference_times": t.reference_times.strip(),
+        "expected_speedup_means": EXPECTED_SPEEDUP,
     }
 
 
@@ -207,5 +209,11 @@ def render_prompt(phase: Phase, ctx: InitContext | WriteContext | UpdateContext)
     if not isinstance(ctx, _CONTEXTS[phase]):
         raise TypeError(f"phase {phase!r} takes a {_CONTEXTS[phase].__name__}, got {type(ctx).__name__}")
     fields = fields_for(phase, ctx)
-    system = fill(load_template("system"), {"language_rules": language_rules(ctx.task.language).strip()})
+    system = fill(
+        load_template("system"),
+        {
+            "language_rules": language_rules(ctx.task.language).strip(),
+            "expected_speedup_means": EXPECTED_SPEEDUP,
+        },
+    )
     return system, fill(load_template(phase), fields)

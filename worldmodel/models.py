@@ -410,6 +410,13 @@ class LLMCall(LLMCallRecord):
 # --------------------------------------------------------------------------- requested changes
 # What a policy, a human or an MCP client may ask for. None of these can carry a result.
 
+EXPECTED_SPEEDUP = (
+    "predicted speedup over the code the intent builds on: its base attempt, or the reference in eager "
+    "PyTorch where there is no code yet"
+)
+"""What an intent's `expected_speedup` means, the one definition every schema, prompt and help text uses.
+The measurement it is checked against is the refine phase's "vs base" (a seed is measured as an attempt)."""
+
 
 class IntentSpec(Strict):
     """A new open intent to insert under `parent_id` (the root when omitted)."""
@@ -420,7 +427,9 @@ class IntentSpec(Strict):
     rationale: str = Field("", max_length=4000, description="Why it should help: the hypothesis")
     priority: float = Field(0.5, ge=0.0, le=1.0, description="0 (least) to 1 (most promising)")
     difficulty: int = Field(3, ge=1, le=5, description="1 (a parameter change) to 5 (a rewrite)")
-    expected_speedup: float | None = Field(None, gt=0, le=1000, description="Predicted speedup over its base")
+    expected_speedup: float | None = Field(
+        None, gt=0, le=1000, description=EXPECTED_SPEEDUP[0].upper() + EXPECTED_SPEEDUP[1:]
+    )
     notes: str = Field("", max_length=4000, description="Beliefs to re-read later")
     parent_id: int | None = Field(None, ge=1, description="Node to insert under; the root when omitted")
     params: dict[str, Any] = Field(default_factory=dict, description="Concrete settings, e.g. tunable values")
@@ -448,9 +457,7 @@ class EditSpec(Strict):
     difficulty: int | None = Field(
         None, ge=1, le=5, description="update: 1 (a parameter change) to 5 (a rewrite)"
     )
-    expected_speedup: float | None = Field(
-        None, gt=0, le=1000, description="update: predicted speedup over the intent's base"
-    )
+    expected_speedup: float | None = Field(None, gt=0, le=1000, description=f"update: {EXPECTED_SPEEDUP}")
     notes: str | None = Field(
         None, max_length=4000, description="update: beliefs to re-read later (replaces the notes)"
     )

@@ -391,9 +391,13 @@ def render_tree(
     return "\n".join(out)
 
 
+# How to see what a budget left out: the MCP tool and the CLI command that render this view.
+MORE = "get_tree with a larger budget_chars (ksearch tree SEARCH --budget N) shows them"
+
+
 def _footer(hidden: int, total: int, counts: Mapping[str, int], detailed: bool) -> str:
     if detailed:
-        return f"[{hidden} of {total} nodes not shown: {_fmt_counts(counts)}; ask for a larger budget to see more]"
+        return f"[{hidden} of {total} nodes not shown: {_fmt_counts(counts)}; {MORE}]"
     return f"[{hidden} of {total} nodes not shown]"
 
 

@@ -23,6 +23,8 @@ from worldmodel.errors import NotFound, SchemaError, StoreBusy
 from worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
 from worldmodel.render import no_best
 
+_EXPECTED = IntentSpec.model_fields["expected_speedup"].description  # the one definition
+
 if TYPE_CHECKING:  # tools are imported when a command runs, so `ksearch --help` stays fast
     from tools.run_correctness import EvaluationOut
     from tools.workspace import Workspace
@@ -135,9 +137,7 @@ def intent_add(
     why: Annotated[str, typer.Option("--why", help="Rationale: why it should help")] = "",
     priority: Annotated[float, typer.Option(help="0 (least) to 1 (most promising)")] = 0.7,
     difficulty: Annotated[int, typer.Option(help="1 (a parameter change) to 5 (a rewrite)")] = 3,
-    expected: Annotated[
-        float | None, typer.Option("--expected", help="Predicted speedup over its base")
-    ] = None,
+    expected: Annotated[float | None, typer.Option("--expected", help=_EXPECTED)] = None,
     notes: Annotated[str, typer.Option(help="Beliefs to re-read later")] = "",
     reason: ReasonOpt = "",
     db: DbOption = DEFAULT_DB,
@@ -179,7 +179,7 @@ def intent_edit(
     title: Annotated[str | None, typer.Option(help="New title")] = None,
     why: Annotated[str | None, typer.Option("--why", help="New rationale")] = None,
     notes: Annotated[str | None, typer.Option(help="New notes")] = None,
-    expected: Annotated[float | None, typer.Option("--expected", help="Predicted speedup")] = None,
+    expected: Annotated[float | None, typer.Option("--expected", help=_EXPECTED)] = None,
     reason: ReasonOpt = "",
     db: DbOption = DEFAULT_DB,
 ) -> None:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
+from server.cli import steer
 from server.driver.policies.base import AttemptOutcome, InitContext, UpdateContext, WriteContext
 from server.driver.policies.llm import schema_for
 from server.driver.policies.pricing import price_for
 from tests.policies.policy_data import SEED, brief
 from tools.prompting import fill, render_prompt
+from worldmodel.models import EXPECTED_SPEEDUP, EditSpec, IntentSpec, Node
+from worldmodel.render import render_tree
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("language", ["triton", "cuda", "cpp_ext"])
@@ -118,3 +126,45 @@ def test_prices() -> None:
     assert price_for("openai/gpt-4o-mini") == (0.15, 0.6)
     assert price_for("claude-opus-4-7") is None  # a version not listed is not guessed from a neighbour
     assert price_for("llama3.1:70b") is None
+
+
+# Wording that states what an expected speedup is over; only worldmodel.models.EXPECTED_SPEEDUP may say it.
+_DEFINES = re.compile(r"(expected[_ ]speedup|predicted speedup)[^.\n]{0,80}\bover\b", re.IGNORECASE)
+
+
+def test_expected_speedup_has_one_definition(init_ctx, write_ctx, update_ctx) -> None:  # type: ignore[no-untyped-def]
+    # every prompt that asks for or shows an expected speedup says what it is over, in the same words
+    for phase, ctx in (("init", init_ctx), ("write_code", write_ctx), ("update", update_ctx)):
+        system, user = render_prompt(phase, ctx)
+        assert EXPECTED_SPEEDUP in system, phase
+        if "expected_speedup" in user or "Predicted speedup" in user:
+            assert EXPECTED_SPEEDUP in user, phase
+    seedless = init_ctx.model_copy(update={"seed_source": ""})
+    assert render_prompt("init", seedless)[1].count(EXPECTED_SPEEDUP) == 1
+    # the schemas a model fills in and the CLI's help use it too
+    for spec in (IntentSpec, EditSpec):
+        described = spec.model_json_schema()["properties"]["expected_speedup"]["description"]
+        assert EXPECTED_SPEEDUP.lower() in described.lower(), spec.__name__
+    assert steer._EXPECTED is not None and EXPECTED_SPEEDUP.lower() in steer._EXPECTED.lower()
+    # and nothing else defines it: not the prompt files, not the code or text of the tools, the faces or
+    # the world model (the definition itself aside)
+    roots = [ROOT / "tools", ROOT / "server", ROOT / "worldmodel"]
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(0)}"
+        for root in roots
+        for path in sorted([*root.rglob("*.py"), *root.rglob("*.md")])
+        for m in _DEFINES.finditer(path.read_text())
+    ]
+    assert found == [f"worldmodel/models.py: {_DEFINES.search(EXPECTED_SPEEDUP).group(0)}"], found  # type: ignore[union-attr]
+
+
+def test_a_tree_cut_by_its_budget_says_how_to_see_the_rest() -> None:
+    nodes = [Node(id=1, search_id=1, parent_id=None, kind="root", title="root")]
+    nodes += [
+        Node(id=i, search_id=1, parent_id=1, kind="intent", title=f"idea {i} " + "x" * 60, notes="n" * 200)
+        for i in range(2, 60)
+    ]
+    text = render_tree(nodes, {}, budget_chars=2000)
+    footer = text.splitlines()[-1]
+    assert "nodes not shown" in footer and "get_tree with a larger budget_chars" in footer, footer
+    assert "ksearch tree SEARCH --budget N" in footer

@@ -372,3 +372,22 @@ async def test_tuner_loop_finds_the_optimum_of_a_separable_landscape() -> None:
             next_id += 1
     optimum = math.exp(0.3 + 0.1 + 0.05)
     assert best == pytest.approx(optimum), f"best {best:.3f} after 15 rounds, optimum {optimum:.3f}"
+
+
+async def test_an_updated_expectation_is_over_the_code_the_intent_builds_on() -> None:
+    """expected_speedup is over the intent's base (one definition everywhere), not over whatever is best
+    now: an open intent based on the seed (1.0x) keeps its prediction over the seed after the best (1.3x)
+    has moved on."""
+    combo = {"id": 12, "title": "1024 with 8 warps", "priority": 0.5}
+    combo["params"] = {**SEED_CFG, "BLOCK_SIZE": 1024, "NUM_WARPS": 8}
+
+    async def expected(**extra: int) -> float | None:
+        ctx = update_ctx()
+        ctx.open_intents = [{**combo, **extra}]
+        edits = {e.node_id: e for e in (await TunerPolicy().update(ctx)).edits}
+        assert edits[12].op == "update"
+        return edits[12].expected_speedup
+
+    over_best, over_seed = await expected(), await expected(base_attempt_id=1)
+    assert over_best is not None and over_seed is not None
+    assert over_seed == pytest.approx(over_best * 1.3, rel=1e-3)  # the seed measured 1.0x, the best 1.3x

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,74 @@ def test_builtin_is_well_formed(name: str) -> None:
     if task.dtype == "bfloat16" and "tl.dot" in task.seeds["triton"]:
         assert task.smoke().params.get("dtype") in ("float16", "float32")
         assert "interpreter" in task.description
+
+
+# The smoke workload is all a CPU machine runs, so it must reach the code paths the real shapes reach.
+PERSISTENT_GRID = 132  # programs of a persistent kernel on an H200: one per SM
+# Row-wise tasks: (rows, row length, the seed's block along the row). Rows beyond one persistent grid make a
+# persistent kernel's row loop turn more than once and end on a partial turn; an odd row count leaves a tail
+# for any power-of-two block of rows; a row longer than the seed's block, not a multiple of it, makes the
+# column loop turn more than once and end on a masked tail block.
+ROWS: dict[str, tuple[str, str, str]] = {
+    "softmax": ("M", "N", "BLOCK_N"),
+    "rmsnorm": ("M", "N", "BLOCK_N"),
+    "layernorm": ("M", "N", "BLOCK_N"),
+    "fused_add_rmsnorm": ("M", "N", "BLOCK_N"),
+    "row_sum": ("M", "N", "BLOCK_N"),
+    "cross_entropy": ("M", "V", "BLOCK_V"),
+    "swiglu": ("M", "N", "BLOCK"),
+}
+# Tiled (matrix) tasks: every tiled dimension spans more than one of the seed's tiles and ends on a partial
+# one. More tiles than one persistent grid is out of the interpreter's reach here (5-25 s per call measured
+# for 132+ tiles at the seeds' tile sizes), so a persistent GEMM's tile loop is exercised on a GPU only.
+Dim = Callable[[dict[str, Any]], int]
+TILES: dict[str, dict[str, tuple[Dim, str]]] = {
+    gemm: {
+        "M": (lambda p: p["M"], "BLOCK_M"),
+        "N": (lambda p: p["N"], "BLOCK_N"),
+        "K": (lambda p: p["K"], "BLOCK_K"),
+    }
+    for gemm in ("gemm_fp32", "gemm_bf16", "gemm_bias_gelu", "bmm")
+} | {
+    "conv2d": {  # implicit GEMM, 3x3 with padding 1: output pixels x output channels, reduced over C*3*3
+        "N*H*W": (lambda p: p["N"] * p["H"] * p["W"], "BLOCK_M"),
+        "K": (lambda p: p["K"], "BLOCK_N"),
+        "C*9": (lambda p: p["C"] * 9, "BLOCK_K"),
+    },
+    "causal_attention": {  # query blocks, and the key blocks each query block walks
+        "S (queries)": (lambda p: p["S"], "BLOCK_M"),
+        "S (keys)": (lambda p: p["S"], "BLOCK_N"),
+    },
+}
+
+
+def test_every_builtin_has_a_smoke_rule() -> None:
+    assert set(ROWS) | set(TILES) == set(NAMES) and not set(ROWS) & set(TILES)
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_row_smoke_reaches_the_paths_real_rows_reach(name: str) -> None:
+    task = load_task(name)
+    rows_p, len_p, block_p = ROWS[name]
+    block = read_tunables(task.seeds["triton"])[block_p].current
+    smoke = task.smoke().params
+    rows, length = smoke[rows_p], smoke[len_p]
+    assert rows > PERSISTENT_GRID and rows % PERSISTENT_GRID != 0 and rows % 2 == 1, (name, rows)
+    assert length > block and length % block != 0, (name, length, block)
+    if name == "swiglu":  # elementwise over the flattened tensor: its programs are blocks, not rows
+        assert -(-rows * length // block) > PERSISTENT_GRID
+    # what it stands for: every real shape has more rows than a persistent grid, as the smoke now does
+    assert all(w.params[rows_p] > PERSISTENT_GRID for w in task.workloads), name
+
+
+@pytest.mark.parametrize("name", sorted(TILES))
+def test_tiled_smoke_spans_several_tiles_with_a_tail(name: str) -> None:
+    task = load_task(name)
+    tunables = read_tunables(task.seeds["triton"])
+    smoke = task.smoke().params
+    for dim, (size_of, block_p) in TILES[name].items():
+        size, block = size_of(smoke), tunables[block_p].current
+        assert size > block and size % block != 0, (name, dim, size, block_p, block)
 
 
 def _check_seed(name: str, source: str, scratch: Path, tag: str) -> None:

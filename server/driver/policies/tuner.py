@@ -362,6 +362,7 @@ class TunerPolicy(Policy):
 
         open_keys: set[tuple[Feature, ...]] = set()
         pruned = updated = 0
+        by_attempt = {o.outcome.attempt_id: o for o in ok if o.outcome.attempt_id is not None}
         for i in self._open_with_params(ctx):
             cfg = best.cfg | {k: v for k, v in i["params"].items() if k in space}
             open_keys.add(config_key(cfg))
@@ -394,7 +395,9 @@ class TunerPolicy(Policy):
                         op="update",
                         node_id=int(i["id"]),
                         priority=pri,
-                        expected_speedup=round(math.exp(pred - best_y), 4) if model.knows(cfg) else None,
+                        expected_speedup=self._over_base(
+                            i, space, model, by_attempt.get(i.get("base_attempt_id")), best
+                        ),
                         reason=f"effect model: predicted {math.exp(pred):.3f}x vs eager (best {math.exp(best_y):.3f}x)",
                     )
                 )
@@ -497,6 +500,23 @@ class TunerPolicy(Policy):
             if (k, repr(v)) in bad:
                 return k, repr(v)
         return None, None
+
+    @staticmethod
+    def _over_base(
+        intent: dict[str, Any],
+        space: dict[str, list[Any]],
+        model: EffectModel,
+        base: Observation | None,
+        best: Observation,
+    ) -> float | None:
+        """The intent's expected_speedup as worldmodel.models.EXPECTED_SPEEDUP defines it: relative to the
+        code it builds on, its base attempt (which the best may have overtaken since), else the best; None
+        where the model has not measured every value."""
+        ref = base if base is not None and base.log_speedup is not None else best
+        cfg = ref.cfg | {k: v for k, v in intent["params"].items() if k in space}
+        if not model.knows(cfg) or ref.log_speedup is None:
+            return None
+        return round(math.exp(model.predict(cfg) - ref.log_speedup), 4)
 
     @staticmethod
     def _open_with_params(ctx: UpdateContext) -> list[dict[str, Any]]:

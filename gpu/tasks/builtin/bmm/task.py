@@ -16,7 +16,7 @@ WORKLOADS = [
     {"name": "64x1024x1024x1024", "params": {"B": 64, "M": 1024, "N": 1024, "K": 1024}, "split": "search"},
     {"name": "256x512x512x512", "params": {"B": 256, "M": 512, "N": 512, "K": 512}, "split": "search"},
     {"name": "96x768x1000x640", "params": {"B": 96, "M": 768, "N": 1000, "K": 640}, "split": "heldout"},
-    {"name": "smoke", "params": {"B": 3, "M": 40, "N": 48, "K": 56, "dtype": "float16"}, "split": "smoke"},
+    {"name": "smoke", "params": {"B": 3, "M": 72, "N": 80, "K": 56, "dtype": "float16"}, "split": "smoke"},
 ]
 
 

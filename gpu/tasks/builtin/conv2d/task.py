@@ -16,7 +16,7 @@ WORKLOADS = [
     {"name": "n64c128k128hw56", "params": {"N": 64, "C": 128, "K": 128, "H": 56, "W": 56}, "split": "search"},
     {"name": "n32c256k256hw28", "params": {"N": 32, "C": 256, "K": 256, "H": 28, "W": 28}, "split": "search"},
     {"name": "n48c192k160hw30", "params": {"N": 48, "C": 192, "K": 160, "H": 30, "W": 30}, "split": "heldout"},
-    {"name": "smoke", "params": {"N": 2, "C": 8, "K": 16, "H": 10, "W": 9, "dtype": "float16"}, "split": "smoke"},
+    {"name": "smoke", "params": {"N": 2, "C": 8, "K": 72, "H": 10, "W": 9, "dtype": "float16"}, "split": "smoke"},
 ]
 
 

@@ -16,7 +16,7 @@ WORKLOADS = [
     {"name": "4096x128256", "params": {"M": 4096, "V": 128256}, "split": "search"},
     {"name": "16384x32768", "params": {"M": 16384, "V": 32768}, "split": "search"},
     {"name": "8192x50257", "params": {"M": 8192, "V": 50257}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 12, "V": 3001}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 133, "V": 4501}, "split": "smoke"},
 ]
 
 

@@ -15,7 +15,7 @@ WORKLOADS = [
     {"name": "16384x8192", "params": {"M": 16384, "N": 8192}, "split": "search"},
     {"name": "32768x4096", "params": {"M": 32768, "N": 4096}, "split": "search"},
     {"name": "24576x5120", "params": {"M": 24576, "N": 5120}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 20, "N": 900}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 133, "N": 1096}, "split": "smoke"},
 ]
 
 

@@ -17,7 +17,7 @@ WORKLOADS = [
     {"name": "4096^3", "params": {"M": 4096, "N": 4096, "K": 4096}, "split": "search"},
     {"name": "8192x8192x2048", "params": {"M": 8192, "N": 8192, "K": 2048}, "split": "search"},
     {"name": "3000x5000x4000", "params": {"M": 3000, "N": 5000, "K": 4000}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 96, "N": 80, "K": 72, "dtype": "float16"}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 136, "N": 144, "K": 72, "dtype": "float16"}, "split": "smoke"},
 ]
 
 

@@ -18,7 +18,7 @@ WORKLOADS = [
     {"name": "4096x11008x4096", "params": {"M": 4096, "N": 11008, "K": 4096}, "split": "search"},
     {"name": "8192x4096x4096", "params": {"M": 8192, "N": 4096, "K": 4096}, "split": "search"},
     {"name": "3000x8192x3072", "params": {"M": 3000, "N": 8192, "K": 3072}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 48, "N": 40, "K": 72, "dtype": "float16"}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 136, "N": 152, "K": 72, "dtype": "float16"}, "split": "smoke"},
 ]
 
 

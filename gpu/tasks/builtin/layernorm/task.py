@@ -16,7 +16,7 @@ WORKLOADS = [
     {"name": "16384x8192", "params": {"M": 16384, "N": 8192}, "split": "search"},
     {"name": "65536x1024", "params": {"M": 65536, "N": 1024}, "split": "search"},
     {"name": "12288x6144", "params": {"M": 12288, "N": 6144}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 24, "N": 700}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 135, "N": 1100}, "split": "smoke"},
 ]
 
 TOLERANCE = {"atol": {"float32": 1e-4}, "rtol": {"float32": 1e-4}}

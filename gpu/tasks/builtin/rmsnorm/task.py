@@ -15,7 +15,7 @@ WORKLOADS = [
     {"name": "32768x8192", "params": {"M": 32768, "N": 8192}, "split": "search"},
     {"name": "65536x4096", "params": {"M": 65536, "N": 4096}, "split": "search"},
     {"name": "16384x5120", "params": {"M": 16384, "N": 5120}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 24, "N": 1000}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 137, "N": 1096}, "split": "smoke"},
 ]
 
 

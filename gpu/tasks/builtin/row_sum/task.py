@@ -15,7 +15,7 @@ WORKLOADS = [
     {"name": "16384x16384", "params": {"M": 16384, "N": 16384}, "split": "search"},
     {"name": "262144x1024", "params": {"M": 262144, "N": 1024}, "split": "search"},
     {"name": "4096x65536", "params": {"M": 4096, "N": 65536}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 33, "N": 1500}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 139, "N": 1500}, "split": "smoke"},
 ]
 
 TOLERANCE = {"atol": {"float32": 1e-3}, "rtol": {"float32": 1e-5}}

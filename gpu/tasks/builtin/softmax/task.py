@@ -15,7 +15,7 @@ WORKLOADS = [
     {"name": "8192x32768", "params": {"M": 8192, "N": 32768}, "split": "search"},
     {"name": "32768x4096", "params": {"M": 32768, "N": 4096}, "split": "search"},
     {"name": "4096x50257", "params": {"M": 4096, "N": 50257}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 16, "N": 1000}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 137, "N": 2100}, "split": "smoke"},
 ]
 
 TOLERANCE = {"atol": {"float32": 1e-7}, "rtol": {"float32": 1e-4}}

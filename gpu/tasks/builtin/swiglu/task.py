@@ -15,7 +15,7 @@ WORKLOADS = [
     {"name": "8192x14336", "params": {"M": 8192, "N": 14336}, "split": "search"},
     {"name": "32768x4096", "params": {"M": 32768, "N": 4096}, "split": "search"},
     {"name": "12288x11008", "params": {"M": 12288, "N": 11008}, "split": "heldout"},
-    {"name": "smoke", "params": {"M": 10, "N": 1500}, "split": "smoke"},
+    {"name": "smoke", "params": {"M": 137, "N": 1500}, "split": "smoke"},
 ]
 
 
