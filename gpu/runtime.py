@@ -73,6 +73,11 @@ class TaskRuntime:
     def tolerance(self) -> Tolerance:
         return self.task.tolerance
 
+    @property
+    def has_own_check(self) -> bool:
+        """Whether the task judges outputs with its own check rather than `tolerance()`."""
+        return getattr(self._impl, "check", None) is not None
+
     def check(
         self, got: Any, expected: Any, workload: Workload, inputs: list | None = None
     ) -> WorkloadCorrectness | None:

@@ -223,6 +223,7 @@ class _Run:
         self.runtime_compile: dict[str, Any] | None = None  # fault of kind "compile" from the worker
         self.runtime_kernels: list[dict[str, Any]] = []
         self.ran = False  # the candidate was loaded and called at least once
+        self.pure_pytorch = False  # the kernel audit saw no kernel of the candidate's own run
 
     def flag(self, *flags: str) -> None:
         for f in flags:
@@ -867,6 +868,8 @@ class LocalSandbox(Sandbox):
             WorkloadCorrectness(**{k: v for k, v in c.items() if k in WorkloadCorrectness.model_fields})
         )
         run.flag(*res.get("flags", []), *res.get("notes", []))
+        if res.get("pure_pytorch"):
+            run.pure_pytorch = True
         if fault and fault.get("kind") != "compile":
             status = {"cuda": "crash"}.get(fault["kind"], "error")
             what = {
@@ -1125,6 +1128,7 @@ class LocalSandbox(Sandbox):
             flags=run.flags,
             error=run.error[:6000] if run.error else None,
             seconds=time.perf_counter() - run.t0,
+            pure_pytorch=run.pure_pytorch,
         )
 
     # ------------------------------------------------------------------ profile

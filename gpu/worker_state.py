@@ -105,7 +105,8 @@ class WorkerState:
         guard.prepare()
         self._harness = guard.fingerprint()
         self._precision = _precision_snapshot()
-        self._audited = False
+        # the kernel audit of the loaded candidate: (flags, whether only PyTorch ran), once per candidate
+        self._audit_result: tuple[list[str], bool | None] | None = None
         self.watch: Any = None
         if self.cpu_mode and "slot" in cfg:  # a pool's worker, in its scratch directory
             self._watch_interpreter()
@@ -213,7 +214,7 @@ class WorkerState:
         from gpu.runtime import load_candidate_module
 
         nvrtc.REQUESTED.clear()
-        self._audited = False
+        self._audit_result = None
         self._source = cand["source"]
         self._files = set()
         t0 = time.perf_counter()
@@ -352,15 +353,25 @@ class WorkerState:
                 agg["max_rel_err"] = max(agg["max_rel_err"] or 0.0, res.max_rel_err)
             agg["mismatches"] += res.mismatches or 0
             agg["numel"] += res.numel or 0
+        if any(n.startswith("degenerate_reference:") for n in notes):
+            trivial = self._probe(fn, wl, inputs, seed, tol, notes)
+            if trivial is not None:
+                trivial.update(workload=wl.name, trials=trials)
+                return {"correctness": trivial, "notes": notes, "flags": self._runtime_flags()}
         flags = self._runtime_flags()
-        if not self._audited and args.get("audit", True):
-            self._audited = True
-            audit = self._audit_interpreted if self.cpu_mode else self._audit
-            flags += audit(fn, self.rt.make_inputs(wl, seed, self.device))
+        pure: bool | None = None
+        if args.get("audit", True):
+            if self._audit_result is None:
+                audit = self._audit_interpreted if self.cpu_mode else self._audit
+                self._audit_result = audit(fn, self.rt.make_inputs(wl, seed, self.device))
+            # every evaluation of this candidate gets the audit's answer, also one served by a warm worker
+            audit_flags, pure = self._audit_result
+            flags += audit_flags
         return {
             "correctness": {**base, "trials": trials, "passed": True, "kind": "ok", **agg},
             "notes": notes,
             "flags": flags,
+            "pure_pytorch": pure,
         }
 
     def _judge(
@@ -411,6 +422,43 @@ class WorkerState:
                 out["message"] += f"; also, {msg}"
             return out
         return res
+
+    def _probe(
+        self,
+        fn: Callable[[list[Any]], Any],
+        wl: Any,
+        inputs: list[Any],
+        seed: int,
+        tol: Any,
+        notes: list[str],
+    ) -> dict[str, Any] | None:
+        """The workload's own inputs accept a trivial answer: run once more on signed inputs (gpu.degenerate)
+        and fail a candidate whose output there is trivial where the reference's is not."""
+        from gpu import degenerate
+
+        probe = degenerate.signed_inputs(inputs, seed)
+        try:
+            exp = self._reference(wl, probe)
+        except Exception as e:  # the reference is defined only on its own inputs: nothing to compare
+            notes.append(
+                f"note: the trivial-answer probe was skipped: the reference failed on signed inputs "
+                f"({type(e).__name__}: {str(e)[:200]})"
+            )
+            return None
+        try:
+            got = self._call(fn, checking.clone_inputs(probe))
+        except CandidateFailure as cf:
+            return {
+                "passed": False,
+                "kind": "degenerate",
+                "message": f"the candidate raised on extra inputs with signed values, where the reference did "
+                f"not ({cf.fault.message[:1500]}); {degenerate.WHY}",
+            }
+        odd = checking.subclass_output(got, exp)
+        if odd is not None:
+            return {"passed": False, "kind": odd.kind, "message": odd.message}
+        why = degenerate.trivial_output(got, exp, probe, tol)
+        return None if why is None else {"passed": False, "kind": "degenerate", "message": why}
 
     def _unwritten(
         self, fn: Callable[[list[Any]], Any], inputs: list[Any], exp: Any, res: checking.OutputCheck
@@ -494,8 +542,11 @@ class WorkerState:
         names |= set(_GLOBAL_NAME.findall(self._source))
         return {n for n in names if n}
 
-    def _audit(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> list[str]:
-        """Profile one call: the candidate's own kernels must be among those that ran."""
+    def _audit(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> tuple[list[str], bool | None]:
+        """Profile one call: the candidate's own kernels must be among those that ran.
+
+        Returns the flags and whether no kernel of the candidate's own ran (it computes with PyTorch ops);
+        None when the profiler could not tell."""
         own = self.own_kernel_names()
         try:
             from torch.autograd import DeviceType
@@ -517,42 +568,54 @@ class WorkerState:
                 }
             )
         except Exception as e:  # the profiler is an extra check; its failure is reported, not fatal
-            return [f"note: kernel audit skipped ({type(e).__name__}: {str(e)[:200]})"]
+            return [f"note: kernel audit skipped ({type(e).__name__}: {str(e)[:200]})"], None
         if not launched:
-            return ["no_kernel_ran: a call launched no GPU kernel at all (a cached or host-side result?)"]
-        if own and not any(o in k for k in launched for o in own):
             return [
-                f"no_custom_kernel: none of the candidate's kernels ({', '.join(sorted(own))}) ran during a "
-                f"call; it launched only: {', '.join(launched[:8])}"
-            ]
-        return []
+                "no_kernel_ran: a call launched no GPU kernel at all (a cached or host-side result?)"
+            ], True
+        if not any(o in k for k in launched for o in own):
+            # defining no kernel is no cheat (it is labelled pure PyTorch); defining one and not running it is
+            flags = (
+                [
+                    f"no_custom_kernel: none of the candidate's kernels ({', '.join(sorted(own))}) ran during "
+                    f"a call; it launched only: {', '.join(launched[:8])}"
+                ]
+                if own
+                else []
+            )
+            return flags, True
+        return [], False
 
-    def _audit_interpreted(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> list[str]:
+    def _audit_interpreted(
+        self, fn: Callable[[list[Any]], Any], inputs: list[Any]
+    ) -> tuple[list[str], bool | None]:
         """CPU mode's audit: under the Triton interpreter there is no profiler, so count launches of
-        the candidate's own @triton.jit functions during one call instead."""
+        the candidate's own @triton.jit functions (autotuned ones too) during one call instead.
+
+        Returns the flags and whether none of them was launched (None when that cannot be told)."""
         try:
             from triton.runtime.interpreter import InterpretedFunction
         except ImportError:
-            return []
+            return [], None
         name = getattr(self.module, "__name__", None)
         own = sorted(
             v.__name__
             for v in vars(self.module).values()
             if isinstance(v, InterpretedFunction) and getattr(v.fn, "__module__", None) == name
         )
-        if not own:  # a pure-PyTorch candidate: the static check already warned it has no kernel
-            return []
         with _count_launches(InterpretedFunction, name) as launched:
             try:
                 self._call(fn, inputs)
             except CandidateFailure as cf:
-                return [f"note: kernel audit skipped (the call failed: {cf.fault.message[:200]})"]
-        if not launched:
-            return [
-                f"no_custom_kernel: none of the candidate's Triton kernels ({', '.join(own)}) was launched "
-                "during a call (counted under the Triton interpreter); the work was done some other way"
-            ]
-        return []
+                return [f"note: kernel audit skipped (the call failed: {cf.fault.message[:200]})"], None
+        if launched:
+            return [], False
+        if not own:  # defines no kernel: labelled pure PyTorch, not a cheat
+            return [], True
+        return [
+            f"no_custom_kernel: none of the candidate's Triton kernels ({', '.join(own)}) was launched "
+            "during a call (counted under the Triton interpreter); the work was done some other way"
+        ], True
 
     def kernel_resources(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

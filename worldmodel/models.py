@@ -111,6 +111,9 @@ CorrectnessKind = Literal[
     # the Triton CPU interpreter ran out of time: too slow for this workload, which says nothing about
     # the kernel itself (not a failed implementation)
     "interpreter_timeout",
+    # on extra inputs with signed values the output is zeros, a constant or an input itself where the
+    # reference's is not: the task's own inputs (e.g. torch.rand in [0, 1)) could not tell it from the answer
+    "degenerate",
 ]
 
 
@@ -245,6 +248,9 @@ class Evaluation(Strict):
     flags: list[str] = Field(default_factory=list)  # cheat / plausibility flags, with reasons
     error: str | None = None  # one paragraph a model can act on
     seconds: float = 0.0  # wall time of the whole evaluation
+    # The kernel audit saw no kernel of the candidate's own run (no Triton JIT, NVRTC or extension kernel):
+    # it computes with PyTorch ops. Its numbers are kept, but it is never a node's or the search's best.
+    pure_pytorch: bool = False
 
     @property
     def correct(self) -> bool:
@@ -259,8 +265,9 @@ class Evaluation(Strict):
 
     @property
     def ranks(self) -> bool:
-        """Correct and not timed on the CPU interpreter: its speed may be compared with others'."""
-        return self.status == "ok" and not self.cpu_interpreted
+        """Correct, a kernel of its own, and not timed on the CPU interpreter: its speed may be compared
+        with others'."""
+        return self.status == "ok" and not self.cpu_interpreted and not self.pure_pytorch
 
     @property
     def inconclusive(self) -> bool:

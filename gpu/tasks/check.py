@@ -25,33 +25,55 @@ class CheckReport(BaseModel):
     ok: bool = False
     seconds: float = 0.0  # wall time of one reference call
     outputs: list[OutputInfo] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)  # degenerate-rule findings
+    warnings: list[str] = Field(default_factory=list)  # degenerate-rule findings nothing rejects
+    # trivial answers the rule accepts on the task's own inputs, which the probe on signed inputs rejects
+    probed: list[str] = Field(default_factory=list)
     error: str | None = None
 
 
 def run_check(ref: str, workloads: str | None = None, seed: int = 0) -> CheckReport:
+    """Run the reference once on the smoke workload and judge the rule on that one run's outputs.
+
+    Lean on memory: one model, one set of inputs and outputs at a time (the outputs are dropped before the
+    probe runs), and comparisons made piece by piece (gpu.checking.pieces)."""
     import torch
 
-    from gpu.inputs import as_outputs, degenerate_outputs, dtype_name
+    from gpu import degenerate
+    from gpu.inputs import as_outputs, degenerate_findings, dtype_name
     from gpu.runtime import TaskRuntime
     from gpu.tasks import load_task
 
     task = load_task(ref, workloads=workloads)
-    report = CheckReport(task=task.name, workload=task.smoke().name)
+    wl = task.smoke()
+    report = CheckReport(task=task.name, workload=wl.name)
     try:
         rt = TaskRuntime(task)
-        wl = task.smoke()
         inputs = rt.make_inputs(wl, seed, "cpu")
         fn = rt.build_reference(wl, "cpu")
         start = time.perf_counter()
-        out = fn(inputs)
+        with torch.no_grad():
+            out = as_outputs(fn(inputs))
         report.seconds = time.perf_counter() - start
         report.outputs = [
             OutputInfo(shape=list(o.shape), dtype=dtype_name(o.dtype))
-            for o in as_outputs(out)
+            for o in out
             if isinstance(o, torch.Tensor)
         ]
-        report.warnings = degenerate_outputs(task, seed=seed)
+        fakes = degenerate_findings(rt, wl, inputs, out)
+        del out
+        if fakes:
+            caught = degenerate.caught_by_probe(fn, inputs, fakes, rt.tolerance(), seed)
+            for i, f in enumerate(fakes):
+                if isinstance(caught, str):
+                    report.warnings.append(f"{f.warning} (the trivial-answer probe cannot run: {caught})")
+                elif caught[i]:
+                    report.probed.append(
+                        f"output {f.output}: {f.label} passes the rule on the task's own inputs (workload "
+                        f"{wl.name!r}), but a candidate answering that is rejected: on extra inputs with signed "
+                        f"values the reference's output is not {f.label}"
+                    )
+                else:
+                    report.warnings.append(f"{f.warning} (also on inputs with signed values)")
         report.ok = True
     except Exception as exc:
         report.error = f"{type(exc).__name__}: {exc}"
