@@ -35,8 +35,8 @@ class CandidateRef(BaseModel):
     source: str | None = Field(
         None,
         max_length=MAX_SOURCE_CHARS,
-        description="Python module source defining ModelNew (or custom_kernel for GPU MODE tasks). "
-        "Exactly one of `source`, `candidate_id` or `seed`",
+        description="Python module source defining ModelNew (or custom_kernel for GPU MODE tasks, run for "
+        "FlashInfer-Bench ones). Exactly one of `source`, `candidate_id`, `seed` or `solution_json`",
     )
     candidate_id: str | None = Field(
         None,
@@ -47,14 +47,21 @@ class CandidateRef(BaseModel):
         False,
         description="True: the task's own seed candidate in `language` (instead of source/candidate_id)",
     )
+    solution_json: str | None = Field(
+        None,
+        max_length=MAX_SOURCE_CHARS,
+        description="A FlashInfer-Bench Solution JSON (its text) for a FlashInfer-Bench task: its Triton/Python, "
+        "CUDA or C++ sources and entry point, run as a candidate (its language comes from the solution's spec)",
+    )
     language: Language = Field(
         "triton", description="triton | cuda (NVRTC via gpu.nvrtc) | cpp_ext (load_inline)"
     )
 
     @model_validator(mode="after")
     def _one_of(self) -> CandidateRef:
-        if (self.source is not None) + (self.candidate_id is not None) + self.seed != 1:
-            raise ValueError("give exactly one of `source`, `candidate_id` or `seed: true`")
+        given = (self.source is not None) + (self.candidate_id is not None) + self.seed
+        if given + (self.solution_json is not None) != 1:
+            raise ValueError("give exactly one of `source`, `candidate_id`, `seed: true` or `solution_json`")
         return self
 
 
@@ -96,9 +103,24 @@ async def resolve_candidate(ws: Workspace, ref: CandidateRef, task: Task | None 
             return await ws.store.get_candidate(ref.candidate_id)
         except NotFound as e:
             raise ToolFailure(f"{e}; submit the source once to get an id") from e
+    if ref.solution_json is not None:
+        return await ws.store.put_candidate(*solution_candidate(ref.solution_json, task))
     assert ref.source is not None
     check_python_syntax(ref.source)
     return await ws.store.put_candidate(ref.source, ref.language)
+
+
+def solution_candidate(text: str, task: Task | None) -> tuple[str, Language]:
+    """A FlashInfer-Bench Solution JSON as the candidate source and language the sandbox runs."""
+    from gpu.tasks.fib_solution import SolutionError, candidate_from_solution_text
+
+    if task is None:
+        raise ToolFailure("`solution_json` needs a task: a FlashInfer-Bench Solution is for one definition")
+    try:
+        c = candidate_from_solution_text(text, task, "solution_json")
+    except SolutionError as e:
+        raise ToolFailure(str(e)) from e
+    return c.source, c.language
 
 
 def check_python_syntax(source: str) -> None:

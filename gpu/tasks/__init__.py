@@ -54,6 +54,8 @@ def _load(path: Path, builtin: bool, workloads: str | None) -> Task:
             raise TaskError(f"{path}: has reference.py but no task.yml; a GPU MODE task folder needs both")
         if (path / "task.py").is_file():
             return load_native(path / "task.py", builtin=builtin)
+        if (path / "definitions").is_dir():
+            raise TaskError(_dataset_hint(path))
         raise TaskError(
             f"{path}: a task folder holds task.yml + reference.py (GPU MODE), definition.json + "
             "workloads.jsonl (FlashInfer-Bench) or task.py (native)"
@@ -67,6 +69,16 @@ def _load(path: Path, builtin: bool, workloads: str | None) -> Task:
     raise TaskError(
         f"{path}: not a task; accepted: a built-in name, a .py task file, a FlashInfer-Bench definition "
         ".json, or a GPU MODE folder"
+    )
+
+
+def _dataset_hint(root: Path) -> str:
+    """A FlashInfer-Trace dataset holds many definitions: say how to name one."""
+    found = sorted((root / "definitions").rglob("*.json"))
+    shown = ", ".join(str(p.relative_to(root)) for p in found[:5]) + (", ..." if len(found) > 5 else "")
+    return (
+        f"{root}: a FlashInfer-Trace dataset ({len(found)} definitions); a task is one definition: give its "
+        f"path, {root}/definitions/<op_type>/<name>.json" + (f" (it has: {shown})" if found else "")
     )
 
 

@@ -7,6 +7,13 @@ wrapped as {"definition": ..., "workload": {...}}) giving every var axis a value
 source: {"type": "random"}, {"type": "scalar", "value": ...} or {"type": "safetensors", "path":
 ..., "tensor_key": ...}. As an extension, a random integer input may state "low"/"high" bounds.
 
+Read as FlashInfer-Bench reads it: in a FlashInfer-Trace dataset (the TraceSet layout,
+`<root>/definitions/<op_type>/<name>.json`, `<root>/workloads/<op_type>/<name>.jsonl`,
+`<root>/blob/...`) safetensors paths are relative to the dataset root; an input a workload does not
+describe is random (a scalar one too); random integers are drawn in FlashInfer-Bench's ranges; and
+outputs are judged by its default rule (FIB_ATOL / FIB_RTOL, all elements or, for MoE definitions,
+FIB_MOE_MATCHED_RATIO of them).
+
 Splits: with three or more workloads every third one is held out; the smoke workload is derived
 from the smallest one (var axes capped at SMOKE_AXIS_CAP when all its inputs are random).
 """
@@ -19,12 +26,27 @@ import math
 from pathlib import Path
 from typing import Any
 
-from gpu.task import Task, TaskError, Workload
+from gpu.task import Task, TaskError, Tolerance, Workload
 from gpu.tasks.dtypes import FLOAT_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
 from gpu.tasks.specs import task_error
 
 SMOKE_AXIS_CAP = 16
 INPUT_TYPES = ("random", "scalar", "safetensors")
+
+# FlashInfer-Bench's default evaluator: an element fails when it is off by more than FIB_ATOL *and*
+# by more than FIB_RTOL relative to the reference; every element must pass, except for MoE
+# definitions (op_type "moe", or a name with "moe_fp8_block_scale"), where FIB_MOE_MATCHED_RATIO do.
+FIB_ATOL = 1e-2
+FIB_RTOL = 1e-2
+FIB_MOE_MATCHED_RATIO = 0.95
+# Random integer inputs, [low, high) per dtype, as FlashInfer-Bench draws them (other dtypes keep
+# ksearch's defaults: FlashInfer-Bench definitions cannot declare them).
+FIB_INT_RANGES: dict[str, tuple[int, int]] = {
+    "int8": (-128, 128),
+    "int16": (-1024, 1024),
+    "int32": (-1024, 1024),
+    "int64": (-1024, 1024),
+}
 
 
 # --------------------------------------------------------------------------- definition
@@ -169,7 +191,7 @@ def _bind_axes(raw: Any, where: str, axes: dict[str, Any]) -> dict[str, int]:
 
 
 def _bind_inputs(
-    raw: Any, where: str, inputs: dict[str, Any], bases: list[Path]
+    raw: Any, where: str, inputs: dict[str, Any], bases: list[Path], root: Path | None = None
 ) -> dict[str, dict[str, Any]]:
     if raw is None:
         raw = {}
@@ -188,10 +210,8 @@ def _bind_inputs(
             got = desc.get("type") if isinstance(desc, dict) else desc
             raise TaskError(f"{field}.type: {got!r} is not one of {', '.join(INPUT_TYPES)}")
         kind = desc["type"]
-        if spec["shape"] is None and kind != "scalar":
-            raise TaskError(
-                f'{field}: a scalar input needs {{"type": "scalar", "value": ...}}, got type {kind!r}'
-            )
+        if spec["shape"] is None and kind == "safetensors":
+            raise TaskError(f"{field}: a scalar input cannot come from a safetensors file")
         if kind == "scalar":
             if "value" not in desc or not isinstance(desc["value"], int | float | bool):
                 raise TaskError(f"{field}.value: a scalar input needs a number or bool value")
@@ -200,7 +220,7 @@ def _bind_inputs(
             for key in ("path", "tensor_key"):
                 if not isinstance(desc.get(key), str) or not desc[key]:
                     raise TaskError(f"{field}.{key}: required for a safetensors input")
-            out[name] = {"type": "safetensors", "path": str(_find_file(desc["path"], bases, field)),
+            out[name] = {"type": "safetensors", "path": str(_find_file(desc["path"], bases, field, root)),
                          "tensor_key": desc["tensor_key"]}  # fmt: skip
         else:
             entry: dict[str, Any] = {"type": "random"}
@@ -213,18 +233,32 @@ def _bind_inputs(
     return out
 
 
-def _find_file(ref: str, bases: list[Path], field: str) -> Path:
+def _find_file(ref: str, bases: list[Path], field: str, root: Path | None) -> Path:
     p = Path(ref).expanduser()
     candidates = [p] if p.is_absolute() else [b / p for b in bases]
     for c in candidates:
         if c.is_file():
             return c.resolve()
     looked = ", ".join(str(c) for c in candidates)
-    raise TaskError(f"{field}.path: safetensors file not found (looked at: {looked})")
+    where = (
+        f"paths are relative to the dataset root {root}; " if root is not None and not p.is_absolute() else ""
+    )
+    raise TaskError(f"{field}.path: safetensors file not found ({where}looked at: {looked})")
 
 
-def find_workloads_file(definition: Path) -> Path:
-    """The JSONL next to a definition, or at the same place under a FlashInfer-Trace workloads/ tree."""
+def dataset_root(definition: Path) -> Path | None:
+    """The FlashInfer-Trace dataset (TraceSet) a definition belongs to: the folder above its `definitions/`."""
+    for parent in definition.resolve().parents:
+        if parent.name == "definitions":
+            return parent.parent
+    return None
+
+
+def find_workloads_file(definition: Path, name: str | None = None) -> Path:
+    """The JSONL next to a definition, or, in a dataset, where FlashInfer-Trace keeps it.
+
+    In a dataset the workloads of `name` are at the definition's place under workloads/, else in a
+    `<name>.jsonl` under any op-type folder there (FlashInfer-Bench reads every JSONL under workloads/)."""
     stem = definition.stem
     tried = [
         definition.with_suffix(".jsonl"),
@@ -238,9 +272,34 @@ def find_workloads_file(definition: Path) -> Path:
     for p in tried:
         if p.is_file():
             return p
+    root = dataset_root(definition)
+    if root is not None and (root / "workloads").is_dir():
+        found = sorted((root / "workloads").rglob(f"{name or stem}.jsonl"))
+        if found:
+            return found[0]
+        tried.append(root / "workloads" / "**" / f"{name or stem}.jsonl")
     raise TaskError(
         f"{definition}: no workloads JSONL found for this definition; looked for: {', '.join(str(p) for p in tried)}"
     )
+
+
+def fib_tolerance(name: str, op_type: str) -> Tolerance:
+    """FlashInfer-Bench's default rule as a ksearch Tolerance (for the checks that use one).
+
+    The task's own check (FlashInferRuntime.check) applies the exact rule; on float outputs ksearch's
+    |d| <= atol + rtol*|ref| with the same numbers is never stricter than FlashInfer-Bench's
+    (|d| <= atol or |d| <= rtol*|ref|)."""
+    floats = (*FLOAT_DTYPES, *FP8_DTYPES)
+    return Tolerance(
+        atol=dict.fromkeys(floats, FIB_ATOL),
+        rtol=dict.fromkeys(floats, FIB_RTOL),
+        mismatch_ratio=round(1.0 - matched_ratio(name, op_type), 6),
+    )
+
+
+def matched_ratio(name: str, op_type: str) -> float:
+    """The fraction of output elements that must pass, as FlashInfer-Bench's evaluators require."""
+    return FIB_MOE_MATCHED_RATIO if op_type == "moe" or "moe_fp8_block_scale" in name else 1.0
 
 
 def _read_jsonl(path: Path, definition_name: str) -> list[tuple[int, dict[str, Any]]]:
@@ -329,8 +388,11 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
     reference = _reference(raw.get("reference"), path, inputs)
     constraints = _constraints(raw.get("constraints"), path, axes)
 
-    wpath = (workloads_path or find_workloads_file(path)).resolve()
-    bases = [wpath.parent, path.parent, Path.cwd()]
+    wpath = (workloads_path or find_workloads_file(path, name)).resolve()
+    root = dataset_root(path)
+    # FlashInfer-Bench resolves a dataset's safetensors paths against its root only; loose files
+    # (no dataset around them) against the JSONL's folder, the definition's, then the working directory.
+    bases = [root] if root is not None else [wpath.parent, path.parent, Path.cwd()]
     workloads: list[Workload] = []
     seen: set[str] = set()
     for lineno, obj in _read_jsonl(wpath, name):
@@ -339,7 +401,7 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
         for c in constraints:
             if not eval_constraint(c, {**_consts(axes), **values}):
                 raise TaskError(f"{where}: axes: constraint {c!r} does not hold for {values}")
-        descs = _bind_inputs(obj.get("inputs"), where, inputs, bases)
+        descs = _bind_inputs(obj.get("inputs"), where, inputs, bases, root)
         wname = str(obj.get("uuid") or f"w{len(workloads)}")[:8]
         if wname in seen:
             wname = f"{wname}-{len(workloads)}"
@@ -352,15 +414,16 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
     smoke, smoke_note = _smoke(workloads, axes, inputs, constraints)
     workloads.append(smoke)
 
+    op_type = str(raw.get("op_type") or raw.get("type") or "")
     out_dtypes = [o["dtype"] for o in outputs.values()]
     dtype = next((d for d in out_dtypes if d in (*FLOAT_DTYPES, *FP8_DTYPES)), out_dtypes[0])
     description = str(raw.get("description") or "")
     return Task(
         name=name,
         title=description.splitlines()[0] if description else name,
-        op=str(raw.get("op_type") or raw.get("type") or ""),
+        op=op_type,
         dtype=dtype,
-        declared=["dtype", "op"] if (raw.get("op_type") or raw.get("type")) else ["dtype"],
+        declared=["dtype", "op"] if op_type else ["dtype"],
         style="flashinfer",
         source_path=path,
         workloads=workloads,
@@ -368,6 +431,7 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
         candidate_entry="run",
         smoke_derived=True,
         has_cost=True,
+        tolerance=fib_tolerance(name, op_type),
         extras={
             "axes": axes,
             "inputs": inputs,
@@ -375,6 +439,8 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
             "reference": reference,
             "constraints": constraints,
             "workloads_path": str(wpath),
+            "dataset_root": str(root) if root is not None else None,
+            "matched_ratio": matched_ratio(name, op_type),
             "tags": list(raw.get("tags") or []),
             "smoke_note": smoke_note,
         },

@@ -4,6 +4,10 @@ Candidates define `run` taking the inputs by name. Destination-passing style als
 output by name and writes into it (the runtime allocates them NaN-filled on every call);
 value-returning style returns the output(s). The style is read from run's signature, or from a
 module-level `DESTINATION_PASSING = True/False` when given.
+
+Outputs are judged by FlashInfer-Bench's default rule (`check`): same shape and dtype, no NaN/Inf,
+and an element fails only when it is off by more than atol and, relative to the reference, by more
+than rtol; all elements must pass, or the definition's matched ratio of them (MoE).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import random
 import tempfile
 import types
 from collections.abc import Callable
@@ -19,10 +24,15 @@ from typing import Any
 
 import torch
 
+from gpu.checking import pieces, unravel
 from gpu.inputs import poisoned, random_tensor, torch_dtype
 from gpu.task import Cost, Task, TaskError, Workload
-from gpu.tasks.flashinfer import axis_value
+from gpu.tasks.flashinfer import FIB_ATOL, FIB_INT_RANGES, FIB_RTOL, axis_value
 from gpu.tasks.rt_common import CandidateError, exec_module, seed_everything
+from worldmodel.models import WorkloadCorrectness
+
+# FlashInfer-Bench's relative error: |got - ref| / (|ref| + REL_EPS)
+REL_EPS = 1e-8
 
 
 class FlashInferRuntime:
@@ -69,6 +79,11 @@ class FlashInferRuntime:
                 if desc["type"] == "scalar":
                     out.append(desc["value"])
                     continue
+                if (
+                    spec["shape"] is None
+                ):  # a scalar the workload does not give: random, as FlashInfer-Bench does
+                    out.append(random_scalar(spec["dtype"], desc.get("low"), desc.get("high")))
+                    continue
                 shape = self._shape(spec, workload)
                 if desc["type"] == "safetensors":
                     t = self._load(desc["path"], desc["tensor_key"], name)
@@ -79,7 +94,12 @@ class FlashInferRuntime:
                         )
                     out.append(t.to(device))
                 else:
-                    out.append(random_tensor(shape, spec["dtype"], device, desc.get("low"), desc.get("high")))
+                    low, high = FIB_INT_RANGES.get(spec["dtype"], (None, None))
+                    out.append(
+                        random_tensor(
+                            shape, spec["dtype"], device, desc.get("low", low), desc.get("high", high)
+                        )
+                    )
         return out
 
     # ------------------------------------------------------------------ calling
@@ -157,6 +177,79 @@ class FlashInferRuntime:
 
         return call_dps
 
+    # ------------------------------------------------------------------ judging
+
+    def check(
+        self, got: Any, expected: Any, workload: Workload, inputs: list | None = None
+    ) -> WorkloadCorrectness:
+        """FlashInfer-Bench's default evaluator, output by output (its rule, ksearch's wording)."""
+        names = list(self.outputs)
+        gots = list(got) if isinstance(got, tuple | list) else [got]
+        exps = list(expected) if isinstance(expected, tuple | list) else [expected]
+        if len(gots) != len(exps):
+            return self._verdict(workload, "wrong_shape", f"{len(gots)} output(s), expected {len(exps)}")
+        atol, rtol = FIB_ATOL, FIB_RTOL
+        ratio = float(self.task.extras.get("matched_ratio", 1.0))
+        total = {"max_abs_err": 0.0, "max_rel_err": 0.0, "mismatches": 0, "numel": 0}
+        for i, (g, e) in enumerate(zip(gots, exps, strict=True)):
+            name = names[i] if i < len(names) else str(i)
+            e = self._as_tensor(e, name, None)
+            g = self._as_tensor(g, name, e.device)
+            if tuple(g.shape) != tuple(e.shape):
+                return self._verdict(
+                    workload,
+                    "wrong_shape",
+                    f"output {name!r}: shape {tuple(g.shape)}, expected {tuple(e.shape)}",
+                )
+            if g.dtype != e.dtype:
+                return self._verdict(
+                    workload,
+                    "wrong_dtype",
+                    f"output {name!r}: dtype {g.dtype}, expected {e.dtype}".replace("torch.", ""),
+                )
+            st = _fib_stats(g, e, atol, rtol)
+            if st["nonfinite"]:
+                return self._verdict(
+                    workload,
+                    "nan_inf",
+                    f"output {name!r}: {st['nonfinite']} of {st['numel']} elements are NaN/Inf "
+                    "(FlashInfer-Bench fails any non-finite output)",
+                    **_first(st, g, e),
+                )
+            total["max_abs_err"] = max(total["max_abs_err"], st["max_abs"])
+            total["max_rel_err"] = max(total["max_rel_err"], st["max_rel"])
+            total["mismatches"] += st["exceed"]
+            total["numel"] += st["numel"]
+            if st["numel"] and 1.0 - st["exceed"] / st["numel"] < ratio:
+                need = "every element" if ratio >= 1.0 else f"{ratio:.0%} of the elements"
+                return self._verdict(
+                    workload,
+                    "wrong_values",
+                    f"output {name!r}: {st['exceed']} of {st['numel']} elements are off by more than atol={atol:g} "
+                    f"and rtol={rtol:g} (max abs err {st['max_abs']:.4g}); FlashInfer-Bench needs {need} within",
+                    max_abs_err=st["max_abs"],
+                    max_rel_err=st["max_rel"],
+                    mismatches=st["exceed"],
+                    numel=st["numel"],
+                    **_first(st, g, e),
+                )
+        return WorkloadCorrectness(workload=workload.name, passed=True, kind="ok", trials=1, **total)
+
+    def _as_tensor(self, v: Any, name: str, device: torch.device | None) -> torch.Tensor:
+        """A Python number (a scalar output) as a 0-d tensor of the output's dtype, as FlashInfer-Bench does."""
+        if isinstance(v, torch.Tensor):
+            return v
+        if not isinstance(v, int | float | bool):
+            raise CandidateError(f"output {name!r} is a {type(v).__name__}, not a tensor or a number")
+        dtype = torch_dtype(self.outputs[name]["dtype"]) if name in self.outputs else None
+        return torch.tensor(v, dtype=dtype, device=device)
+
+    @staticmethod
+    def _verdict(workload: Workload, kind: str, message: str, **fields: Any) -> WorkloadCorrectness:
+        return WorkloadCorrectness(
+            workload=workload.name, passed=False, kind=kind, trials=1, message=message, **fields
+        )
+
     def cost(self, workload: Workload) -> Cost | None:
         """Minimum bytes: every tensor input read once and every output written once (FLOPs unknown)."""
         total = 0
@@ -166,3 +259,53 @@ class FlashInferRuntime:
             size = torch.empty((), dtype=torch_dtype(spec["dtype"])).element_size()
             total += math.prod(self._shape(spec, workload)) * size
         return Cost(flops=0.0, bytes=float(total), dtype=self.task.dtype)
+
+
+def random_scalar(dtype: str, low: int | None = None, high: int | None = None) -> float | int | bool:
+    """A random value for a scalar input no workload describes: normal for floats, FlashInfer-Bench's
+    integer ranges. Drawn from Python's seeded `random`, so it needs no tensor (fake-tensor runs too)."""
+    if dtype == "bool":
+        return random.random() < 0.5
+    if dtype in FIB_INT_RANGES or dtype.startswith(("int", "uint")):
+        lo, hi = FIB_INT_RANGES.get(dtype, (0, 128))
+        return random.randrange(lo if low is None else low, hi if high is None else high)
+    return random.gauss(0.0, 1.0)
+
+
+def _fib_stats(got: torch.Tensor, exp: torch.Tensor, atol: float, rtol: float) -> dict[str, Any]:
+    """Counts for FlashInfer-Bench's rule, a piece at a time (float32 temporaries of one piece only)."""
+    st: dict[str, Any] = {"numel": exp.numel(), "exceed": 0, "nonfinite": 0, "max_abs": 0.0, "max_rel": 0.0,
+                          "first_bad": None, "first_exceed": None}  # fmt: skip
+    offset = 0
+    for gp, ep in zip(pieces(got), pieces(exp), strict=True):
+        g, e = gp.to(torch.float32), ep.to(torch.float32)
+        finite = torch.isfinite(g)
+        nf = int((~finite).sum())
+        if nf and st["first_bad"] is None:
+            st["first_bad"] = offset + int((~finite).nonzero()[0])
+        st["nonfinite"] += nf
+        diff = (g - e).abs()
+        rel = diff / (e.abs() + REL_EPS)
+        exceed = (diff > atol) & (rel > rtol)
+        n = int(exceed.sum())
+        if n and st["first_exceed"] is None:
+            st["first_exceed"] = offset + int(exceed.nonzero()[0])
+        st["exceed"] += n
+        if diff.numel():
+            st["max_abs"] = max(st["max_abs"], float(diff.max()))
+            st["max_rel"] = max(st["max_rel"], float(rel.max()))
+        offset += gp.numel()
+    return st
+
+
+def _first(st: dict[str, Any], got: torch.Tensor, exp: torch.Tensor) -> dict[str, Any]:
+    """Where the first failing element is, and its two values."""
+    flat = st["first_bad"] if st["first_bad"] is not None else st["first_exceed"]
+    if flat is None:
+        return {}
+    idx = unravel(flat, tuple(exp.shape))
+    return {
+        "first_mismatch_index": idx,
+        "expected_at_first": float(exp[tuple(idx)].float()),
+        "got_at_first": float(got[tuple(idx)].float()),
+    }

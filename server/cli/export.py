@@ -3,13 +3,16 @@
 The JSON holds everything the database knows about the search (tree, attempts with evaluations,
 candidate sources, edit log, LLM calls). The report is one file with no script and no external
 resource: summary, the score over rounds, the tree, the best path with its reasoning, the best
-kernel with its evaluation and diff, every attempt, and the spend per phase.
+kernel with its evaluation and diff, every attempt, and the spend per phase. `--solution` writes the
+best kernel of a search on a FlashInfer-Bench definition as a FlashInfer-Bench Solution JSON.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -18,6 +21,9 @@ from server.web.html import Markup, h
 from server.web.snapshot import SearchView, load_view, resolve_base
 from worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, Search, utcnow
 from worldmodel.store import LLMTotals, Store
+
+if TYPE_CHECKING:
+    from gpu.task import Task
 
 EXPORT_FORMAT = "ksearch.search/1"
 STYLE_FILE = Path(__file__).parent.parent / "web" / "static" / "style.css"
@@ -214,3 +220,34 @@ async def export_html(store: Store, ref: int | str) -> str:
     )
     style = Markup("<style>\n" + STYLE_FILE.read_text().replace("</", "<\\/") + "\n</style>")
     return render.document(f"{s.name} · ksearch report", style, body)
+
+
+async def export_solution(store: Store, s: Search, task: Task) -> str:
+    """The search's best kernel as a FlashInfer-Bench Solution JSON for the task's definition.
+
+    Raises gpu.tasks.fib_solution.SolutionError when there is nothing to export or it cannot be one."""
+    from gpu.tasks.fib_solution import Identity, SolutionError, solution_from_candidate
+    from worldmodel.render import no_best
+
+    if task.style != "flashinfer":
+        raise SolutionError(
+            f"search {s.name!r} is on {task.name!r}, a {task.style} task: a Solution JSON exists only for a "
+            "FlashInfer-Bench definition (a search whose task is a definition's .json)"
+        )
+    a = await store.best_attempt(s.id)
+    if a is None or a.evaluation is None:
+        cpu = len((await store.attempt_speedups(s.id)).cpu_interpreted)
+        raise SolutionError(f"search {s.name!r} has no best kernel to export yet: {no_best(cpu)}")
+    cand = await store.get_candidate(a.candidate_id)
+    ev = a.evaluation
+    device = next((t.device for t in ev.timings), None) or (ev.env.device if ev.env else None)
+    node = await store.get_node(a.node_id) if a.node_id is not None else None
+    what = f" ({node.title})" if node is not None and node.kind == "intent" else ""
+    speed = f"; {ev.speedup_vs_eager:.3f}x vs eager PyTorch on {device}" if ev.speedup_vs_eager else ""
+    who = Identity(
+        name=re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{task.name}_ksearch_{s.name}_a{a.id}"),
+        author=re.sub(r"[^A-Za-z0-9_.-]+", "-", f"ksearch-{a.author}").strip("-"),
+        description=f"ksearch search {s.name!r}, attempt #{a.id}{what}{speed}",
+        target_hardware=[re.sub(r"\s+", "_", device.strip()) if device else "cuda"],
+    )
+    return solution_from_candidate(cand.source, cand.language, task, who).to_json()

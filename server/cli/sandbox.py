@@ -68,7 +68,12 @@ def _header(ev: Evaluation, settings: EvalSettings, timing: bool) -> list[str]:
 
 def eval_file(
     task: Annotated[str, typer.Argument(help="Built-in task name or a task path")],
-    file: Annotated[Path, typer.Argument(help="Candidate source file (a module defining ModelNew)")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Candidate source file (a module defining ModelNew), or a FlashInfer-Bench Solution JSON"
+        ),
+    ],
     workload: Annotated[
         list[str] | None,
         typer.Option(
@@ -93,6 +98,7 @@ def eval_file(
     """Evaluate one candidate file: compile, check against the reference, and time it."""
     from gpu.sandbox import LocalSandbox
     from gpu.tasks import load_task
+    from gpu.tasks.fib_solution import SolutionError, candidate_from_solution_text, looks_like_solution
     from tools.common import summarize
 
     try:
@@ -106,6 +112,15 @@ def eval_file(
     lang = detect_language(source) if language == "auto" else language
     if lang not in LANGUAGES:
         raise fail(f"unknown language {language!r}; accepted: auto, {', '.join(LANGUAGES)}")
+    if looks_like_solution(source):
+        # a FlashInfer-Bench Solution: its spec says the language, its entry point what `run` calls
+        try:
+            converted = candidate_from_solution_text(source, t, str(file))
+        except SolutionError as exc:
+            raise fail(str(exc)) from None
+        source, lang = converted.source, converted.language
+        if not as_json:
+            err_console.print(converted.how, highlight=False, markup=False)
     names = [w.name for w in t.workloads]
     if workload:
         unknown = [w for w in workload if w not in names]

@@ -307,7 +307,11 @@ def read_source(path: Path) -> str:
 def submit(
     search: SearchArg,
     file: Annotated[
-        Path, typer.Argument(help="Python file defining ModelNew (Triton, or CUDA via gpu.nvrtc)")
+        Path,
+        typer.Argument(
+            help="Python file defining ModelNew (Triton, or CUDA via gpu.nvrtc), or a FlashInfer-Bench "
+            "Solution JSON (on a FlashInfer-Bench definition; its spec gives the language)"
+        ),
     ],
     node: Annotated[
         int | None,
@@ -339,12 +343,14 @@ def submit(
     Exit code 0 when it ran correctly and was timed, 1 when it was recorded but failed (compile error,
     wrong values, crash...), 2 when the input was refused.
     """
+    from gpu.tasks.fib_solution import looks_like_solution
     from tools.benchmark import BenchmarkIn, benchmark
     from tools.common import CandidateRef
     from tools.loop import seed_unmeasured
     from tools.select_action import SelectActionIn, select_action
 
     source = read_source(file)
+    solution = looks_like_solution(source)  # a FlashInfer-Bench Solution JSON rather than a Python module
     if language is not None and language not in LANGUAGES:
         raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
 
@@ -401,7 +407,9 @@ def submit(
                 BenchmarkIn(
                     search=s.id,
                     node_id=node,
-                    candidate=CandidateRef(source=source, language=lang),
+                    candidate=CandidateRef(solution_json=source)
+                    if solution
+                    else CandidateRef(source=source, language=lang),
                     base_attempt_id=base_id,
                     trials=trials,
                     author="human",
@@ -521,14 +529,23 @@ def export(
     no_llm_text: Annotated[
         bool, typer.Option("--no-llm-text", help="JSON: leave out prompts and responses")
     ] = False,
+    as_solution: Annotated[
+        bool,
+        typer.Option(
+            "--solution",
+            help="The best kernel as a FlashInfer-Bench Solution JSON (a search on a FlashInfer-Bench definition)",
+        ),
+    ] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Export a search: JSON (tree, attempts, sources, edits, LLM calls) or an HTML report (tree, score over
-    rounds, best path, best kernel and its evaluation, every attempt, spend)."""
-    from server.cli.export import export_html, export_json
+    rounds, best path, best kernel and its evaluation, every attempt, spend); `--solution`: its best kernel as
+    a FlashInfer-Bench Solution JSON."""
+    from gpu.tasks.fib_solution import SolutionError
+    from server.cli.export import export_html, export_json, export_solution
 
-    if as_json and as_html:
-        raise fail("give one of --json or --html, not both")
+    if as_json + as_html + as_solution > 1:
+        raise fail("give one of --json, --html or --solution")
     html = as_html or (not as_json and output is not None and output.suffix.lower() in (".html", ".htm"))
     if output is not None:
         _check_output(output)
@@ -537,6 +554,11 @@ def export(
         async with workspace(db) as ws:
             s = await ws.search(search)
             store = ws.store
+            if as_solution:
+                try:
+                    return await export_solution(store, s, ws.task(s.task))
+                except SolutionError as e:
+                    raise fail(str(e), code=1) from None
             return (
                 await export_html(store, s.id)
                 if html
