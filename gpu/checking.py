@@ -155,15 +155,18 @@ def _float_or_none(x: Any) -> float | None:
 # Outputs are compared this many elements at a time: the comparison's float64 temporaries then take ~50 MB
 # whatever the output's size (whole-tensor temporaries took over 20x a float32 output: 2.7 GB for 128 MB).
 COMPARE_CHUNK = 1 << 18
+# On a GPU (141 GB on an H200) pieces are larger: fewer launches and host syncs per comparison.
+COMPARE_CHUNK_GPU = 1 << 24
 
 
 def pieces(t: torch.Tensor, limit: int | None = None) -> Iterator[torch.Tensor]:
-    """`t`'s elements in row-major order as 1-D pieces of at most `limit` (default COMPARE_CHUNK) elements.
+    """`t`'s elements in row-major order as 1-D pieces of at most `limit` elements (default COMPARE_CHUNK,
+    COMPARE_CHUNK_GPU for a tensor on a GPU).
 
     At most one piece is copied at a time, also for non-contiguous or expanded tensors (an expanded
     zero is a whole "all zeros" answer in one element). The cut depends only on the shape, so two
     tensors of one shape are cut alike; a complex tensor's `view_as_real` keeps its pairs together."""
-    limit = limit or COMPARE_CHUNK
+    limit = limit or (COMPARE_CHUNK if t.device.type == "cpu" else COMPARE_CHUNK_GPU)
     if t.dim() == 0 or t.numel() <= limit:
         yield t.reshape(-1)
         return

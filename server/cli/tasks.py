@@ -93,6 +93,7 @@ def _run_check(ref: str, workloads: str | None) -> dict[str, object]:
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as for the workers (gpu/scrub.py): busy cores, small ops
     cmd = [sys.executable, "-m", "gpu.tasks.check", ref] + (["--workloads", workloads] if workloads else [])
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, env=env)
