@@ -1,0 +1,146 @@
+"""The text of an evaluation result, what the model reads after every attempt: its decisive lines (status,
+errors with line numbers, where it is wrong, each workload's median and speedups) in well under 800 bytes
+with the loop's next step; the whole record stays structured. GPU-shaped records are built here, since
+CI has no GPU to produce them."""
+
+from __future__ import annotations
+
+from server.mcp.server import _text_of
+from tools.run_correctness import EvaluationOut
+from worldmodel.models import (
+    CompileReport,
+    Diagnostic,
+    Evaluation,
+    KernelResources,
+    WorkloadCorrectness,
+    WorkloadTiming,
+)
+
+# the longest `next` a GPU benchmark gives while refining (tools/benchmark.py), with a two-digit node id
+NEXT = (
+    "next: recorded as attempt 3 of at most 8 on intent #12; 1 in a row without a significant gain (window 5). "
+    "Write another implementation of this intent (implement the same intent differently, or better) and "
+    "benchmark it with node_id=12; the prompt implement_intent has the feedback."
+)
+
+
+def _timing(workload: str, median: float, eager: float, compiled: float) -> WorkloadTiming:
+    return WorkloadTiming(
+        workload=workload,
+        device="NVIDIA H200",
+        median_us=median,
+        iqr_us=1.1,
+        ci_low_us=median - 0.9,
+        ci_high_us=median + 1.2,
+        n=10,
+        eager_median_us=eager,
+        compile_median_us=compiled,
+        speedup_vs_eager=eager / median,
+        speedup_vs_compile=compiled / median,
+        roofline_fraction=0.91,
+    )
+
+
+def _out(ev: Evaluation) -> EvaluationOut:
+    return EvaluationOut(
+        candidate_id="0123456789abcdef", summary="", evaluation=ev, attempt_id=14, base_attempt_id=9
+    )
+
+
+def test_a_gpu_benchmark_reads_as_medians_and_speedups_in_under_800_bytes() -> None:
+    ev = Evaluation(
+        status="ok",
+        compile=CompileReport(
+            ok=True,
+            language="triton",
+            seconds=0.01,
+            kernels=[
+                KernelResources(name="_rows", registers=128, spill_stores_bytes=120, spill_loads_bytes=0)
+            ],
+        ),
+        correctness=[
+            WorkloadCorrectness(workload=w, passed=True, kind="ok", trials=3, max_abs_err=0.0625)
+            for w in ("32768x8192", "65536x4096")
+        ],
+        timings=[_timing("32768x8192", 259.4, 3444.5, 250.9), _timing("65536x4096", 261.2, 3409.6, 524.9)],
+        speedup_vs_eager=13.17,
+        speedup_vs_compile=1.39,
+        flags=["note: the eager baseline was measured in a fresh process"],
+    )
+    text = _text_of(_out(ev), None)
+    lines = text.splitlines()
+    assert lines[0] == (
+        "recorded as attempt #14 (built on #9), candidate 0123456789abcdef; record: ksearch://attempts/14"
+    )
+    assert lines[1] == "status: ok"
+    assert (
+        "  32768x8192: 259.4 us (258.5-260.6), 13.28x vs eager, 0.97x vs torch.compile, 91% roofline" in lines
+    )
+    assert (
+        "  65536x4096: 261.2 us (260.3-262.4), 13.05x vs eager, 2.01x vs torch.compile, 91% roofline" in lines
+    )
+    assert "geomean: 13.17x vs eager, 1.39x vs torch.compile" in lines
+    assert "spills: _rows 120 B stored" in lines
+    assert "note:" not in text  # notes stay in the structured record
+    assert len((text + NEXT).encode()) < 800, len((text + NEXT).encode())
+
+
+def test_a_compile_error_names_its_lines_and_a_long_error_is_cut() -> None:
+    ev = Evaluation(
+        status="compile_error",
+        compile=CompileReport(
+            ok=False,
+            language="cuda",
+            seconds=0.4,
+            diagnostics=[
+                Diagnostic(severity="error", message="identifier 'blockIdy' is undefined", line=17),
+                Diagnostic(
+                    severity="warning", message="variable 'k' was declared but never referenced", line=9
+                ),
+            ],
+        ),
+        error="nvcc failed: " + "x" * 10_000,
+    )
+    text = _text_of(_out(ev), None)
+    assert "compile error at line 17: identifier 'blockIdy' is undefined" in text
+    assert "line 9" not in text  # warnings do not crowd out what failed
+    assert len(text.encode()) < 600
+
+
+def test_a_wrong_answer_says_where_and_cpu_timings_state_no_speedup() -> None:
+    ev = Evaluation(
+        status="incorrect",
+        correctness=[
+            WorkloadCorrectness(
+                workload="smoke",
+                passed=False,
+                kind="wrong_values",
+                trials=3,
+                first_mismatch_index=[0, 3],
+                expected_at_first=0.000357362,
+                got_at_first=0.000178681,
+                mismatches=280129,
+                numel=287700,
+                message="280129 of 287700 elements differ beyond atol=1e-07",
+            )
+        ],
+        timings=[
+            WorkloadTiming(
+                workload="smoke",
+                device="cpu-interpreter",
+                median_us=81234.5,
+                iqr_us=9.0,
+                ci_low_us=80000.0,
+                ci_high_us=90000.0,
+                n=3,
+                speedup_vs_eager=0.1,
+            )
+        ],
+    )
+    text = _text_of(_out(ev), None)
+    assert "INCORRECT on smoke: wrong_values: 280129 of 287700 elements differ beyond atol=1e-07" in text
+    assert (
+        "first mismatch at [0, 3]: expected 0.000357362, got 0.000178681; 280129/287700 elements off" in text
+    )
+    assert "smoke: median 81234 us in the CPU interpreter (not a speed)" in text
+    assert "vs eager" not in text
