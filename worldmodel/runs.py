@@ -149,6 +149,19 @@ async def search_status(store: Store, search: Search) -> ShownStatus:
     return shown_status(search, await holder(store, search.id))
 
 
+def _refuse_live(search: Search, current: RunHolder | None) -> None:
+    if current is not None and search.status == "running" and alive(current, last_activity=search.updated_at):
+        raise RunInProgress(
+            f"search {search.name!r} is being run by {current.describe()}; stop that run first "
+            "(Ctrl-C in its terminal), or start a separate search with --new"
+        )
+
+
+async def check_free(store: Store, search: Search) -> None:
+    """`RunInProgress` if a live process runs the search (`claim` checks again, atomically)."""
+    _refuse_live(search, await holder(store, search.id))
+
+
 async def claim(store: Store, search_id: int) -> RunHolder:
     """Record this process as the one running the search; `RunInProgress` if a live process holds it."""
     pid, host = os.getpid(), this_host()
@@ -156,13 +169,7 @@ async def claim(store: Store, search_id: int) -> RunHolder:
     async with store.transaction() as db:
         search = await rows.search_row(db, search_id)
         row = await rows.fetchone(db, f"SELECT {_COLUMNS} FROM search_runs WHERE search_id = ?", (search_id,))
-        if row is not None:
-            current = _holder(row)
-            if search.status == "running" and alive(current, last_activity=search.updated_at):
-                raise RunInProgress(
-                    f"search {search.name!r} is being run by {current.describe()}; stop that run first "
-                    "(Ctrl-C in its terminal), or start a separate search with --new"
-                )
+        _refuse_live(search, _holder(row) if row is not None else None)
         await db.execute(
             "INSERT INTO search_runs (search_id, pid, host, proc_start, started_at, heartbeat_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(search_id) DO UPDATE SET pid = excluded.pid, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Coroutine
 from pathlib import Path
@@ -78,7 +77,15 @@ def default_db() -> Path:
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
+    """Run a command's coroutine; Ctrl-C abandons what is in flight (each record is one transaction, so
+    nothing is half-written), closes the database and exits 130; a second Ctrl-C exits at once."""
+    from server.cli.interrupt import Interrupted, run_stoppable
+
+    try:
+        return run_stoppable(coro, stopping="stopping: abandoning what is in flight", hint=lambda: "")
+    except Interrupted as e:
+        tell(f"stopped: interrupted ({e}) before the command finished")
+        raise typer.Exit(e.code) from None
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -20,6 +20,7 @@ from server.web import render
 from server.web.html import Markup, h
 from server.web.snapshot import SearchView, load_view, resolve_base
 from worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, Search, utcnow
+from worldmodel.render import no_best
 from worldmodel.store import LLMTotals, Store
 
 if TYPE_CHECKING:
@@ -137,6 +138,13 @@ def _best_path(view: SearchView) -> Markup | None:
     return h("ol", {"class": "best-path"}, items)
 
 
+def _no_best_path(view: SearchView) -> str:
+    best = view.best_attempt
+    if best is not None:  # the search's best, recorded on no node (e.g. submitted without --node)
+        return f"The best attempt, #{best.id} ({render.speed(best.speedup)} vs eager), is on no node of the tree."
+    return f"No best attempt yet: {no_best(view.cpu_correct)}."
+
+
 async def export_html(store: Store, ref: int | str) -> str:
     view = await load_view(store, ref)
     s = view.search
@@ -194,7 +202,7 @@ async def export_html(store: Store, ref: int | str) -> str:
                 "section",
                 {"class": "panel"},
                 h("h2", None, "Best path"),
-                _best_path(view) or h("p", {"class": "muted"}, "No best attempt on an intent yet."),
+                _best_path(view) or h("p", {"class": "muted"}, _no_best_path(view)),
             ),
             h("section", {"class": "panel"}, h("h2", None, "Best kernel"), best_html),
             h(

@@ -13,7 +13,9 @@ committed is safe in SQLite, and a search left `running` reads as interrupted an
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
+import logging
 import os
 import signal
 import sys
@@ -44,6 +46,16 @@ def _write_err(text: str) -> None:
         return
 
 
+def exit_at_once(code: int) -> NoReturn:
+    """End the process now, without the interpreter's shutdown (which waits for every non-daemon thread)."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more can be written
+            continue
+    os._exit(code)
+
+
 class _Stopper:
     def __init__(self, stopping: str, hint: Callable[[], str]) -> None:
         self.stopping = stopping
@@ -53,18 +65,14 @@ class _Stopper:
         self.timer: threading.Timer | None = None
 
     def exit_now(self, signum: int, why: str, *, flush: bool = True) -> NoReturn:
-        if flush:
-            for f in (sys.stdout, sys.stderr):
-                try:
-                    f.flush()
-                except (OSError, ValueError):  # a closed or broken pipe: nothing more can be written
-                    continue
         hint = self.hint()
         _write_err(f"\n{why}" + (f"; {hint}" if hint else "") + "\n")
-        os._exit(128 + signum)
+        if flush:
+            exit_at_once(128 + signum)
+        os._exit(128 + signum)  # from the timer thread: flushing could wait on a lock the main thread holds
 
     def on_signal(self, signum: int) -> None:
-        if self.work is None or self.work.done():
+        if self.work is None:
             self.exit_now(signum, "interrupted while shutting down")
         if self.signum is not None:
             self.exit_now(signum, "interrupted again: exiting at once")
@@ -87,20 +95,44 @@ class _Stopper:
             except (ValueError, RuntimeError):  # not the main thread (an embedding caller): its own rules
                 break
         try:
-            return await self.work
-        except asyncio.CancelledError:
-            if self.signum is not None:
-                raise Interrupted(self.signum) from None
-            raise
+            try:
+                return await self.work
+            except asyncio.CancelledError:
+                if self.signum is None:
+                    raise
         finally:
-            # Objects of the work that sit in reference cycles (subprocess transports among them) are
-            # finalized now, while the loop still runs, rather than after it is closed.
+            # The cancelled work's exception (kept by its task) holds its frames, and through them objects
+            # such as subprocess transports: drop them and collect now, while the loop still runs, so they
+            # are not finalized after it is closed ("Event loop is closed" in __del__).
+            self.work = None
             gc.collect()
             await asyncio.sleep(0)
+        assert self.signum is not None  # the work was cancelled by on_signal
+        raise Interrupted(self.signum)
 
     def disarm(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
+
+
+def _after_the_loop(unraisable: Any, previous: Callable[[Any], object] = sys.unraisablehook) -> None:
+    """sys.unraisablehook once the loop is closed. A subprocess whose awaiting coroutine was cancelled
+    before it killed and reaped the process (a compiler run, a worker being spawned) finalizes its asyncio
+    transport later, and that transport's __del__ finds the loop closed. The process is gone or orphaned
+    either way; the traceback would only alarm. Anything else goes to the previous hook."""
+    where = getattr(unraisable.object, "__qualname__", "")
+    if where == "BaseSubprocessTransport.__del__" and str(unraisable.exc_value) == "Event loop is closed":
+        return
+    previous(unraisable)
+
+
+class _AfterTheLoop(logging.Filter):
+    """asyncio's child watcher warns ("Loop ... that handles pid ... is closed") when such a process
+    exits after the loop closed: the same case as `_after_the_loop`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = str(record.msg)
+        return not (msg.startswith("Loop ") and "that handles pid" in msg)
 
 
 def run_stoppable(coro: Coroutine[Any, Any, T], *, stopping: str, hint: Callable[[], str]) -> T:
@@ -114,3 +146,6 @@ def run_stoppable(coro: Coroutine[Any, Any, T], *, stopping: str, hint: Callable
         return asyncio.run(stopper.guard(coro))
     finally:
         stopper.disarm()
+        if stopper.signum is not None:  # work was cancelled: its subprocesses may outlive the loop
+            sys.unraisablehook = functools.partial(_after_the_loop, previous=sys.unraisablehook)
+            logging.getLogger("asyncio").addFilter(_AfterTheLoop())

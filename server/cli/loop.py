@@ -32,19 +32,24 @@ def register(app: typer.Typer) -> None:
 
 def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
     """Where the search's loop stands (phase, round, attempts against the cap, budget) and what to do next."""
-    from tools.loop import loop_state
+    from tools.loop import LoopState, loop_state
+    from worldmodel import runs
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> tuple[LoopState, str]:
         async with workspace(db) as ws:
-            return await loop_state(ws, search)
+            st = await loop_state(ws, search)
+            # `interrupted` when the process that was running it is gone
+            return st, await runs.search_status(ws.store, await ws.search(search))
 
-    st = run_async(go())
+    st, shown = run_async(go())
     if as_json:
-        say(st.model_dump_json(indent=1))
+        say(st.model_copy(update={"status": shown}).model_dump_json(indent=1))
         return
     b = st.budget
     rounds = f"{b.rounds_used}/{b.rounds}" if b.rounds is not None else str(b.rounds_used)
-    say(f"search {st.search!r}: {st.status}, phase {st.phase}, round {rounds}, {b.attempts_used} attempts")
+    say(f"search {st.search!r}: {shown}, phase {st.phase}, round {rounds}, {b.attempts_used} attempts")
+    if shown == "interrupted":
+        say(f"its run was killed; `ksearch run --resume {st.search}` continues it")
     for r in st.refining:
         say(
             f"refining #{r.node_id} {r.title!r}: {r.attempts} of at most {r.cap} attempts, "

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+from typing import Any
+
 import typer
+import typer.core
+
+from server.cli.interrupt import exit_at_once
 
 app = typer.Typer(
     name="ksearch",
@@ -11,6 +17,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "Path": "PATH"}
+_ORIGINAL_TYPE = typer.core.TyperOption.display_type_rich
+
+
+def _value_label(param: typer.core.TyperOption | typer.core.TyperArgument, ctx: Any) -> str | None:
+    """What `--help` shows after an option: nothing for a flag or an argument (its name says it), else
+    plain words (TEXT, INTEGER, PATH, a|b) rather than typer's `<bool>`, `<str>`."""
+    if isinstance(param, typer.core.TyperArgument) or getattr(param, "is_flag", False):
+        return None
+    label = _ORIGINAL_TYPE(param, ctx)  # "<str>", "<int range>", "<a|b>", or the option's own metavar
+    if label is None or not (label.startswith("<") and label.endswith(">")):
+        return label
+    inner = label[1:-1].removesuffix(" range")  # a range is shown apart, as [x>=1]
+    return _WORDS.get(inner, inner.upper() if inner.isidentifier() else inner)
+
+
+def _plain_help() -> None:
+    typer.core.TyperOption.display_type_rich = _value_label  # type: ignore[method-assign,assignment]
+    typer.core.TyperArgument.display_type_rich = _value_label  # type: ignore[method-assign,assignment]
 
 
 def _register() -> None:
@@ -26,9 +53,21 @@ def _register() -> None:
     sandbox.register(app)
 
 
+def _quit(signum: int, _frame: object) -> None:
+    exit_at_once(128 + signum)
+
+
 def main() -> None:
-    _register()
-    app()
+    try:
+        _plain_help()
+        _register()
+        app()
+    except KeyboardInterrupt:  # Ctrl-C while starting up, before a command runs: nothing to save
+        exit_at_once(130)
+    finally:
+        # From here to the end of the process (interpreter shutdown included) a Ctrl-C ends it at once,
+        # without a traceback.
+        signal.signal(signal.SIGINT, _quit)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def existing_db(db: Path) -> Path:
     if not db.exists():
         tried = str(db) if db.is_absolute() else f"{db} ({db.absolute()})"
         raise fail(
-            f"no ksearch database at {tried}; pass --db with an existing one (or set KSEARCH_DB), "
+            f"no database at {tried}; pass --db with an existing ksearch database (or set KSEARCH_DB), "
             "or start a search with `ksearch run TASK`, which creates it"
         )
     if db.is_dir():
@@ -106,8 +106,8 @@ async def node_of(ws: Workspace, s: Search, node_id: int) -> Node:
         # Node ids are global: name the search it is in, so a person can tell which one they meant.
         other = await ws.store.get_search(n.search_id)
         raise fail(
-            f"node #{node_id} is in search {other.name!r}, not {s.name!r}; `ksearch tree {s.name}` lists "
-            f"{s.name!r}'s nodes"
+            f"node #{node_id} belongs to another search, {other.name!r}, not {s.name!r}; "
+            f"`ksearch tree {s.name}` lists the nodes of {s.name!r}"
         )
     return n
 
@@ -466,7 +466,10 @@ def best(
                     f"search {s.name!r} has no best kernel yet: attempt(s) {', '.join(f'#{i}' for i in pure)} "
                     "are correct but pure PyTorch (no kernel of their own ran), and that is never a best kernel"
                     if pure
-                    else f"search {s.name!r} has no best kernel yet: {no_best(cpu)}",
+                    else f"search {s.name!r} has no best kernel yet: {no_best(cpu)} (CPU-interpreter timings "
+                    "never rank candidates)"
+                    if cpu
+                    else f"search {s.name!r} has no correct, timed attempt yet",
                     code=1,
                 )
             cand = await ws.store.get_candidate(a.candidate_id)

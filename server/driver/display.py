@@ -74,7 +74,7 @@ class Display:
         """Say that an existing search goes on, rather than a new one starting."""
         where = f"at round {s.round}" if s.round else "before its first round"
         hint = "" if explicit else "; --new for a fresh one"
-        self._line(f"resuming {s.name} {where} ({s.status}){hint}")
+        self._line(f"resuming {s.name} {where}{hint}")
 
     def start(self, s: Search, policy: Policy, *, best: Attempt | None = None, cpu_correct: int = 0) -> None:
         self.best = best.speedup if best else None

@@ -13,6 +13,7 @@ from server.driver.policies import PolicyError, default_policy_name, make_policy
 from tools.create_search import CreateSearchIn, create_search
 from tools.errors import ToolFailure
 from tools.workspace import Workspace
+from worldmodel import runs
 from worldmodel.models import Search
 
 
@@ -111,6 +112,8 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
                 s = found or await _create(ws, a, name)
             except ToolFailure as e:
                 raise ValueError(str(e)) from e
+            if found is not None:
+                await runs.check_free(ws.store, found)  # before saying it resumes: it may not
             if on_search is not None:
                 on_search(s)
             display: Display = Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)

@@ -35,9 +35,10 @@ from server.web import render
 from server.web.snapshot import SearchView, find_search, fingerprint, load_view, resolve_base
 from tools.edit_tree import EditTreeIn, edit_tree
 from tools.errors import ToolFailure, describe_validation
-from tools.list_searches import list_searches
+from tools.list_searches import SearchRow, list_searches
 from tools.propose_intents import ProposeIntentsIn, propose_intents
 from tools.workspace import Workspace
+from worldmodel import runs
 from worldmodel.errors import NotFound
 from worldmodel.models import EditSpec, IntentSpec, Node
 
@@ -209,7 +210,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
     async def index(request: Request) -> Response:
         if state.default_search is not None:
             return RedirectResponse(f"/s/{state.default_search}", status_code=307)
-        rows = await list_searches(state.ws)
+        rows = await _with_run_status(await list_searches(state.ws))
         return HTMLResponse(
             render.searches_page(
                 [(r.id, r.name, r.task, r.status, r.round, r.attempts, r.best_speedup_vs_eager) for r in rows]
@@ -235,8 +236,22 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
             )
         return HTMLResponse(render.live_page(s.id, s.name))
 
+    async def _with_run_status(found: list[SearchRow]) -> list[SearchRow]:
+        """The rows with `interrupted` for a search left `running` by a run that died."""
+        store = state.ws.store
+        holders = await runs.holders(store)
+        out = []
+        for r in found:
+            if r.status == "running" and r.id in holders:
+                r = r.model_copy(
+                    update={"status": await runs.search_status(store, await store.get_search(r.id))}
+                )
+            out.append(r)
+        return out
+
     async def api_searches(request: Request) -> Response:
-        return JSONResponse([r.model_dump(mode="json") for r in await list_searches(state.ws)])
+        rows = await _with_run_status(await list_searches(state.ws))
+        return JSONResponse([r.model_dump(mode="json") for r in rows])
 
     async def api_version(request: Request) -> Response:
         s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
@@ -251,7 +266,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
                 "search": {
                     "id": v.search.id,
                     "name": v.search.name,
-                    "status": v.search.status,
+                    "status": v.status,
                     "round": v.search.round,
                     "best_attempt_id": v.search.best_attempt_id,
                     "best_speedup": best.speedup if best else None,

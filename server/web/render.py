@@ -14,6 +14,7 @@ from server.web.chart import score_chart
 from server.web.html import Markup, h, join
 from server.web.snapshot import SearchView
 from worldmodel.models import Attempt, Candidate, Edit, Evaluation, Node
+from worldmodel.render import fmt_speedup, no_best
 
 MAX_DIFF_LINES = 4000
 
@@ -22,7 +23,7 @@ MAX_DIFF_LINES = 4000
 
 
 def speed(x: float | None) -> str:
-    return f"{x:.3f}x" if x is not None else "–"
+    return fmt_speedup(x) if x is not None else "–"
 
 
 def num(x: float | None, digits: int = 1) -> str:
@@ -82,7 +83,7 @@ def summary(view: SearchView) -> Markup:
     for n in view.nodes:
         if n.kind == "intent":
             counts[n.status.value] = counts.get(n.status.value, 0) + 1
-    ok = sum(1 for a in view.attempts if a.speedup is not None)
+    ok = sum(1 for a in view.attempts if a.evaluation is not None and a.evaluation.ranks)
     device = next(
         (
             a.evaluation.timings[0].device
@@ -93,14 +94,19 @@ def summary(view: SearchView) -> Markup:
     )
     items = [
         ("task", s.task),
-        ("status", status_badge(s.status)),
+        ("status", status_badge(view.status)),
         ("round", str(s.round)),
         ("policy", s.config.policy + (f" ({s.config.model})" if s.config.model else "")),
-        ("attempts", f"{len(view.attempts)} ({ok} correct & timed)"),
+        ("attempts", f"{len(view.attempts)} ({ok} correct & timed on a GPU)"),
         ("intents", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"),
         (
             "best",
-            h("span", {"class": "best-num", "id": "best-speedup"}, speed(best.speedup if best else None))
+            join(
+                [
+                    h("span", {"class": "best-num", "id": "best-speedup"}, speed(None)),
+                    h("span", {"class": "muted"}, f" {no_best(view.cpu_correct)}"),
+                ]
+            )
             if best is None
             else join(
                 [

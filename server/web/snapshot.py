@@ -11,8 +11,10 @@ import json
 from dataclasses import dataclass, field
 
 from tools.errors import ToolFailure
+from worldmodel import runs
 from worldmodel.errors import NotFound
 from worldmodel.models import Attempt, Candidate, Node, Search
+from worldmodel.runs import RunHolder, ShownStatus
 from worldmodel.store import LLMTotals, Store
 
 
@@ -36,6 +38,7 @@ async def fingerprint(store: Store, search_id: int) -> str:
     totals = await store.llm_totals(search_id)
     payload = {
         "s": s.model_dump(mode="json"),
+        "r": await runs.search_status(store, s),  # a run that dies flips the page to `interrupted`
         "n": [n.model_dump(mode="json") for n in nodes],
         "a": sorted(speedups.items()),
         "l": totals.model_dump(),
@@ -61,6 +64,7 @@ class SearchView:
     attempts: list[Attempt]
     llm: LLMTotals
     version: str
+    holder: RunHolder | None = None  # the process running the search, if a run recorded one
     by_id: dict[int, Node] = field(default_factory=dict)
     children: dict[int | None, list[Node]] = field(default_factory=dict)
     attempt_by_id: dict[int, Attempt] = field(default_factory=dict)
@@ -85,8 +89,24 @@ class SearchView:
                 st.failed += 1
         for n in self.nodes:
             best = self.attempt_by_id.get(n.best_attempt_id) if n.best_attempt_id else None
-            self.stats[n.id].best_speedup = best.speedup if best else None
+            # CPU-interpreter timings rank nothing: such a best shows no speedup
+            ranks = best is not None and best.evaluation is not None and best.evaluation.ranks
+            self.stats[n.id].best_speedup = best.speedup if best and ranks else None
         self.best_path = self._path_to_best()
+
+    @property
+    def status(self) -> ShownStatus:
+        """The search's status as a person should read it: `interrupted` when its run died."""
+        return runs.shown_status(self.search, self.holder)
+
+    @property
+    def cpu_correct(self) -> int:
+        """Correct attempts timed only on the CPU interpreter (they rank nothing)."""
+        return sum(
+            1
+            for a in self.attempts
+            if a.evaluation is not None and a.evaluation.status == "ok" and a.evaluation.cpu_interpreted
+        )
 
     @property
     def root(self) -> Node:
@@ -123,7 +143,8 @@ async def load_view(store: Store, ref: int | str) -> SearchView:
     nodes = await store.list_nodes(s.id)
     attempts = await store.list_attempts(s.id)
     llm = await store.llm_totals(s.id)
-    return SearchView(search=s, nodes=nodes, attempts=attempts, llm=llm, version=version)
+    holder = await runs.holder(store, s.id)
+    return SearchView(search=s, nodes=nodes, attempts=attempts, llm=llm, version=version, holder=holder)
 
 
 async def resolve_base(store: Store, a: Attempt) -> tuple[str, Attempt, Candidate] | None:

@@ -57,7 +57,7 @@ runner = CliRunner()
 def test_searches_table_and_json(app: typer.Typer, db: Path) -> None:
     result = runner.invoke(app, ["searches", "--db", str(db)])
     assert result.exit_code == 0, result.output
-    assert "softmax-run" in result.output and "idle" in result.output and "1.75x" in result.output
+    assert "softmax-run" in result.output and "idle" in result.output and "1.750x" in result.output
     result = runner.invoke(app, ["searches", "--db", str(db), "--json"])
     rows = json.loads(result.output)
     assert [(r["name"], r["intents"], r["open"], r["best_speedup"]) for r in rows] == [
@@ -66,8 +66,23 @@ def test_searches_table_and_json(app: typer.Typer, db: Path) -> None:
     ]
 
 
-def test_searches_on_a_new_database(app: typer.Typer, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["searches", "--db", str(tmp_path / "fresh.db")])
+def test_searches_on_a_missing_database_refuses_and_creates_nothing(app: typer.Typer, tmp_path: Path) -> None:
+    # a mistyped --db must not answer from a new, empty database
+    fresh = tmp_path / "fresh.db"
+    for args in (["searches"], ["tree", "1"]):
+        result = runner.invoke(app, [*args, "--db", str(fresh)])
+        assert result.exit_code == 2 and f"no database at {fresh}" in result.output, result.output
+        assert not fresh.exists()
+
+
+def test_searches_on_an_empty_database(app: typer.Typer, tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh.db"
+
+    async def create() -> None:
+        await (await Store.open(fresh)).close()
+
+    asyncio.run(create())
+    result = runner.invoke(app, ["searches", "--db", str(fresh)])
     assert result.exit_code == 0 and "no searches" in result.output
 
 
@@ -75,7 +90,7 @@ def test_tree_text_by_name_and_id(app: typer.Typer, db: Path) -> None:
     by_name = runner.invoke(app, ["tree", "softmax-run", "--db", str(db)])
     assert by_name.exit_code == 0, by_name.output
     assert "analysis: memory bound" in by_name.output
-    assert re.search(r"#3 \[closed\] p0\.50 d3 best 1\.75x tries 1 <-BEST online softmax", by_name.output)
+    assert re.search(r"#3 \[closed\] p0\.50 d3 best 1\.750x tries 1 <-BEST online softmax", by_name.output)
     assert "notes: one pass" in by_name.output
     by_id = runner.invoke(app, ["tree", "1", "--db", str(db)])
     assert by_id.output == by_name.output

@@ -77,11 +77,11 @@ def test_small_tree_is_shown_whole_with_notes() -> None:
     text = render_tree(nodes, {10: 1.84}, 6000)
     assert shown(text) == [1, 2, 3, 4]
     assert "analysis: softmax over rows: memory bound" in text and "notes: H200: 4.8 TB/s" in text
-    assert "#2 [closed] p0.80 d2 best 1.84x tries 3 <-BEST" in text
+    assert "#2 [closed] p0.80 d2 best 1.840x tries 3 <-BEST" in text
     assert "PINNED" in text and "notes: one pass works" in text
     assert "why: fewer barriers\n" in text and "and fewer loads" in text
     assert "not shown" not in text
-    assert text.splitlines()[0].startswith("tree: 4 nodes (1 open, 1 closed, 1 pruned); best 1.84x at #2")
+    assert text.splitlines()[0].startswith("tree: 4 nodes (1 open, 1 closed, 1 pruned); best 1.840x at #2")
 
 
 def test_large_tree_keeps_root_best_path_frontier_and_notes_within_budget() -> None:
@@ -185,7 +185,7 @@ def test_attempt_objects_are_accepted_too() -> None:
         evaluation=Evaluation(status="ok", speedup_vs_eager=2.5),
     )
     text = render_tree([mk(1, None), mk(2, 1, status="closed", best_attempt_id=5)], {5: att})
-    assert "best 2.50x" in text
+    assert "best 2.500x" in text
 
 
 def test_tree_json() -> None:
@@ -235,7 +235,7 @@ async def test_render_search_from_the_store(store: Store, search: Search) -> Non
     assert len(text) <= 1000
     assert text.startswith("search 'demo' on softmax (round 0, new)")
     assert "analysis: reduction over the last dim" in text
-    assert f"#{a.id} [closed]" in text and "best 1.90x" in text and "notes: single pass" in text
+    assert f"#{a.id} [closed]" in text and "best 1.900x" in text and "notes: single pass" in text
 
 
 # ------------------------------------------------------------------ CPU-interpreter timings rank nothing
@@ -266,7 +266,7 @@ def test_cpu_interpreter_best_is_shown_as_correct_never_as_a_speedup() -> None:
     speedups = AttemptSpeedups({5: None, 7: 1.5}, cpu_interpreted=[5])
     text = render_tree(nodes, speedups, best_attempt_id=7)
     assert f"#2 [closed] p0.50 d3 {CPU_TEXT} idea 2" in text
-    assert "#3 [closed] p0.50 d3 best 1.50x <-BEST idea 3" in text
+    assert "#3 [closed] p0.50 d3 best 1.500x <-BEST idea 3" in text
     # Attempt objects say the same: a CPU speedup of 9x is not shown and does not win the fallback.
     attempts = {
         5: cpu_attempt(5, 2, 9.0),
@@ -280,7 +280,7 @@ def test_cpu_interpreter_best_is_shown_as_correct_never_as_a_speedup() -> None:
     }
     text = render_tree(nodes, attempts)
     assert f"#2 [closed] p0.50 d3 {CPU_TEXT} idea 2" in text and "9.00x" not in text
-    assert "best 1.50x <-BEST" in text
+    assert "best 1.500x <-BEST" in text
 
 
 def test_cpu_only_tree_has_no_best_marker() -> None:
@@ -291,7 +291,7 @@ def test_cpu_only_tree_has_no_best_marker() -> None:
             text = render_tree(nodes, attempts, best_attempt_id=best)
             assert "BEST" not in text and "x " not in text.split("\n", 1)[1]
             assert text.splitlines()[0].endswith(
-                "no timed correct attempt yet; correct (CPU interpreter: not timed) at #2"
+                "no best yet: 1 correct, none timed on a GPU (at #2)"
             )
             assert f"#2 [closed] p0.50 d3 {CPU_TEXT} idea 2" in text
             data = tree_json(nodes, attempts, best_attempt_id=best)
@@ -312,9 +312,10 @@ async def test_render_search_with_cpu_interpreter_attempts(store: Store, search:
     await store.record_attempt(search.id, a.id, cand.id, cpu_attempt(1, a.id, 3.0).evaluation)
     text = await render_search(store, search.id, 1000)
     assert f"#{a.id} [" in text and f"{CPU_TEXT} tries 1 online softmax" in text
-    assert "BEST" not in text and "3.00x" not in text
+    assert "BEST" not in text and "3.000x" not in text
+    assert "no best yet: 1 correct, none timed on a GPU" in text and "no timed correct" not in text
     gpu = Evaluation(status="ok", speedup_vs_eager=1.25)
     await store.record_attempt(search.id, b.id, cand.id, gpu)
     text = await render_search(store, search.id, 1000)
-    assert "best 1.25x tries 1 <-BEST warp per row" in text and f"{CPU_TEXT} tries 1 online softmax" in text
-    assert f"best 1.25x at #{b.id}" in text
+    assert "best 1.250x tries 1 <-BEST warp per row" in text and f"{CPU_TEXT} tries 1 online softmax" in text
+    assert f"best 1.250x at #{b.id}" in text
