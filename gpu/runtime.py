@@ -62,13 +62,33 @@ class TaskRuntime:
         return None
 
     def build_candidate(
-        self, module: types.ModuleType, workload: Workload, device: str
+        self, module: types.ModuleType, workload: Workload, device: str, *, copy: bool = True
     ) -> Callable[[list], Any]:
         """A callable inputs -> output for a loaded candidate module (ModelNew / run / custom_kernel).
 
-        Raises CandidateError when the module lacks the entry point the task needs.
+        `copy=False`: a format whose calls each run on a fresh copy of the data (`copies_per_call`) calls on
+        the data itself; the caller then makes the copies (outside a timed region). Raises CandidateError
+        when the module lacks the entry point the task needs.
         """
+        if not copy and self.copies_per_call:
+            return self._impl.build_candidate(module, workload, device, copy=False)
         return self._impl.build_candidate(module, workload, device)
+
+    @property
+    def copies_per_call(self) -> bool:
+        """Whether reference and candidate calls each copy the data first (GPU MODE: data carries outputs)."""
+        return hasattr(self._impl, "build_reference_uncopied")
+
+    def build_reference_uncopied(self, workload: Workload, device: str) -> Callable[[list], Any]:
+        """The reference called on the data itself (see `build_candidate`'s `copy`)."""
+        if self.copies_per_call:
+            return self._impl.build_reference_uncopied(workload, device)
+        return self._impl.build_reference(workload, device)
+
+    def task_inputs(self, workload: Workload, device: str) -> list | None:
+        """The inputs the task's own evaluator times (its fixed seeds), for formats that have them, else None."""
+        fn = getattr(self._impl, "task_inputs", None)
+        return fn(workload, device) if fn else None
 
     def tolerance(self) -> Tolerance:
         return self.task.tolerance

@@ -194,6 +194,14 @@ def _params_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "no parameters"
 
 
+def _timing_s(st: EvalSettings) -> float:
+    """The most one benchmark call's timing loop may take: the `gpumode` protocol follows the evaluator's own
+    limits (its loop stops after 120 s; in final mode each call also draws and checks fresh inputs)."""
+    if st.timing_protocol == "gpumode":
+        return 250.0 if st.final else 130.0
+    return (8 if st.final else 3) * st.time_budget_s
+
+
 def _is_note(flag: str) -> bool:
     return flag.startswith(_NOTE_PREFIXES)
 
@@ -676,6 +684,10 @@ class LocalSandbox(Sandbox):
             if report is not None and not report.ok:
                 return self._finish(run, report, None, status="compile_error")
             env = await self._environment()
+            needs = task.extras.get("needs_gpu") if task.style == "gpumode" else None
+            if env.cpu_mode and needs:
+                run.fail("error", f"this task needs a GPU ({needs}); this machine has none")
+                return self._finish(run, await static, env)
             if env.cpu_mode and candidate.language != "triton":
                 report = await static
                 if not report.ok:
@@ -890,17 +902,20 @@ class LocalSandbox(Sandbox):
     def _baseline_key(self, task: Task, wl: str, kind: str, env: Environment, st: EvalSettings) -> str:
         # the eager baseline has no mode: every compile mode shares it
         how = f"compile[{st.compile_mode}]" if kind == "compile" else kind
+        protocol = "" if st.timing_protocol == "ksearch" else f":protocol={st.timing_protocol}"
         return (
             f"baseline:{BASELINE_VERSION}:{how}:{task.name}:{self._fingerprint(task)}:{wl}:{env.key()}:"
-            f"flush={st.flush_l2}:sets={st.input_sets}:budget={st.time_budget_s}"
+            f"flush={st.flush_l2}:sets={st.input_sets}:budget={st.time_budget_s}{protocol}"
         )
 
     async def _measure_baseline(
         self, w: WorkerProcess, run: _Run, wl: str, kind: str, key: str
     ) -> dict[str, Any] | None:
         st = run.settings
-        timeout = self.build_timeout_s if kind == "compile" else self.call_timeout_s + 3 * st.time_budget_s
         base_settings = st.model_copy(update={"final": False})
+        timeout = (
+            self.build_timeout_s if kind == "compile" else self.call_timeout_s + _timing_s(base_settings)
+        )
         try:
             reply = await w.call(
                 "benchmark", {"workload": wl, "settings": base_settings.model_dump(), "which": kind}, timeout
@@ -960,7 +975,7 @@ class LocalSandbox(Sandbox):
         measured: list[tuple[str, dict[str, Any]]] = []
         for i, wl in enumerate(names):
             await say(f"timing: {wl}", 0.5 + 0.4 * i / len(names))
-            timeout = self.call_timeout_s + (8 if st.final else 3) * st.time_budget_s
+            timeout = self.call_timeout_s + _timing_s(st)
             reply = await self._call(
                 w,
                 run,
@@ -987,6 +1002,7 @@ class LocalSandbox(Sandbox):
                 workload=wl,
                 device=res["device"],
                 median_us=med,
+                mean_us=res.get("mean_us"),
                 iqr_us=res["iqr_us"],
                 ci_low_us=res["ci_low_us"],
                 ci_high_us=res["ci_high_us"],

@@ -10,6 +10,9 @@ A separate short loop without flushing, synchronized before each call, gives the
 cross-check: a call whose host time far exceeds its event time did work the events did not see.
 
 CPU (Triton interpreter): a few perf_counter timings, labelled "cpu-interpreter".
+
+`time_like_gpumode` is the other protocol (EvalSettings.timing_protocol "gpumode"): the benchmark loop of
+GPU MODE's eval.py, so that a time can be compared with what that evaluator reports (its mean).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class TimingResult:
     device: str
     summary: Summary
     samples_us: list[float]
+    mean_us: float | None = None
     host_median_us: float | None = None
     event_median_synced_us: float | None = None
     flags: list[str] = field(default_factory=list)
@@ -46,6 +50,7 @@ class TimingResult:
         return {
             "device": self.device,
             "median_us": s.median,
+            "mean_us": self.mean_us if self.mean_us is not None else _mean(self.samples_us),
             "iqr_us": s.iqr,
             "ci_low_us": s.ci_low,
             "ci_high_us": s.ci_high,
@@ -146,6 +151,96 @@ def time_gpu(
     _host_check(fn, input_sets, result, before_each)
     result.wall_s = _perf() - t_start
     return result
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+class GpuModeL2Clear:
+    """GPU MODE's clear_l2_cache: 256 MB of int64 filled with 42 (same size and kernel; the buffer is kept)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.buf = torch.empty((32, 1024, 1024), dtype=torch.int64, device=device)
+
+    def __call__(self) -> None:
+        self.buf.fill_(42)
+
+
+def time_like_gpumode(
+    fn: Callable[[list[Any]], Any],
+    inputs_for: Callable[[int], list[Any]],
+    *,
+    copy: Callable[[list[Any]], list[Any]],
+    check: Callable[[list[Any], Any], str | None] | None,
+    fresh_each: bool = False,
+    timer: str = "events",
+    clear_l2: Callable[[], None] | None = None,
+    max_repeats: int = 100,
+    max_time_s: float = 10.0,
+    rel_err_stop: float = 0.001,
+    wall_s: float = 120.0,
+) -> tuple[TimingResult, str | None]:
+    """Time `fn(inputs)` as GPU MODE's eval.py benchmarks a test; returns the timing and the first failed
+    check's message (None when every check passed).
+
+    `inputs_for(0)` is the data; one untimed call on it is checked (`check(copy taken before the call,
+    output)`), then each timed call runs on the data itself (no copy) right after a synchronize: a CUDA event
+    pair around the call then a synchronize (`timer="events"`), or the host clock around the call and a
+    synchronize (`"host"`), with `clear_l2` between the synchronize and the start where the evaluator flushes.
+    `fresh_each` (its leaderboard mode): new data `inputs_for(i + 1)` for every call, each output checked.
+    Stops after `max_repeats` calls, or from the third call on once the standard error of the mean is below
+    `rel_err_stop` of it, the calls add up to `max_time_s`, or `wall_s` has passed."""
+    t_start = _perf()
+    data = inputs_for(0)
+    keep = copy(data) if check is not None else None
+    out = fn(data)
+    _sync()
+    failure = check(keep, out) if check is not None and keep is not None else None
+    del out
+    samples: list[float] = []
+    loop_start = _perf()
+    for i in range(max_repeats):
+        if fresh_each:
+            data = inputs_for(i + 1)
+            keep = copy(data) if check is not None else None
+        _sync()
+        if clear_l2 is not None:
+            clear_l2()
+        if timer == "host":
+            t0 = _perf()
+            out = fn(data)
+            _sync()
+            samples.append((_perf() - t0) * 1e6)
+        else:
+            s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+            s.record()
+            out = fn(data)
+            e.record()
+            _sync()
+            samples.append(s.elapsed_time(e) * 1000.0)
+        if fresh_each and check is not None and keep is not None and failure is None:
+            failure = check(keep, out)
+        del out
+        if i > 1:
+            n = len(samples)
+            mean = sum(samples) / n
+            std = (sum((x - mean) ** 2 for x in samples) / (n - 1)) ** 0.5
+            if (
+                std / n**0.5 < rel_err_stop * mean
+                or mean * n > max_time_s * 1e6
+                or _perf() - loop_start > wall_s
+            ):
+                break
+    result = TimingResult(
+        device=torch.cuda.get_device_name(),
+        summary=summarize(samples),
+        samples_us=samples,
+        mean_us=_mean(samples),
+    )
+    _host_check(fn, [data], result, None)
+    result.wall_s = _perf() - t_start
+    return result, failure
 
 
 def _synced(fn: Callable[[], Any]) -> tuple[float, float]:

@@ -136,6 +136,15 @@ CPU_INTERPRETER = "cpu-interpreter"
 """The device name of timings taken in the Triton CPU interpreter (no GPU): they show that code runs,
 not how fast it is, so they never rank candidates."""
 
+TimingProtocol = Literal["ksearch", "gpumode"]
+"""How calls are timed. `ksearch`: L2 flushed and the launch covered before each call, inputs rotated among
+several sets (a per-call copy of GPU MODE data made outside the timed region), median with a confidence
+interval. `gpumode`: as a GPU MODE task folder's own eval.py times a benchmark (one input set from the task's
+seeds, the first call untimed and checked, then up to 100 calls each between a synchronize and CUDA events or
+the host clock, the L2 flushed only where that eval.py flushes it, stopping at its error bound; in final mode
+fresh inputs and a check for every call, as its leaderboard mode): the statistic it reports is the mean
+(`WorkloadTiming.mean_us`). Cheat checks run in both."""
+
 CompileMode = Literal["default", "max-autotune", "max-autotune-no-cudagraphs"]
 """torch.compile's `mode` for the torch.compile baseline. The baseline is always what a user gets by
 compiling for that one shape: static (`dynamic=False`), a fresh compile per workload. `max-autotune`
@@ -157,6 +166,7 @@ class WorkloadTiming(Strict):
     workload: str
     device: str  # "NVIDIA H200" or "cpu-interpreter": CPU timings are never compared with GPU ones
     median_us: float
+    mean_us: float | None = None  # what GPU MODE's evaluator reports (the `gpumode` timing protocol)
     iqr_us: float
     ci_low_us: float  # confidence interval of the median
     ci_high_us: float
@@ -216,6 +226,7 @@ class EvalSettings(Strict):
     flush_l2: bool = True
     final: bool = False  # final-evaluation mode: fresh inputs for each timed call, re-checked
     compile_mode: CompileMode = "default"  # the torch.compile baseline's mode (static, per workload)
+    timing_protocol: TimingProtocol = "ksearch"
 
 
 EvaluationStatus = Literal[

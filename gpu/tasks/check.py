@@ -1,4 +1,5 @@
-"""Run a task's reference once on the CPU at its smoke workload and look for a degenerate rule.
+"""Run a task's reference once at its smoke workload (on the CPU; on the GPU for a task that needs one) and
+look for a degenerate rule.
 
 Meant to run in its own process (it imports torch), so the CLI that asks stays light:
 
@@ -29,6 +30,10 @@ class CheckReport(BaseModel):
     # trivial answers the rule accepts on the task's own inputs, which the probe on signed inputs rejects
     probed: list[str] = Field(default_factory=list)
     error: str | None = None
+    # why the reference cannot run without a GPU (GPU MODE references that put tensors on CUDA): on a machine
+    # without one the check does not run and says this instead of failing inside torch
+    needs_gpu: str | None = None
+    device: str = "cpu"
 
 
 def run_check(ref: str, workloads: str | None = None, seed: int = 0) -> CheckReport:
@@ -45,11 +50,19 @@ def run_check(ref: str, workloads: str | None = None, seed: int = 0) -> CheckRep
 
     task = load_task(ref, workloads=workloads)
     wl = task.smoke()
-    report = CheckReport(task=task.name, workload=wl.name)
+    report = CheckReport(task=task.name, workload=wl.name, needs_gpu=task.extras.get("needs_gpu"))
+    if report.needs_gpu:
+        if not torch.cuda.is_available():
+            report.error = (
+                f"this task needs a GPU ({report.needs_gpu}); this machine has none, so the check did not run"
+            )
+            return report
+        report.device = "cuda"
+    device = report.device
     try:
         rt = TaskRuntime(task)
-        inputs = rt.make_inputs(wl, seed, "cpu")
-        fn = rt.build_reference(wl, "cpu")
+        inputs = rt.make_inputs(wl, seed, device)
+        fn = rt.build_reference(wl, device)
         start = time.perf_counter()
         with torch.no_grad():
             out = as_outputs(fn(inputs))

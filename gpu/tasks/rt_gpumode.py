@@ -4,6 +4,13 @@ GPU MODE data often carries output buffers, so both the reference and the candid
 fresh copy of the data on every call: neither can see the other's answer, and the original
 stays pristine for `check_implementation(data, output)`. The copy is part of both timings.
 
+Inputs are built as GPU MODE's evaluator builds them: generate_input(**params) with the workload's params
+(already in the evaluator's types, see gpu/tasks/gpumode.py), outside any device context, the `seed`
+parameter combined with the trial's seed the way the evaluator combines it with its secret seed; torch,
+numpy and `random` are seeded with that same number (the evaluator never seeds its worker's global
+generators, so weights drawn from them depend on torch's default seeds and what ran before; here they follow
+the seed).
+
 Candidates import the folder's helper modules (`from task import input_t`), so constructing this
 runtime makes them importable in the process: the folder goes on sys.path and modules that
 task.yml maps from elsewhere (utils.py from ../utils.py) are loaded under their names.
@@ -53,13 +60,28 @@ class GpuModeRuntime:
         self._last: dict[str, list] = {}
 
     def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
-        gen = self.reference.generate_input
+        """Fresh inputs for a trial: the workload's own seed combined with `seed`."""
         params = dict(workload.params)
+        own = params.get("seed")
+        mixed = combine_seeds(own, seed) if isinstance(own, int) and not isinstance(own, bool) else seed
+        return self._generate(workload, params, mixed, device)
+
+    def task_inputs(self, workload: Workload, device: str) -> list:
+        """The inputs GPU MODE's evaluator benchmarks outside ranked runs: the workload's seed as it stands."""
+        params = dict(workload.params)
+        own = params.get("seed")
+        return self._generate(workload, params, own if isinstance(own, int) else 0, device)
+
+    def _generate(self, workload: Workload, params: dict[str, Any], seed: int, device: str) -> list:
+        gen = self.reference.generate_input
+        why = self.task.extras.get("needs_gpu")
+        if why and torch.device(device).type != "cuda":
+            raise TaskError(f"task {self.task.name!r} needs a GPU: {why}; this machine runs it on the CPU")
         if "seed" in inspect.signature(gen).parameters or "seed" in params:
             params["seed"] = seed
         # An output buffer the generator leaves uninitialised (torch.empty) holds NaN, not whatever an
         # earlier evaluation left in that memory: with the same seed, possibly the very answer.
-        with torch.device(device), poisoned_allocations("nan"):
+        with poisoned_allocations("nan"):
             seed_everything(seed)
             data = gen(**params)
         inputs = [to_device(data, device)]
@@ -67,10 +89,10 @@ class GpuModeRuntime:
         return inputs
 
     @staticmethod
-    def _runner(fn: Callable[[Any], Any]) -> Callable[[list], Any]:
+    def _runner(fn: Callable[[Any], Any], copy: bool = True) -> Callable[[list], Any]:
         def call(inputs: list) -> Any:
             with torch.no_grad():
-                return as_result(fn(clone_data(inputs[0])))
+                return as_result(fn(clone_data(inputs[0]) if copy else inputs[0]))
 
         return call
 
@@ -78,13 +100,17 @@ class GpuModeRuntime:
         return self._runner(self.reference.ref_kernel)
 
     def build_candidate(
-        self, module: types.ModuleType, workload: Workload, device: str
+        self, module: types.ModuleType, workload: Workload, device: str, copy: bool = True
     ) -> Callable[[list], Any]:
+        """`copy=False`: called on the data itself, as GPU MODE's evaluator times it (the caller copies)."""
         fn = getattr(module, "custom_kernel", None)
         if fn is None:
             raise CandidateError("the candidate defines no `custom_kernel(data)`; it receives the data that "
                                  "generate_input returns and returns the output")  # fmt: skip
-        return self._runner(fn)
+        return self._runner(fn, copy)
+
+    def build_reference_uncopied(self, workload: Workload, device: str) -> Callable[[list], Any]:
+        return self._runner(self.reference.ref_kernel, copy=False)
 
     def check(
         self, got: Any, expected: Any, workload: Workload, inputs: list | None = None
@@ -111,6 +137,14 @@ class GpuModeRuntime:
 
     def cost(self, workload: Workload) -> Cost | None:
         return None
+
+
+def combine_seeds(task_seed: int, secret: int) -> int:
+    """One seed from the task's public seed and a secret one, as GPU MODE's evaluator forms its ranked seeds
+    (the Cantor pairing: a large secret gives a large result whatever the small public seed), kept below
+    2**63 so that torch and numpy accept it."""
+    a, b = abs(task_seed), abs(secret)
+    return (a + (a + b) * (a + b + 1) // 2) % 2**63
 
 
 def _verdict(result: Any) -> tuple[bool, str]:

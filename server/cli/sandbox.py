@@ -56,6 +56,13 @@ def _header(ev: Evaluation, settings: EvalSettings, timing: bool) -> list[str]:
             "timing: a few host-clock timings of the Triton interpreter per workload: functional only, "
             "never comparable with GPU timings"
         )
+    elif timing and settings.timing_protocol == "gpumode":
+        means = ", ".join(f"{t.workload} {t.mean_us:.1f} us" for t in ev.timings if t.mean_us is not None)
+        lines.append(
+            "timing: as the task's GPU MODE evaluator times (one data set from its seeds, the first call checked, "
+            "up to 100 calls on that data between a synchronize and CUDA events); its statistic, the mean: "
+            + (means or "none")
+        )
     elif timing:
         flush = "L2 flushed before each call, " if settings.flush_l2 else ""
         lines.append(
@@ -94,6 +101,14 @@ def eval_file(
     profile: Annotated[
         bool, typer.Option("--profile", help="Also run Nsight Compute on the first workload")
     ] = False,
+    timing_protocol: Annotated[
+        str,
+        typer.Option(
+            "--timing",
+            help="ksearch (L2 flushed, launch covered, rotated inputs, median) | gpumode (as a GPU MODE "
+            "task's own eval.py times: reports its mean)",
+        ),
+    ] = "ksearch",
 ) -> None:
     """Evaluate one candidate file: compile, check against the reference, and time it."""
     from gpu.sandbox import LocalSandbox
@@ -121,6 +136,8 @@ def eval_file(
         source, lang = converted.source, converted.language
         if not as_json:
             err_console.print(converted.how, highlight=False, markup=False)
+    if timing_protocol not in ("ksearch", "gpumode"):
+        raise fail(f"unknown timing protocol {timing_protocol!r}; accepted: ksearch, gpumode")
     names = [w.name for w in t.workloads]
     if workload:
         unknown = [w for w in workload if w not in names]
@@ -134,7 +151,10 @@ def eval_file(
             if not chosen:
                 chosen = [t.smoke().name] if sb.cpu_mode else [w.name for w in t.by_split("search")]
             settings = EvalSettings(
-                seed=seed if seed is not None else secrets.randbits(31), trials=trials, workloads=chosen
+                seed=seed if seed is not None else secrets.randbits(31),
+                trials=trials,
+                workloads=chosen,
+                timing_protocol=timing_protocol,  # type: ignore[arg-type]
             )
 
             async def progress(msg: str, frac: float) -> None:

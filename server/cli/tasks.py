@@ -84,6 +84,9 @@ def _warnings(task: Task) -> list[str]:
         notes.append("no cost model (COST): roofline fractions will not be reported")
     if not task.by_split("heldout"):
         notes.append("no held-out workload: the final evaluation sees only the search shapes")
+    if task.extras.get("needs_gpu"):
+        notes.append(f"needs a GPU: {task.extras['needs_gpu']}")
+    notes += [str(n) for n in task.extras.get("notes") or []]
     return notes
 
 
@@ -183,8 +186,11 @@ def _print_task(task: Task, tunables: dict[str, dict[str, object]]) -> None:
         table.add_row(w.name, w.split, _params(w))
     print_table(table)
     if task.style == "gpumode":
+        given = (
+            "" if task.extras.get("ranking_declared", True) else " (GPU MODE's default: task.yml names none)"
+        )
         console.print(
-            f"correctness: the task's own check_implementation; ranking by {task.extras.get('ranking_by')}"
+            f"correctness: the task's own check_implementation; ranking by {task.extras.get('ranking_by')}{given}"
         )
     else:
         atol, rtol = task.tolerance.for_dtype(task.dtype)
@@ -200,11 +206,13 @@ def _print_task(task: Task, tunables: dict[str, dict[str, object]]) -> None:
 
 def _print_check(checked: dict[str, object]) -> None:
     if not checked.get("ok"):
-        err_console.print(f"[red]check failed:[/red] {checked.get('error')}")
+        what = "check not run" if checked.get("needs_gpu") else "check failed"
+        err_console.print(f"[red]{what}:[/red] {checked.get('error')}")
         return
     outs = ", ".join(f"{o['dtype']}{o['shape']}" for o in checked.get("outputs", []))  # type: ignore[union-attr]
+    where = "the GPU" if checked.get("device") == "cuda" else "the CPU"
     console.print(
-        f"check: reference ran on the CPU on {checked['workload']!r} in {checked['seconds']:.3f} s → {outs}"
+        f"check: reference ran on {where} on {checked['workload']!r} in {checked['seconds']:.3f} s → {outs}"
     )
     warnings = checked.get("warnings") or []
     probed = checked.get("probed") or []
