@@ -11,33 +11,55 @@ from itertools import groupby
 
 from server.web.html import Markup, h, join
 from worldmodel.models import Attempt
+from worldmodel.render import fmt_speedup
 
 WIDTH, HEIGHT = 1000, 210
 LEFT, RIGHT, TOP, BOTTOM = 46, 14, 16, 34
 
 
-def _nice_step(span: float, target_ticks: int = 5) -> float:
-    raw = span / max(target_ticks, 1)
-    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
-    for m in (1, 2, 2.5, 5, 10):
-        if m * mag >= raw:
-            return m * mag
-    return 10 * mag
+def _ticks(lo: float, hi: float) -> list[float]:
+    """Round values between lo and hi for a log axis: 1-2-5 per decade, finer when the range is narrow."""
+    for mults in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)):
+        ticks = [
+            m * 10.0**e
+            for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+            for m in mults
+            if lo <= m * 10.0**e <= hi
+        ]
+        if len(ticks) >= 3:
+            break
+    while len(ticks) > 8:  # keep every other one (1x stays: it is the eager line)
+        keep = ticks.index(1.0) % 2 if 1.0 in ticks else 0
+        ticks = ticks[keep::2]
+    return ticks
 
 
 def _fmt(x: float) -> str:
-    return f"{x:.2f}".rstrip("0").rstrip(".") if x < 10 else f"{x:.0f}"
+    return f"{x:.3g}"
 
 
 def _label(a: Attempt) -> str:
     ev = a.evaluation
     where = f"node #{a.node_id}" if a.node_id is not None else "no node"
-    what = f"{a.speedup:.3f}x vs eager" if a.speedup is not None else (ev.status if ev else "not evaluated")
+    if _ranks(a):
+        what = f"{fmt_speedup(a.speedup)} vs eager" if a.speedup is not None else "correct"
+    elif ev is not None and ev.status == "ok" and ev.cpu_interpreted:
+        what = "correct (CPU interpreter: not timed)"
+    else:
+        what = ev.status if ev else "not evaluated"
     return f"attempt #{a.id} · round {a.round} · {where} · {a.author} · {what}"
 
 
+def _ranks(a: Attempt) -> bool:
+    return a.evaluation is not None and a.evaluation.ranks and a.speedup is not None
+
+
 def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
-    """SVG of speedup vs eager per attempt (in order), the running best, and the search's best ringed."""
+    """SVG of speedup vs eager per attempt (in order), the running best, and the search's best ringed.
+
+    The y axis is logarithmic and fitted to the data (0.05x and 0.4x are as far apart as 1x and 8x), with
+    the eager line (1x) always in view. Only correct GPU-timed attempts are plotted as speedups: a correct
+    attempt timed on the CPU interpreter is a hollow mark on the floor, a failed one a cross."""
     atts = sorted(attempts, key=lambda a: a.id)
     if not atts:
         return h(
@@ -52,16 +74,16 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
         )
     n = len(atts)
     pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    speeds = [a.speedup for a in atts if a.speedup is not None]
-    ymax = max([1.0, *speeds]) * 1.12
-    step = _nice_step(ymax)
-    ymax = math.ceil(ymax / step) * step
+    speeds = [a.speedup for a in atts if _ranks(a) and a.speedup is not None and a.speedup > 0]
+    lo, hi = min([1.0, *speeds]) / 1.3, max([1.0, *speeds]) * 1.3
+    floor = TOP + ph - 5  # where marks without a speedup sit
 
     def x(i: int) -> float:
         return LEFT + (i + 0.5) * pw / n
 
     def y(v: float) -> float:
-        return TOP + ph * (1 - v / ymax)
+        frac = (math.log(max(v, lo)) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return TOP + (ph - 12) * (1 - frac)
 
     parts: list[Markup] = []
     # Round bands, alternating shade, labelled when wide enough.
@@ -95,9 +117,8 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
                 )
             )
         i0 += cnt
-    # Horizontal grid with speedup labels; the eager line (1x) dashed.
-    v = 0.0
-    while v <= ymax + 1e-9:
+    # Horizontal grid with speedup labels (log scale); the eager line (1x) dashed.
+    for v in _ticks(lo, hi):
         parts.append(
             h(
                 "line",
@@ -111,7 +132,6 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
                 f"{_fmt(v)}x",
             )
         )
-        v += step
     parts.append(
         h(
             "line",
@@ -122,7 +142,7 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
     pts: list[str] = []
     best: float | None = None
     for i, a in enumerate(atts):
-        if a.speedup is not None and (best is None or a.speedup > best):
+        if _ranks(a) and a.speedup is not None and (best is None or a.speedup > best):
             if best is not None:
                 pts.append(f"{x(i):.1f},{y(best):.1f}")
             best = a.speedup
@@ -138,7 +158,8 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
     for i, a in enumerate(atts):
         tip = h("title", None, _label(a))
         cls = "human" if a.author == "human" else "auto"
-        if a.speedup is not None:
+        ev = a.evaluation
+        if _ranks(a) and a.speedup is not None:
             parts.append(
                 h(
                     "circle",
@@ -160,8 +181,22 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
                         h("title", None, "search best: " + _label(a)),
                     )
                 )
+        elif ev is not None and ev.status == "ok":  # correct, but no speedup that ranks (CPU interpreter)
+            parts.append(
+                h(
+                    "circle",
+                    {
+                        "class": "pt-cpu",
+                        "cx": f"{x(i):.1f}",
+                        "cy": f"{floor:.1f}",
+                        "r": 3.2,
+                        "data-attempt": a.id,
+                    },
+                    tip,
+                )
+            )
         else:
-            cx, cy = x(i), y(0) - 5
+            cx, cy = x(i), floor
             d = f"M{cx - 3:.1f},{cy - 3:.1f}L{cx + 3:.1f},{cy + 3:.1f}M{cx - 3:.1f},{cy + 3:.1f}L{cx + 3:.1f},{cy - 3:.1f}"
             # inconclusive (the CPU interpreter ran out of time) is greyed: it did not fail
             fail = (

@@ -205,14 +205,16 @@
     const row = ev.target.closest(".attempt-row[data-attempt]");
     if (row && ev.key === "Enter") selectAttempt(Number(row.dataset.attempt));
   });
-  $("#chart").addEventListener("click", async (ev) => {
-    const pt = ev.target.closest("[data-attempt]");
-    if (!pt) return;
-    const id = Number(pt.dataset.attempt);
+  // An attempt by id alone (a chart point, a #attempt=N link): open its node, then the attempt.
+  async function openAttempt(id) {
     const d = await getJSON(`${API}/attempts/${id}`).catch(() => null);
     if (d === null) return;
     const v = await getJSON(`${API}/view`).catch(() => null);
     await selectNode(d.node_id !== null ? d.node_id : v.search.root_id, id);
+  }
+  $("#chart").addEventListener("click", async (ev) => {
+    const pt = ev.target.closest("[data-attempt]");
+    if (pt) await openAttempt(Number(pt.dataset.attempt));
   });
 
   $("#set-prio").addEventListener("click", () => {
@@ -267,6 +269,7 @@
     const node = Number(hash.get("node"));
     const attempt = Number(hash.get("attempt"));
     if (node) await selectNode(node, attempt || undefined);
+    else if (attempt) await openAttempt(attempt);
     else if (st.node !== null) await selectNode(st.node);
     loop();
   })();

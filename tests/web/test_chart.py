@@ -1,0 +1,53 @@
+"""The score chart: a log axis fitted to the data, and CPU-interpreter attempts never drawn as speedups."""
+
+from __future__ import annotations
+
+import re
+
+from server.web.chart import HEIGHT, score_chart
+from worldmodel.models import Attempt, Evaluation, WorkloadTiming
+
+
+def _attempt(aid: int, speedup: float, device: str = "NVIDIA H200") -> Attempt:
+    t = WorkloadTiming(
+        workload="w",
+        device=device,
+        median_us=10.0,
+        iqr_us=0.1,
+        ci_low_us=9.9,
+        ci_high_us=10.1,
+        n=50,
+        speedup_vs_eager=speedup,
+    )
+    ev = Evaluation(status="ok", speedup_vs_eager=speedup, timings=[t])
+    return Attempt(id=aid, search_id=1, node_id=2, round=1, candidate_id="c", evaluation=ev)
+
+
+def _dots(svg: str) -> dict[int, float]:
+    """attempt id -> the y of its dot."""
+    return {
+        int(a): float(cy)
+        for cy, a in re.findall(
+            r'class="pt [^"]*" cx="[\d.]+" cy="([\d.]+)" r="3.6" data-attempt="(\d+)"', svg
+        )
+    }
+
+
+def test_small_speedups_spread_over_the_plot_on_a_log_axis() -> None:
+    svg = str(score_chart([_attempt(1, 0.05), _attempt(2, 0.4), _attempt(3, 0.2)], best_attempt_id=2))
+    dots = _dots(svg)
+    assert set(dots) == {1, 2, 3}
+    # 0.05x and 0.4x are three doublings apart: far apart on the plot, not both on the floor
+    assert dots[1] - dots[2] > (HEIGHT - 50) / 3
+    assert dots[3] < dots[1] and dots[3] > dots[2]
+    ticks = re.findall(r">([\d.]+)x</text>", svg)
+    assert "0.1" in ticks and "1" in ticks and "1.25" not in ticks
+
+
+def test_cpu_interpreter_attempts_are_marks_not_speedups() -> None:
+    svg = str(
+        score_chart([_attempt(1, 1.5), _attempt(2, 0.001, device="cpu-interpreter")], best_attempt_id=1)
+    )
+    assert set(_dots(svg)) == {1}
+    assert 'class="pt-cpu"' in svg and 'data-attempt="2"' in svg
+    assert "correct (CPU interpreter: not timed)" in svg and "0.001x" not in svg
