@@ -85,7 +85,7 @@ def test_html_report_is_self_contained_and_escaped(
 def test_export_refusals(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     db, _ = demo
     for args, needle in [
-        (("--json", "--html"), "not both"),
+        (("--json", "--html"), "give one of --json, --html or --solution"),
         (("-o", tmp_path), "is a directory"),
         (("-o", tmp_path / "no" / "such" / "x.json"), "does not exist"),
     ]:
