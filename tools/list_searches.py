@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from tools.workspace import Workspace
+from worldmodel import runs
 
 
 class SearchRow(BaseModel):
@@ -21,6 +22,7 @@ class SearchRow(BaseModel):
 
 async def list_searches(ws: Workspace) -> list[SearchRow]:
     rows = []
+    holders = await runs.holders(ws.store)  # a search whose run died reads as interrupted, not running
     for s in await ws.store.list_searches():
         speedups = await ws.store.attempt_speedups(s.id)  # id -> speedup: no evaluation JSON to load
         rows.append(
@@ -28,7 +30,7 @@ async def list_searches(ws: Workspace) -> list[SearchRow]:
                 id=s.id,
                 name=s.name,
                 task=s.task,
-                status=s.status,
+                status=runs.shown_status(s, holders.get(s.id)),
                 round=s.round,
                 policy=s.config.policy,
                 attempts=len(speedups),
