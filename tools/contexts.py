@@ -115,9 +115,10 @@ async def base_source(ws: Workspace, s: Search, node: Node) -> tuple[str, Attemp
     """The code an intent starts from: the base fixed when its refine phase was claimed, else the best
     attempt on its path, else the task's seed; "" when the task has none (write from scratch)."""
     rnd, base_id = await loop.refine_start(ws, node)
-    att = (await ws.store.get_attempt(base_id) if base_id is not None else None) if rnd is not None else None
-    if rnd is None:
+    if rnd is None:  # never claimed: its path's best
         att = await base_attempt(ws, node)
+    else:
+        att = await ws.store.get_attempt(base_id) if base_id is not None else None
     if att is not None:
         return (await ws.store.get_candidate(att.candidate_id)).source, att
     return ws.task(s.task).seeds.get(s.config.language, ""), None

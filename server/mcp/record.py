@@ -79,7 +79,7 @@ class HostRecorder:
             if self._update is not None:
                 self._update["edits"] += [e.model_dump(mode="json", exclude_none=True) for e in edits]
             elif not self._claimed:
-                root = await ws.store.root(await _search_id(ws, args["search"]))
+                root = await ws.store.root((await ws.search(args["search"])).id)
                 for e in edits:
                     if e.op == "update" and e.node_id == root.id and e.notes:
                         self._init = self._init or {"analysis": "", "intents": []}
@@ -88,7 +88,3 @@ class HostRecorder:
             cand = await ws.store.get_candidate(out.candidate_id)
             node = await ws.store.get_node(args["node_id"])
             self._write("write_code", {"source": cand.source, "language": cand.language}, intent=node.title)
-
-
-async def _search_id(ws: Workspace, ref: int | str) -> int:
-    return (await ws.search(ref)).id
