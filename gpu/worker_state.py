@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from gpu import checking, faults, guard, hardware, timing
+from gpu.kernel_names import ran_own_kernel
 from gpu.task import Task
 from gpu.tasks.rt_common import clone_data
 from worldmodel.models import EvalSettings
@@ -610,7 +611,7 @@ class WorkerState:
             return [
                 "no_kernel_ran: a call launched no GPU kernel at all (a cached or host-side result?)"
             ], True
-        if not any(o in k for k in launched for o in own):
+        if not ran_own_kernel(launched, own):  # exact identifiers, not substrings
             # defining no kernel is no cheat (it is labelled pure PyTorch); defining one and not running it is
             flags = (
                 [

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.anyio
+# every test here asserts what the Triton interpreter does (device, timings, hardware facts)
+pytestmark = [pytest.mark.anyio, pytest.mark.cpu]
 
 
 async def test_good_candidate_is_ok_and_timed(sandbox, affine, cand, st) -> None:
