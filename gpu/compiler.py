@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu import cudasrc, jail, occupancy, tamper
+from gpu.procs import communicate_or_kill
 from gpu.scrub import scrubbed_env
 from worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
 
@@ -345,10 +346,9 @@ class StaticCompiler:
                 start_new_session=True,
             )
             try:
-                out, _ = await asyncio.wait_for(proc.communicate(), self.timeout_s)
+                # a cancelled compile (Ctrl-C, an abandoned attempt) kills nvcc and its ptxas too
+                out = await communicate_or_kill(proc, self.timeout_s)
             except TimeoutError:
-                os.killpg(proc.pid, 9)
-                await proc.wait()
                 return UnitResult(
                     False,
                     "",

@@ -192,6 +192,7 @@ def unavailable_reason() -> str | None:
             text=True,
             timeout=30,
             cwd=Path(__file__).resolve().parent.parent,
+            start_new_session=True,  # its own group: a Ctrl-C at the terminal is the driver's, not the probe's
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"the isolation probe failed: {e}"

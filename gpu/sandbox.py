@@ -31,6 +31,7 @@ from gpu import interp_watch, jail, ncu, occupancy
 from gpu.compiler import StaticCompiler
 from gpu.kvcache import JsonFileCache, KVCache
 from gpu.pool import WorkerError, WorkerPool, WorkerProcess, compiler_cache_env
+from gpu.procs import communicate_or_kill
 from gpu.scrub import scrubbed_env
 from gpu.stats import geomean
 from gpu.task import Task, TaskError
@@ -1214,10 +1215,8 @@ class LocalSandbox(Sandbox):
             start_new_session=True,
         )
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), self.build_timeout_s)
+            out = await communicate_or_kill(proc, self.build_timeout_s)  # cancelled: the group is killed
         except TimeoutError:
-            os.killpg(proc.pid, 9)
-            await proc.wait()
             raise SandboxError(
                 f"{Path(cmd[0]).name} did not finish within {self.build_timeout_s:.0f} s"
             ) from None
