@@ -76,7 +76,10 @@ class CandidateJob(BaseModel):
         max_length=1000,
         description="Task name or path, for work outside any search. Exactly one of `search` or `task`",
     )
-    candidate: CandidateRef
+    candidate: CandidateRef = Field(
+        description="The candidate: exactly one of its `source`, a `candidate_id` from an earlier submission, "
+        "`seed: true` (the task's seed) or `solution_json`, with its `language`"
+    )
 
 
 class MeasuredJob(CandidateJob):

@@ -14,7 +14,11 @@ class GetTreeIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     search: int | str = Field(description="Search id or name")
-    format: Literal["text", "json", "mermaid"] = Field("text")
+    format: Literal["text", "json", "mermaid"] = Field(
+        "text",
+        description="text: compact view for reading (notes, best path, open frontier; within budget_chars) | "
+        "json: every node and its attempts as data | mermaid: a flowchart of the tree",
+    )
     budget_chars: int = Field(6000, ge=500, le=200_000, description="Hard size budget of the text view")
 
 

@@ -15,9 +15,16 @@ class ProposeIntentsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     search: int | str = Field(description="Search id or name")
-    intents: list[IntentSpec] = Field(min_length=1, max_length=50)
+    intents: list[IntentSpec] = Field(
+        min_length=1,
+        max_length=50,
+        description="The intents to add (1-50), each under its parent_id (default: the root); added all or "
+        "none",
+    )
     author: str = Field("human", min_length=1, max_length=80, description="human | llm:<model> | tuner")
-    reason: str = Field("", max_length=2000)
+    reason: str = Field(
+        "", max_length=2000, description="Why these intents are proposed; kept in the edit log with each one"
+    )
 
 
 async def propose_intents(ws: Workspace, inp: ProposeIntentsIn) -> list[Node]:
