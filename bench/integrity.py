@@ -3,7 +3,7 @@
     python bench/integrity.py --out bench/results/integrity-h200.json
 
 Uses the GPU when one is visible, otherwise the Triton CPU interpreter (GPU-only cases are then
-listed as skipped, never as caught). Writes a JSON list of {case, caught, status, reason}: `status`
+listed as skipped, never as caught). Writes a JSON list of {case, caught, status, reason, caught_by}: `status`
 is the evaluation's status ("skipped" when the case could not run here), `reason` what the
 evaluator said. The cases and the rule for "caught" are those of tests/adversarial.
 """
@@ -62,6 +62,8 @@ async def run_all(out: Path, only: list[str]) -> list[dict[str, Any]]:
                     )
                     caught, reason = verdict(case, ev)
                     row |= {"caught": caught, "status": ev.status, "reason": reason}
+                    # which check of the output's values failed it, where one did (poison, tolerance, ...)
+                    row["caught_by"] = next((c.caught_by for c in ev.correctness if not c.passed), None)
                 row["device"] = "gpu" if gpu else "cpu-interpreter"
                 row["seconds"] = round(time.perf_counter() - t0, 2)
                 rows.append(row)

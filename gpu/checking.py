@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from gpu.task import Tolerance
 
@@ -48,13 +49,41 @@ def sentinel_for(dt: torch.dtype) -> float | int:
     return max(info.min, min(info.max, SENTINEL_INT)) if info.min < 0 else info.max
 
 
+def _poison(t: Any, mode: str) -> Any:
+    if isinstance(t, torch.Tensor) and t.numel() > 0 and not t.is_complex():
+        with torch.no_grad():
+            if t.is_floating_point():
+                t.fill_(NAN_POISON if mode == "nan" else sentinel_for(t.dtype))
+            else:
+                t.fill_(sentinel_for(t.dtype))
+    return t
+
+
+class _PoisonFactories(TorchFunctionMode):
+    """Poisons what the uninitialised factories return however they are reached: a candidate that bound
+    `torch.empty` to a name of its own at import (`from torch import empty as alloc`) calls the original
+    function, past the patched attribute, but not past a torch function mode."""
+
+    def __init__(self, mode: str, factories: frozenset[Any]) -> None:
+        super().__init__()
+        self.mode = mode
+        self.factories = factories
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        return _poison(out, self.mode) if func in self.factories else out
+
+
 @contextlib.contextmanager
 def poisoned_allocations(mode: str) -> Iterator[None]:
     """Make torch's uninitialised allocators return poisoned memory ("nan" or "sentinel").
 
     Best effort: covers torch.empty / empty_like / empty_strided / Tensor.new_empty called from
-    Python. Memory allocated in C++ (an extension's at::empty) is covered on the GPU by
-    `prefill_allocator`, which leaves poisoned blocks in the caching allocator's free pool.
+    Python, through the module attributes (any thread) and, in the calling thread, through a torch
+    function mode (aliases taken at import). Memory allocated in C++ (an extension's at::empty) is covered
+    on the GPU by `prefill_allocator`, which leaves poisoned blocks in the caching allocator's free pool.
     """
     originals = {
         "empty": torch.empty,
@@ -62,19 +91,11 @@ def poisoned_allocations(mode: str) -> Iterator[None]:
         "empty_strided": torch.empty_strided,
     }
     orig_new_empty = torch.Tensor.new_empty
-
-    def poison(t: Any) -> Any:
-        if isinstance(t, torch.Tensor) and t.numel() > 0 and not t.is_complex():
-            with torch.no_grad():
-                if t.is_floating_point():
-                    t.fill_(NAN_POISON if mode == "nan" else sentinel_for(t.dtype))
-                else:
-                    t.fill_(sentinel_for(t.dtype))
-        return t
+    factories = frozenset([*originals.values(), orig_new_empty, torch.Tensor.new_empty_strided])
 
     def wrap(fn: Any) -> Any:
         def inner(*a: Any, **k: Any) -> Any:
-            return poison(fn(*a, **k))
+            return _poison(fn(*a, **k), mode)
 
         return inner
 
@@ -82,7 +103,8 @@ def poisoned_allocations(mode: str) -> Iterator[None]:
         for name, fn in originals.items():
             setattr(torch, name, wrap(fn))
         torch.Tensor.new_empty = wrap(orig_new_empty)  # type: ignore[method-assign]
-        yield
+        with _PoisonFactories(mode, factories):
+            yield
     finally:
         for name, fn in originals.items():
             setattr(torch, name, fn)
@@ -120,6 +142,7 @@ class OutputCheck:
     got_at_first: float | None = None
     output_index: int | None = None
     nan_positions: Any = field(default=None, repr=False)  # bool mask of unexpected NaNs (for the re-run)
+    caught_by: str | None = None  # a worldmodel.models.CaughtBy, for a failure in the output's values
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -276,6 +299,7 @@ def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx
             got_at_first=_value_at(got, first_bad),
             output_index=out_idx,
             nan_positions=bad_mask.view(shape),
+            caught_by="nonfinite",  # until a re-run with a finite poison tells where the NaN came from
         )
     common: dict[str, Any] = {
         "max_abs_err": max_abs,
@@ -294,6 +318,7 @@ def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx
         first_mismatch_index=unravel(first_mis, shape),
         expected_at_first=_value_at(exp, first_mis),
         got_at_first=_value_at(got, first_mis),
+        caught_by="tolerance",
         **common,
     )
 
@@ -349,7 +374,11 @@ def compare_outputs(got: Any, exp: Any, tol: Tolerance) -> OutputCheck:
             if ge is None or ee is None:
                 if g != e:
                     return OutputCheck(
-                        False, "wrong_values", f"output {i}: got {g!r}, expected {e!r}", output_index=i
+                        False,
+                        "wrong_values",
+                        f"output {i}: got {g!r}, expected {e!r}",
+                        output_index=i,
+                        caught_by="tolerance",
                     )
                 continue
             atol, rtol = tol.for_dtype("float64")
@@ -362,6 +391,7 @@ def compare_outputs(got: Any, exp: Any, tol: Tolerance) -> OutputCheck:
                     output_index=i,
                     expected_at_first=ee,
                     got_at_first=ge,
+                    caught_by="tolerance",
                 )
     worst.max_rel_err = max(rels) if rels else None
     return worst

@@ -428,6 +428,8 @@ class WorkerState:
         if custom is not None:
             d = custom.model_dump() if hasattr(custom, "model_dump") else dict(custom)
             if not d.get("passed"):
+                if d.get("kind") in ("wrong_values", "nan_inf") and d.get("caught_by") is None:
+                    d["caught_by"] = "task_check"
                 return d
             res = checking.OutputCheck(
                 True,
@@ -440,9 +442,7 @@ class WorkerState:
         else:
             res = checking.compare_outputs(got, exp, tol)
         if not res.passed and res.kind in ("nan_inf", "wrong_values"):
-            kind = self._unwritten(fn, inputs, exp, res)
-            if kind is not None:
-                res.kind, res.message = "unwritten", kind
+            self._trace_poison(fn, inputs, exp, res)
         if res.passed:
             same, msg = checking.inputs_equal(cand_in, ref_after)
             if not same:
@@ -453,7 +453,13 @@ class WorkerState:
                 }
         if not res.passed:
             same, msg = checking.inputs_equal(cand_in, ref_after)
-            out = {"passed": False, "kind": res.kind, "message": res.message, **res.stats()}
+            out = {
+                "passed": False,
+                "kind": res.kind,
+                "message": res.message,
+                "caught_by": res.caught_by,
+                **res.stats(),
+            }
             if not same:
                 out["message"] += f"; also, {msg}"
             return out
@@ -498,21 +504,23 @@ class WorkerState:
         why = degenerate.trivial_output(got, exp, probe, tol)
         return None if why is None else {"passed": False, "kind": "degenerate", "message": why}
 
-    def _unwritten(
+    def _trace_poison(
         self, fn: Callable[[list[Any]], Any], inputs: list[Any], exp: Any, res: checking.OutputCheck
-    ) -> str | None:
-        """Re-run with a finite sentinel poison: elements that show it were never written."""
+    ) -> None:
+        """Re-run with a finite sentinel poison and update `res`: elements that show it were never written
+        (unwritten); NaN/Inf that turn finite followed the NaN poison, so the output read memory it never
+        initialised."""
         idx = res.output_index or 0
         e = checking.flatten(exp)[idx]
         if not isinstance(e, torch.Tensor):
-            return None
+            return
         try:
             got2 = self._call(fn, checking.clone_inputs(inputs), exp, poison="sentinel")
         except CandidateFailure:
-            return None
+            return
         g = checking.flatten(got2)[idx] if idx < len(checking.flatten(got2)) else None
         if not isinstance(g, torch.Tensor) or g.shape != e.shape or g.dtype != e.dtype:
-            return None
+            return
         sentinel = checking.sentinel_for(e.dtype)
         hit = (g == sentinel) & (e != sentinel)
         if res.nan_positions is not None:  # NaN/Inf first time: unwritten if the sentinel shows there now
@@ -521,13 +529,22 @@ class WorkerState:
         else:  # wrong values (e.g. integer outputs): unwritten if the sentinel explains most mismatches
             suspects = res.mismatches or 0
         n = int(hit.sum())
-        if n == 0 or n < 0.5 * suspects:
-            return None
-        first = int(hit.flatten().nonzero()[0])
-        return (
-            f"output {idx}: {n} of {e.numel()} elements were never written (they kept the poison the "
-            f"harness puts in fresh allocations; first at index {checking.unravel(first, tuple(e.shape))})"
-        )
+        if n and n >= 0.5 * suspects:
+            first = int(hit.flatten().nonzero()[0])
+            res.kind, res.caught_by = "unwritten", "poison_unwritten"
+            res.message = (
+                f"output {idx}: {n} of {e.numel()} elements were never written (they kept the poison the "
+                f"harness puts in fresh allocations; first at index {checking.unravel(first, tuple(e.shape))})"
+            )
+            return
+        if res.nan_positions is not None:
+            followed = int((res.nan_positions & torch.isfinite(g)).sum())
+            if followed and followed >= 0.5 * suspects:
+                res.caught_by = "poison_read"
+                res.message += (
+                    f"; they follow the poison the harness puts in fresh allocations ({followed} turn finite "
+                    "with a finite poison): the output is computed from memory the candidate never initialised"
+                )
 
     def _failure(self, base: dict[str, Any], fault: faults.Fault) -> dict[str, Any]:
         kind = {"cuda": "crash"}.get(fault.kind, "exception")

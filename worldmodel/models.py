@@ -116,6 +116,13 @@ CorrectnessKind = Literal[
     "degenerate",
 ]
 
+CaughtBy = Literal["poison_unwritten", "poison_read", "nonfinite", "tolerance", "task_check"]
+"""Which check found a failure in an output's values. `poison_unwritten`: elements still hold the poison the
+harness writes into fresh allocations (confirmed by a re-run with a finite poison); `poison_read`: NaN/Inf that
+follow that poison (with a finite poison they become other, wrong values), so the output is computed from memory
+the candidate never initialised; `nonfinite`: NaN/Inf computed by the candidate; `tolerance`: values outside the
+task's tolerance; `task_check`: the task's own check (GPU MODE, FlashInfer-Bench) refused them."""
+
 
 class WorkloadCorrectness(Strict):
     workload: str
@@ -130,6 +137,7 @@ class WorkloadCorrectness(Strict):
     expected_at_first: float | None = None
     got_at_first: float | None = None
     message: str = ""
+    caught_by: CaughtBy | None = None  # for a failure in the output's values; other kinds name their check
 
 
 CPU_INTERPRETER = "cpu-interpreter"

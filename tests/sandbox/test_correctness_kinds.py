@@ -20,6 +20,7 @@ async def test_wrong_values(sandbox, affine, cand, st) -> None:
     assert c.mismatches == c.numel == 32 * 96
     assert c.first_mismatch_index == [0, 0]
     assert c.got_at_first == pytest.approx(c.expected_at_first + 0.5, abs=1e-4)
+    assert c.caught_by == "tolerance"
     assert c.trials == 1  # stops at the first failing trial
     assert "wrong_values" in ev.error
 
@@ -42,6 +43,7 @@ async def test_unwritten_output(sandbox, affine, cand, st) -> None:
     assert "never written" in c.message
     assert c.mismatches == 32 * 96 // 2  # exactly the forgotten half
     assert c.first_mismatch_index == [16, 0]
+    assert c.caught_by == "poison_unwritten"
 
 
 async def test_computed_nan_is_not_called_unwritten(sandbox, affine, cand, st) -> None:
@@ -49,6 +51,64 @@ async def test_computed_nan_is_not_called_unwritten(sandbox, affine, cand, st) -
     assert ev.status == "incorrect" and c.kind == "nan_inf", c.message
     assert c.mismatches == len([i for i in range(32 * 96) if i % 7 == 3])
     assert c.first_mismatch_index == [0, 3]
+    assert c.caught_by == "nonfinite"  # the same NaNs under a finite poison: not the poison's doing
+
+
+ALIASED_EMPTY = """
+import torch
+import triton
+import triton.language as tl
+from torch import empty_like as alloc  # bound at import, past the harness's patched torch.empty_like
+
+
+@triton.jit
+def _affine(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n // 2  # forgets the second half of the output
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0 + 1.0, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        y = alloc(x)
+        _affine[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+        return y
+"""
+
+
+async def test_an_allocator_alias_taken_at_import_is_poisoned_too(sandbox, affine, cand, st) -> None:
+    ev, c = await _check(sandbox, affine, cand, st, ALIASED_EMPTY)
+    assert ev.status == "incorrect" and c.kind == "unwritten", c.message
+    assert c.caught_by == "poison_unwritten" and c.mismatches == 32 * 96 // 2
+
+
+READS_ITS_OUTPUT = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _affine(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    prior = tl.load(y_ptr + offs, mask=mask)  # the fresh output's memory, never initialised
+    tl.store(y_ptr + offs, prior + tl.load(x_ptr + offs, mask=mask) * 2.0 + 1.0, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _affine[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+        return y
+"""
+
+
+async def test_reading_uninitialised_memory_is_told_by_the_poison(sandbox, affine, cand, st) -> None:
+    ev, c = await _check(sandbox, affine, cand, st, READS_ITS_OUTPUT)
+    assert ev.status == "incorrect" and c.kind == "nan_inf", c.message
+    assert c.caught_by == "poison_read" and c.mismatches == 32 * 96
+    assert "never initialised" in c.message
 
 
 async def test_input_mutation(sandbox, affine, cand, st) -> None:
