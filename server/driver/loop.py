@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from server.driver.display import Display
+from server.driver.display import Display, Limits
 from server.driver.policies.base import (
     CallRecord,
     InitContext,
@@ -93,10 +93,7 @@ class Driver:
 
     async def _store_call(self, rec: CallRecord) -> None:
         await self.ws.store.log_llm_call(search_id=self._search_id, **rec.model_dump())
-        self.display.event(
-            f"{rec.provider} {rec.phase}: {rec.tokens_in}+{rec.tokens_out} tokens, ${rec.cost_usd:.4f}, "
-            f"{rec.latency_s:.1f}s" + (f" — {rec.error}" if rec.error else "")
-        )
+        self.display.llm_call(rec)
 
     async def _spent(self, search_id: int) -> tuple[int, float]:
         t = await self.ws.store.llm_totals(search_id)
@@ -125,11 +122,14 @@ class Driver:
             await store.set_search_status(s.id, "running")
             await self._recover(s)
             b = self._b = _Budget(self.opts, s)
+            held = await store.attempt_speedups(s.id)
             self.display.start(
                 s,
                 self.policy,
                 best=await store.best_attempt(s.id),
-                cpu_correct=len((await store.attempt_speedups(s.id)).cpu_interpreted),
+                cpu_correct=len(held.cpu_interpreted),
+                attempts=len(held),
+                limits=self._limits(s),
             )
             stop = "done"
             try:
@@ -168,6 +168,7 @@ class Driver:
             reason = await self._budget_stop(b, s)
             if reason:
                 return reason
+            self.display.phase("select")
             sel = await select_action(
                 self.ws, SelectActionIn(search=s.id), parallel=True, budget_checked=True
             )
@@ -186,6 +187,7 @@ class Driver:
                 await self._refine(await self.ws.search(s.id), node)
                 await self._update(await self.ws.search(s.id), node)
                 b.rounds_run += 1
+                self.display.round_done(node)
             finally:
                 b.in_flight -= 1
                 async with b.changed:
@@ -197,21 +199,28 @@ class Driver:
             if n.status == "active":
                 await self.ws.store.set_node_status(n.id, "open")
 
+    def _limits(self, s: Search) -> Limits:
+        """This run's budgets as `_budget_stop` applies them, for the display."""
+        o, sb = self.opts, s.config.budgets
+        return Limits(
+            rounds=o.rounds if o.rounds is not None else sb.rounds,
+            attempts=o.attempts if o.attempts is not None else sb.attempts,
+            wall_s=o.wall_s if o.wall_s is not None else sb.wall_s,
+            tokens=o.tokens if o.tokens is not None else sb.tokens,
+            usd=o.usd if o.usd is not None else sb.usd,
+        )
+
     async def _budget_stop(self, b: _Budget, s: Search, *, refining: bool = False) -> str | None:
         """The search's budgets (tools/loop.py), with this run's options in place of the search's where
         given; rounds count the rounds this run started."""
-        o, sb = b.opts, s.config.budgets
-        rounds = o.rounds if o.rounds is not None else sb.rounds
-        if not refining and rounds is not None and b.rounds_started >= rounds:
-            return f"round budget reached ({rounds})"
+        o, sb, lim = b.opts, s.config.budgets, self._limits(s)
+        if not refining and lim.rounds is not None and b.rounds_started >= lim.rounds:
+            return f"round budget reached ({lim.rounds})"
         state = await loop.budget_state(self.ws, s)
         state.rounds = None  # counted above, per run
-        state.attempts = o.attempts if o.attempts is not None else sb.attempts
-        state.tokens = o.tokens if o.tokens is not None else sb.tokens
-        state.usd = o.usd if o.usd is not None else sb.usd
+        state.attempts, state.tokens, state.usd = lim.attempts, lim.tokens, lim.usd
         state.target_speedup = o.target_speedup if o.target_speedup is not None else sb.target_speedup
-        wall = o.wall_s if o.wall_s is not None else sb.wall_s
-        return loop.exhausted(state, wall_s=wall, started=b.started)
+        return loop.exhausted(state, wall_s=lim.wall_s, started=b.started)
 
     # ------------------------------------------------------------------ phases
 
@@ -225,6 +234,7 @@ class Driver:
         if seed is None:
             self.display.event("no seed candidate: the first intents are written from the reference")
             return
+        self.display.phase("init")
         self.display.event("measuring the seed candidate")
         out = await self._evaluate(s, root.id, seed)
         self.display.attempt(root, out[1], out[2])
@@ -234,6 +244,7 @@ class Driver:
         if len(nodes) > 1:
             return
         root = nodes[0]
+        self.display.phase("init")
         ctx: InitContext = await init_context(self.ws, s.id)
         res = await self.policy.init(ctx)
         if res.analysis.strip():
@@ -355,6 +366,7 @@ class Driver:
 
     async def _update(self, s: Search, node: Node) -> None:
         node = await self.ws.store.get_node(node.id)
+        self.display.phase("update", node)
         ctx = await contexts.update_context(self.ws, s, node)
         for _ in range(MAX_EDIT_RETRIES + 1):
             res = await self.policy.update(ctx)
@@ -380,6 +392,7 @@ class Driver:
         s = await self.ws.search(search_id)
         final: list[FinalRow] = []
         if self.opts.final_eval and not stop.startswith("policy stopped"):
+            self.display.phase("final")
             self.display.event("final evaluation of the best candidates on every workload")
             final = (await final_evaluation(self.ws, FinalEvalIn(search=s.id))).rows
         else:
