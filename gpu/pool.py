@@ -1,12 +1,17 @@
 """Worker processes and the pool that hands them out (parent side; never imports torch).
 
-One long-lived worker per visible GPU (one in CPU mode), each pinned with CUDA_VISIBLE_DEVICES,
+One worker slot per visible GPU (one in CPU mode), each process pinned with CUDA_VISIBLE_DEVICES,
 started with a scrubbed environment in its own scratch directory and process group, inside
 gpu.jail where the machine allows it (own PID namespace, read-only filesystem but for its scratch
-directory and compiler caches). A call that
-does not answer within its timeout, a worker that dies (segfault, abort, CUDA context lost) or one
-that grows past the host-memory limit is killed; the caller gets a `WorkerError` saying which,
-and a fresh worker is started in the background for the next caller.
+directory and compiler caches). A call that does not answer within its timeout, a worker that dies
+(segfault, abort, CUDA context lost), one that grows past the host-memory limit or one whose caller
+gave up is killed; the caller gets a `WorkerError` saying which, and the slot gets a fresh process
+for the next caller.
+
+A slot with `spare` keeps a second process started ahead, idle, that has never been handed out and so
+never ran candidate code: when the slot's process is killed or replaced, the spare takes over at once
+instead of the next caller waiting for a cold start (imports, CUDA context), and a new spare starts in
+the background. Spares start in candidate mode only: a baseline process is always started afresh.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from gpu.scrub import scrubbed_env
 log = logging.getLogger("ksearch.sandbox")
 
 FaultKind = Literal["crash", "timeout", "memory", "start", "cancelled"]
+Mode = Literal["candidate", "baseline"]
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -76,37 +82,17 @@ def compiler_cache_env(caches: Path) -> dict[str, str]:
     }
 
 
-class WorkerProcess:
-    def __init__(
-        self,
-        slot: int,
-        gpu: str | None,
-        root: Path,
-        *,
-        shared: Path,
-        cpu_mode: bool,
-        gpu_mem_fraction: float,
-        memory_limit_bytes: int,
-        start_timeout_s: float = 180.0,
-        extra_env: dict[str, str] | None = None,
-        jailed: bool = False,
-    ) -> None:
+class _Process:
+    """One OS process of a worker slot: its pipes, output readers, memory watch and pending calls."""
+
+    def __init__(self, slot: int, scratch: Path, mode: Mode, memory_limit_bytes: int) -> None:
         self.slot = slot
-        self.jailed = jailed  # run inside gpu.jail: own PID namespace, read-only outside scratch/caches
-        self.gpu = gpu
-        self.root = root  # this sandbox's own directory: scratch dirs of its workers
-        self.shared = shared  # compiler caches shared by every sandbox on the machine
-        self.cpu_mode = cpu_mode
-        self.gpu_mem_fraction = gpu_mem_fraction
+        self.scratch = scratch  # its own directory (cwd and HOME), removed when it is discarded
+        self.mode = mode
         self.memory_limit_bytes = memory_limit_bytes
-        self.start_timeout_s = start_timeout_s
-        self.extra_env = dict(extra_env or {})
         self.hello: dict[str, Any] | None = None
-        self.starts = 0
-        # "candidate": runs candidates; "baseline": a fresh process that never ran candidate code, with
-        # compiler caches of its own that no candidate can write (see LocalSandbox.clean_baselines)
-        self.mode: Literal["candidate", "baseline"] = "candidate"
         self.ran_candidate = False  # whether this process has loaded candidate code
+        self.started: asyncio.Task[None] | None = None  # its start, from `launch`
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
@@ -115,101 +101,81 @@ class WorkerProcess:
         self._hello_fut: asyncio.Future[dict[str, Any]] | None = None
         self._death: WorkerError | None = None
         self._killed_for: FaultKind | None = None
-        self._starting: asyncio.Task[None] | None = None
         self._group_gone = False
-        self.closed = False
 
-    # ------------------------------------------------------------------ lifecycle
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.returncode is None and self._death is None
 
     @property
-    def scratch(self) -> Path:
-        return self.root / f"w{self.slot}"
+    def ready(self) -> bool:
+        return self.alive and self.hello is not None
 
     @property
-    def caches(self) -> Path:
-        return self.shared if self.mode == "candidate" else self.shared.parent / "baseline-caches"
+    def usable(self) -> bool:
+        """Ready, or its start still under way."""
+        return self.started is not None and (not self.started.done() or self.ready)
 
-    def _env(self) -> dict[str, str]:
-        extra = {
-            "CUDA_VISIBLE_DEVICES": "" if self.cpu_mode else str(self.gpu),
-            "TRITON_INTERPRET": "1" if self.cpu_mode else "0",
-            **compiler_cache_env(self.caches),
-            "KSEARCH_WORKER": json.dumps(
-                {"cpu_mode": self.cpu_mode, "gpu_mem_fraction": self.gpu_mem_fraction, "slot": self.slot}
-            ),
-            **self.extra_env,
-        }
-        return scrubbed_env(home=self.scratch, extra=extra)
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
-    async def ensure_started(self) -> None:
-        """Start the worker if it is not running (or join a start already under way)."""
-        if self.alive and self.hello is not None:
-            return
-        self.start_in_background()
-        assert self._starting is not None
-        await asyncio.shield(self._starting)
+    # ------------------------------------------------------------------ lifecycle
+    def launch(
+        self,
+        cmd: list[str],
+        env: dict[str, str],
+        timeout_s: float,
+        *,
+        jailed: bool,
+        after: asyncio.Task[None] | None = None,
+    ) -> None:
+        """Start in the background (`started`); `after`: the old process's end, awaited first (its GPU
+        memory freed before this one takes any)."""
+        self.started = asyncio.create_task(self._spawn(cmd, env, timeout_s, jailed, after))
 
-    def start_in_background(self) -> None:
-        if self.closed:
-            raise WorkerError("start", "the sandbox is closed")
-        if self.alive and self.hello is not None:
-            return
-        if self._starting is None or self._starting.done():
-            self._starting = asyncio.create_task(self._spawn())
-            # the outcome is read by ensure_started; never leave it "unretrieved"
-            self._starting.add_done_callback(lambda t: None if t.cancelled() else t.exception())
-
-    async def _spawn(self) -> None:
-        await self._reap()
+    async def _spawn(
+        self,
+        cmd: list[str],
+        env: dict[str, str],
+        timeout_s: float,
+        jailed: bool,
+        after: asyncio.Task[None] | None,
+    ) -> None:
+        if after is not None:
+            await asyncio.shield(after)
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.scratch.mkdir(parents=True, exist_ok=True)
-        self.caches.mkdir(parents=True, exist_ok=True)
-        self._death = None
-        self._killed_for = None
-        self.hello = None
-        self.ran_candidate = False
-        self._stderr.clear()
-        self._pending = {}
-        loop = asyncio.get_running_loop()
-        self._hello_fut = loop.create_future()
-        cmd = [sys.executable, "-m", "gpu.worker"]
-        if self.jailed:
-            cmd = jail.wrap(cmd, [self.scratch, self.caches])
+        self._hello_fut = asyncio.get_running_loop().create_future()
         self._proc = await asyncio.create_subprocess_exec(
             *cmd,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=self.scratch,
-            env=self._env(),
+            env=env,
             start_new_session=True,
             limit=64 << 20,
         )
-        self.starts += 1
-        self._group_gone = False
         self._tasks = [
             asyncio.create_task(self._read_stdout()),
             asyncio.create_task(self._read_stderr()),
             asyncio.create_task(self._watch_memory()),
         ]
         try:
-            hello = await asyncio.wait_for(asyncio.shield(self._hello_fut), self.start_timeout_s)
+            hello = await asyncio.wait_for(asyncio.shield(self._hello_fut), timeout_s)
             # the PID the host sees (the worker's own is 2 inside its namespace when jailed)
-            self.hello = {**hello, "pid": self._proc.pid, "jailed": self.jailed, "mode": self.mode}
+            self.hello = {**hello, "pid": self._proc.pid, "jailed": jailed, "mode": self.mode}
         except TimeoutError:
             await self.kill("start")
             raise WorkerError(
                 "start",
-                f"the worker did not start within {self.start_timeout_s:.0f} s; "
-                f"stderr:\n{self.stderr_tail()}",
+                f"the worker did not start within {timeout_s:.0f} s; stderr:\n{self.stderr_tail()}",
             ) from None
         except WorkerError as e:
             raise WorkerError("start", f"the worker failed to start: {e.message}", stderr=e.stderr) from None
 
-    async def _reap(self) -> None:
+    async def reap(self) -> None:
         # the whole group: the worker and whatever it left behind (compiler daemons, candidate children)
         self._signal_group(signal.SIGKILL)
         if self._proc is not None and self._proc.returncode is None:
@@ -223,6 +189,31 @@ class WorkerProcess:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks = []
+
+    def kill_now(self) -> None:
+        """SIGKILL the whole group without waiting."""
+        self._signal_group(signal.SIGKILL)
+
+    async def discard(self) -> None:
+        """End the process (its start too, if under way) and remove its scratch directory."""
+        self.kill_now()
+        if self.started is not None and not self.started.done():
+            self.started.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.started
+        await self.reap()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    async def shutdown(self) -> None:
+        """Ask a ready process to exit, then make sure its group is gone."""
+        if self.started is not None and not self.started.done():
+            self.started.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.started
+        if self.ready:
+            with contextlib.suppress(WorkerError, OSError, ConnectionError):
+                await self.call("exit", {}, timeout_s=10.0)
+        await self.reap()
 
     def _signal_group(self, sig: int) -> None:
         if self._proc is None or self._group_gone:
@@ -243,30 +234,10 @@ class WorkerProcess:
 
     def abandon(self) -> None:
         """Kill the job in flight at once, without awaiting (the caller is being cancelled): the whole
-        process group goes, and the worker counts as dead so the pool replaces it."""
+        process group goes, and the process counts as dead so the slot replaces it."""
         self._killed_for = self._killed_for or "cancelled"
-        self._signal_group(signal.SIGKILL)
+        self.kill_now()
         self._death = WorkerError("cancelled", "the job in flight was cancelled and its worker killed")
-
-    async def restart(self, mode: Literal["candidate", "baseline"]) -> None:
-        """A fresh process in `mode`: whatever the old one ran (candidate code included) is gone."""
-        await self._reap()
-        self.mode = mode
-        self.start_in_background()  # the reaped process is not alive: this spawns a new one
-        assert self._starting is not None
-        await asyncio.shield(self._starting)
-
-    async def stop(self) -> None:
-        self.closed = True
-        if self._starting is not None and not self._starting.done():
-            self._starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._starting
-        if self.alive and self.hello is not None:
-            with contextlib.suppress(WorkerError, OSError, ConnectionError):
-                await self.call("exit", {}, timeout_s=10.0)
-        await self._reap()
-        self._proc = None
 
     # ------------------------------------------------------------------ I/O
     def stderr_tail(self, n: int = 25) -> str:
@@ -349,6 +320,7 @@ class WorkerProcess:
         )
 
     async def _watch_memory(self) -> None:
+        # per process group: a spare's memory never counts against the process serving the slot
         assert self._proc is not None
         pid = self._proc.pid
         while self._proc.returncode is None:
@@ -404,8 +376,203 @@ class WorkerProcess:
         return reply
 
 
+class WorkerProcess:
+    """One worker slot (a GPU, or the CPU): the process serving it now and, with `spare`, the one
+    started ahead to take over (see the module's docstring)."""
+
+    def __init__(
+        self,
+        slot: int,
+        gpu: str | None,
+        root: Path,
+        *,
+        shared: Path,
+        cpu_mode: bool,
+        gpu_mem_fraction: float,
+        memory_limit_bytes: int,
+        start_timeout_s: float = 180.0,
+        extra_env: dict[str, str] | None = None,
+        jailed: bool = False,
+        spare: bool = False,
+    ) -> None:
+        self.slot = slot
+        self.jailed = jailed  # run inside gpu.jail: own PID namespace, read-only outside scratch/caches
+        self.gpu = gpu
+        self.root = root  # this sandbox's own directory: scratch dirs of its workers
+        self.shared = shared  # compiler caches shared by every sandbox on the machine
+        self.cpu_mode = cpu_mode
+        self.gpu_mem_fraction = gpu_mem_fraction
+        self.memory_limit_bytes = memory_limit_bytes
+        self.start_timeout_s = start_timeout_s
+        self.extra_env = dict(extra_env or {})
+        self.spare = spare
+        self.starts = 0  # processes that have served this slot
+        self.spares_taken = 0  # of those, the ones a spare supplied (no cold start waited for)
+        # "candidate": runs candidates; "baseline": a fresh process that never ran candidate code, with
+        # compiler caches of its own that no candidate can write (see LocalSandbox.clean_baselines)
+        self.mode: Mode = "candidate"
+        self.closed = False
+        self._serial = itertools.count(1)
+        self._cur: _Process | None = None
+        self._spare: _Process | None = None
+        self._chores: set[asyncio.Task[None]] = set()  # processes being discarded in the background
+
+    # ------------------------------------------------------------------ the process serving the slot
+    @property
+    def alive(self) -> bool:
+        return self._cur is not None and self._cur.alive
+
+    @property
+    def hello(self) -> dict[str, Any] | None:
+        return self._cur.hello if self._cur is not None else None
+
+    @property
+    def ran_candidate(self) -> bool:
+        return self._cur is not None and self._cur.ran_candidate
+
+    @ran_candidate.setter
+    def ran_candidate(self, value: bool) -> None:
+        if self._cur is not None:
+            self._cur.ran_candidate = value
+
+    @property
+    def scratch(self) -> Path:
+        return self._cur.scratch if self._cur is not None else self.root / f"w{self.slot}-001"
+
+    def _caches(self, mode: Mode) -> Path:
+        return self.shared if mode == "candidate" else self.shared.parent / "baseline-caches"
+
+    def stderr_tail(self, n: int = 25) -> str:
+        return self._cur.stderr_tail(n) if self._cur is not None else ""
+
+    async def call(self, op: str, args: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request to the slot's process and wait for its reply (see `_Process.call`)."""
+        if self._cur is None:
+            raise WorkerError("crash", "the worker is not running")
+        return await self._cur.call(op, args, timeout_s)
+
+    # ------------------------------------------------------------------ starting and replacing
+    def _env(self, scratch: Path, mode: Mode) -> dict[str, str]:
+        extra = {
+            "CUDA_VISIBLE_DEVICES": "" if self.cpu_mode else str(self.gpu),
+            "TRITON_INTERPRET": "1" if self.cpu_mode else "0",
+            **compiler_cache_env(self._caches(mode)),
+            "KSEARCH_WORKER": json.dumps(
+                {"cpu_mode": self.cpu_mode, "gpu_mem_fraction": self.gpu_mem_fraction, "slot": self.slot}
+            ),
+            **self.extra_env,
+        }
+        return scrubbed_env(home=scratch, extra=extra)
+
+    def _launch(self, mode: Mode, after: asyncio.Task[None] | None = None) -> _Process:
+        n = next(self._serial)
+        # one directory per process, none a prefix of another's name (w0-001, w0-002, ..., w1-001)
+        scratch = self.root / f"w{self.slot}-{n:03d}"
+        p = _Process(self.slot, scratch, mode, self.memory_limit_bytes)
+        caches = self._caches(mode)
+        caches.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "gpu.worker"]
+        if self.jailed:
+            cmd = jail.wrap(cmd, [scratch, caches])
+        p.launch(cmd, self._env(scratch, mode), self.start_timeout_s, jailed=self.jailed, after=after)
+        return p
+
+    def _discard_later(self, p: _Process) -> asyncio.Task[None]:
+        p.kill_now()  # killed now; reaped and its directory removed in the background
+        task = asyncio.create_task(p.discard())
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+        return task
+
+    def _replace(self, mode: Mode) -> _Process:
+        """A new process for the slot in `mode`: the spare when it can serve, else a cold start once the
+        old process is gone. The old one is discarded either way."""
+        self.mode = mode
+        old, sp = self._cur, self._spare
+        if sp is not None and not sp.usable:  # it died waiting: no use
+            self._spare = None
+            self._discard_later(sp)
+            sp = None
+        if sp is not None and sp.mode == mode:
+            self._spare = None
+            self._cur = sp
+            self.spares_taken += 1
+            if old is not None:
+                self._discard_later(old)
+        else:
+            self._cur = self._launch(mode, after=self._discard_later(old) if old is not None else None)
+        self.starts += 1
+        cur = self._cur
+        assert cur.started is not None
+        cur.started.add_done_callback(lambda t: self._on_started(cur, t))
+        return cur
+
+    def _on_started(self, p: _Process, t: asyncio.Task[None]) -> None:
+        # the outcome is read by ensure_started; never leave it "unretrieved"
+        if t.cancelled() or t.exception() is not None:
+            return
+        if p is self._cur:
+            self._keep_spare()
+
+    def _keep_spare(self) -> None:
+        """Start a spare in the background when the slot has none."""
+        if not self.spare or self.closed or self._spare is not None:
+            return
+        p = self._spare = self._launch("candidate")
+        assert p.started is not None
+        p.started.add_done_callback(lambda t: self._spare_started(p, t))
+
+    def _spare_started(self, p: _Process, t: asyncio.Task[None]) -> None:
+        failed = t.cancelled() or t.exception() is not None
+        if failed and self._spare is p:
+            # not retried at once (it would likely fail again); the slot's next cold start tries anew
+            log.warning("worker %s: a spare process failed to start: %s", self.slot, p.stderr_tail(5))
+            self._spare = None
+            self._discard_later(p)
+
+    def start_in_background(self) -> None:
+        """Give the slot a process if it has none ready or starting (the spare when there is one)."""
+        if self.closed:
+            raise WorkerError("start", "the sandbox is closed")
+        if self._cur is not None and self._cur.usable:
+            return
+        self._replace(self.mode)
+
+    async def ensure_started(self) -> None:
+        """Start the worker if it is not running (or join a start already under way)."""
+        if self._cur is not None and self._cur.ready:
+            return
+        self.start_in_background()
+        assert self._cur is not None and self._cur.started is not None
+        await asyncio.shield(self._cur.started)
+
+    async def restart(self, mode: Mode) -> None:
+        """A fresh process in `mode`: whatever the old one ran (candidate code included) is gone."""
+        if self.closed:
+            raise WorkerError("start", "the sandbox is closed")
+        p = self._replace(mode)
+        assert p.started is not None
+        await asyncio.shield(p.started)
+
+    async def wait_spare(self) -> int | None:
+        """The pid of the slot's spare once it is ready; None when there is none or it failed to start."""
+        p = self._spare
+        if p is None or p.started is None:
+            return None
+        with contextlib.suppress(WorkerError, asyncio.CancelledError):
+            await asyncio.shield(p.started)
+        return p.pid if p.ready else None
+
+    async def stop(self) -> None:
+        self.closed = True
+        procs = [p for p in (self._cur, self._spare) if p is not None]
+        self._spare = None
+        await asyncio.gather(*(p.shutdown() for p in procs), *self._chores, return_exceptions=True)
+
+
 class WorkerPool:
-    """Hands out workers one caller at a time; a dead worker is replaced in the background."""
+    """Hands out workers one caller at a time; a dead worker is replaced at once (by its spare) or in
+    the background."""
 
     def __init__(self, workers: list[WorkerProcess]) -> None:
         if not workers:

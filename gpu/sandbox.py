@@ -293,6 +293,7 @@ class LocalSandbox(Sandbox):
         clean_baselines: bool | None = None,
         dryrun_timeout_s: float = 120.0,
         compile_baseline: bool | None = None,
+        spare_workers: bool = True,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
         try:
@@ -350,6 +351,9 @@ class LocalSandbox(Sandbox):
                     gpu_mem_fraction=gpu_mem_fraction,
                     memory_limit_bytes=int(memory_limit_gb * 2**30),
                     jailed=self.jailed,
+                    # a process started ahead per slot, so a killed worker (a cancelled or timed-out call, a
+                    # crash) costs the next caller no cold start; it never ran candidate code until it takes over
+                    spare=spare_workers,
                 )
                 for i, g in enumerate(slots)
             ]

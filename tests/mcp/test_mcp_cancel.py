@@ -1,5 +1,6 @@
 """A cancelled tool call stops its work: the sandbox job is killed with it, the next call neither waits
-for it nor is blamed for it, and nothing is recorded (real server, real client, real worker processes)."""
+for it nor is blamed for it (it runs in the slot's spare process, started ahead, not in a cold-started
+one), and nothing is recorded (real server, real client, real worker processes)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ async def test_a_cancelled_benchmark_stops_and_the_next_call_is_not_blamed(tmp_p
             await c.call_tool("propose_intents", {"search": "s", "intents": [{"title": "one pass"}]})
             sel = await c.call_tool("select_action", {"search": "s"})
             node = sel.structured_content["node"]["id"]
+            w = (await (await ks.ws()).sandbox()).pool.workers[0]  # type: ignore[attr-defined]
+            assert w.hello is not None
+            busy, spare, starts = w.hello["pid"], await w.wait_spare(), w.starts
+            assert spare is not None and spare != busy
             with anyio.move_on_after(8) as scope:
                 await c.call_tool(
                     "benchmark", {"search": "s", "node_id": node, "candidate": {"source": SLOW}}
@@ -50,6 +55,9 @@ async def test_a_cancelled_benchmark_stops_and_the_next_call_is_not_blamed(tmp_p
             assert not res.is_error, res.content[0].text
             assert res.structured_content["evaluation"]["status"] == "ok"  # not blamed for the sleeper
             assert waited < 30, f"the next call waited {waited:.1f} s behind the cancelled job"
+            # the slot was handed its spare as the cancelled job gave it back: no cold start was waited for
+            assert w.hello["pid"] == spare and (w.starts, w.spares_taken) == (starts + 1, 1)
+            assert not Path(f"/proc/{busy}").exists()  # the sleeper's process is gone (reaped)
             tree = await c.call_tool("get_tree", {"search": "s", "format": "json"})
             att = next(n for n in tree.structured_content["tree"]["nodes"] if n["id"] == node)
             assert att["visits"] == 0  # the cancelled attempt was never recorded

@@ -79,7 +79,8 @@ async def test_worker_environment_is_scrubbed(tmp_path_factory, affine, cand, st
     assert "PATH" in msg
     seen = json.loads(msg[msg.index("ENV") + 3 :].split("\n")[0])
     home = Path(seen["home"])
-    assert home.name == "w0" and home.is_relative_to(scratch.resolve())  # HOME is the worker's scratch dir
+    # HOME is the worker process's own scratch dir
+    assert home.name == "w0-001" and home.is_relative_to(scratch.resolve())
     assert seen["cwd"] == seen["home"]
     assert os.environ["FAKE_API_KEY"] == "sk-do-not-leak"  # the parent keeps its own environment
 
