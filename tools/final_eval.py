@@ -3,13 +3,17 @@ fresh inputs, and end the search. The search workloads may have been overfitted;
 
 from __future__ import annotations
 
+import logging
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools import loop
 from tools.common import summarize
 from tools.workspace import Workspace
-from worldmodel.models import Attempt, EvalSettings, Search
+from worldmodel.models import Attempt, EvalSettings, Evaluation, FinalOutcome, Search
 from worldmodel.store import SearchStatus
+
+log = logging.getLogger(__name__)
 
 FINAL_TOP_K = 3
 
@@ -38,6 +42,13 @@ class FinalOut(BaseModel):
     chosen_by: str = Field("", description="How the candidates re-measured were chosen")
     workloads: list[str] = Field(default_factory=list, description="The workloads they were run on")
     skipped: list[str] = Field(default_factory=list, description="Workloads not run here (no GPU)")
+    best_attempt_id: int | None = Field(
+        None,
+        description="The search's best after the final evaluation (a best that failed it loses its place)",
+    )
+    best_lost: str = Field(
+        "", description="When the search's best failed the final evaluation: which, why, and what replaced it"
+    )
     next: str = ""
 
 
@@ -77,6 +88,7 @@ async def final_evaluation(
         if len(top) >= inp.top_k:
             break
     rows: list[FinalRow] = []
+    outcome: dict[int, FinalOutcome] = {}
     task = ws.task(s.task)
     hw = await (await ws.sandbox()).hardware()
     every = [w.name for w in task.workloads if w.split != "smoke"]
@@ -93,6 +105,14 @@ async def final_evaluation(
                 compile_mode=s.config.compile_mode,
             )
             ev = await sb.evaluate(cand, task, settings, timing=True)
+            passed = ev.status == "ok" and not ev.pure_pytorch
+            outcome[a.id] = FinalOutcome(
+                attempt_id=a.id,
+                candidate_id=a.candidate_id,
+                passed=passed,
+                status=ev.status,
+                why="" if passed else _why(ev),
+            )
             rows.append(
                 FinalRow(
                     attempt_id=a.id,
@@ -113,7 +133,11 @@ async def final_evaluation(
             )
         else:  # interpreter timings never rank: correct ones first, in the order they were chosen
             rows.sort(key=lambda r: r.status != "ok" or r.pure_pytorch)
-    await ws.store.cache_put(f"final:{s.id}", {"rows": [r.model_dump() for r in rows]})
+    verdict = await ws.store.record_final(
+        s.id, [outcome[r.attempt_id] for r in rows], [r.model_dump() for r in rows]
+    )
+    if verdict.lost_because:
+        log.warning("search %s: %s", s.name, verdict.note())
     await ws.store.set_search_status(s.id, status)
     if not rows:
         nxt = "No correct candidate to re-evaluate: the search ends without a result."
@@ -124,9 +148,33 @@ async def final_evaluation(
             "for speedups on every workload."
         )
     else:
-        w = rows[0]
-        nxt = f"The search is {status}. Its result is the first row (attempt #{w.attempt_id}); get_tree shows the tree."
-    return FinalOut(rows=rows, chosen_by=chosen_by, workloads=names, skipped=skipped, next=nxt)
+        w = next((r for r in rows if r.status == "ok" and not r.pure_pytorch), None)
+        nxt = (
+            f"The search is {status}. Its result is attempt #{w.attempt_id}, the first row; get_tree shows the tree."
+            if w is not None
+            else f"The search is {status}. No re-measured candidate passed the final evaluation: no result."
+        )
+    if verdict.lost_because:
+        nxt = f"{verdict.note()}. {nxt}"
+    return FinalOut(
+        rows=rows,
+        chosen_by=chosen_by,
+        workloads=names,
+        skipped=skipped,
+        best_attempt_id=verdict.best_after,
+        best_lost=verdict.note(),
+        next=nxt,
+    )
+
+
+def _why(ev: Evaluation) -> str:
+    """What made a candidate fail its final evaluation, in a few words."""
+    bad = next((c for c in ev.correctness if not c.passed), None)
+    if bad is not None:
+        return f"{bad.workload}: {bad.kind}" + (f", {bad.message[:160]}" if bad.message else "")
+    if ev.status == "ok" and ev.pure_pytorch:
+        return "no kernel of its own ran"
+    return f"{ev.status}: {(ev.error or ', '.join(ev.flags))[:200]}"
 
 
 def _cpu(a: Attempt) -> bool:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools.workspace import Workspace
-from worldmodel.render import render_tree, tree_json, tree_mermaid
+from worldmodel.render import MIN_BUDGET, render_tree, tree_json, tree_mermaid
 
 
 class GetTreeIn(BaseModel):
@@ -28,6 +28,9 @@ class TreeOut(BaseModel):
     round: int
     nodes: int
     best_attempt_id: int | None
+    best_lost: str = Field(
+        "", description="When the search's best failed the final evaluation: which, why, and what replaced it"
+    )
     text: str | None = None
     tree: dict[str, Any] | None = None
 
@@ -39,12 +42,16 @@ async def get_tree(ws: Workspace, inp: GetTreeIn) -> TreeOut:
     out = TreeOut(
         search_id=s.id, search_name=s.name, round=s.round, nodes=len(nodes), best_attempt_id=s.best_attempt_id
     )
+    verdict = await ws.store.final_verdict(s.id)
+    out.best_lost = verdict.note() if verdict is not None else ""
     if inp.format == "json":
         out.tree = tree_json(nodes, attempts, best_attempt_id=s.best_attempt_id)
     elif inp.format == "mermaid":
         out.text = tree_mermaid(nodes, attempts)
     else:
-        out.text = render_tree(
-            nodes, attempts, budget_chars=inp.budget_chars, best_attempt_id=s.best_attempt_id
-        )
+        note = out.best_lost[: inp.budget_chars - MIN_BUDGET - 1]  # the budget stays hard
+        budget = inp.budget_chars - (len(note) + 1 if note else 0)
+        out.text = render_tree(nodes, attempts, budget_chars=budget, best_attempt_id=s.best_attempt_id)
+        if note:
+            out.text = f"{note}\n{out.text}"
     return out

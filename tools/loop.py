@@ -80,6 +80,9 @@ class LoopState(BaseModel):
     phase: Phase
     refining: list[RefineState] = Field(default_factory=list)
     budget: BudgetState
+    best_lost: str = Field(
+        "", description="When the search's best failed the final evaluation: which, why, and what replaced it"
+    )
     next: str = Field(description="What to do next, as an instruction")
 
 
@@ -253,6 +256,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     refining = [await refine_state(ws, s, n) for n in active]
     budget = await budget_state(ws, s)
     final_done = await ws.store.cache_get(f"final:{s.id}") is not None
+    verdict = await ws.store.final_verdict(s.id)
     name = s.name
     if s.status == "done" or (s.status == "stopped" and final_done):
         phase: Phase = "done"
@@ -323,5 +327,6 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         phase=phase,
         refining=refining,
         budget=budget,
+        best_lost=verdict.note() if verdict is not None else "",
         next=nxt,
     )

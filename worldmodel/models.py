@@ -363,6 +363,41 @@ class Node(Strict):
     params: dict[str, Any] = Field(default_factory=dict)  # e.g. tuner settings for this intent
 
 
+class FinalOutcome(Strict):
+    """One candidate's result in a search's final evaluation (every workload, held-out included)."""
+
+    attempt_id: int
+    candidate_id: str
+    passed: bool  # ok on every workload (not incorrect, not flagged) and a kernel of its own
+    status: str
+    why: str = ""  # what failed, for one that did not pass
+
+
+class FinalVerdict(Strict):
+    """What a search's final evaluation did to the search's best (`Store.record_final`). The search workloads
+    may have been overfitted (a kernel hard-coded to their shapes): a best whose candidate fails the final
+    evaluation loses its place to the first re-measured attempt that passed it, or to none."""
+
+    outcomes: list[FinalOutcome] = Field(default_factory=list)
+    best_before: int | None = None
+    best_after: int | None = None
+    lost_because: str = ""  # why `best_before` failed the final evaluation; "" when it kept its place
+
+    def note(self) -> str:
+        """One line for the views when the best lost its place ("" when it did not)."""
+        if not self.lost_because:
+            return ""
+        now = (
+            f"the best is now attempt #{self.best_after}, the first re-measured attempt that passed it"
+            if self.best_after is not None
+            else "no re-measured attempt passed it: the search has no best"
+        )
+        return (
+            f"final evaluation: attempt #{self.best_before}, the search's best, failed it ({self.lost_because}) "
+            f"and lost its place; {now}"
+        )
+
+
 class Attempt(Strict):
     id: int
     search_id: int

@@ -505,6 +505,11 @@ async def render_search(store: Store, search_id: int, budget_chars: int = 6000) 
     if budget_chars < MIN_BUDGET + 1:
         raise ValueError(f"budget_chars {budget_chars} is too small; accepted: at least {MIN_BUDGET + 1}")
     title = title[: budget_chars - MIN_BUDGET - 1]
+    verdict = await store.final_verdict(search_id)
+    room = budget_chars - MIN_BUDGET - len(title) - 2
+    # a best that failed the final evaluation lost its place: say so under the title
+    if verdict is not None and verdict.note() and room > 0:
+        title += "\n" + verdict.note()[:room]
     text = render_tree(nodes, speedups, budget_chars - len(title) - 1, best_attempt_id=search.best_attempt_id)
     return f"{title}\n{text}"
 

@@ -35,6 +35,8 @@ from worldmodel.models import (
     Candidate,
     Edit,
     Evaluation,
+    FinalOutcome,
+    FinalVerdict,
     LLMCall,
     Node,
     NodeStatus,
@@ -508,6 +510,54 @@ class Store:
             if search.best_attempt_id is None:
                 return None
             return await rows.attempt(db, search.best_attempt_id)
+
+    async def record_final(
+        self, search_id: int, outcomes: list[FinalOutcome], rows_json: list[dict[str, Any]]
+    ) -> FinalVerdict:
+        """Record a search's final evaluation and settle its best, in one transaction.
+
+        The best keeps its place if its candidate passed (or was not re-measured). If it failed, the
+        first outcome that passed and whose search-phase evaluation ranks takes its place (outcomes come in
+        the final evaluation's order, best first), or none does: a kernel that only works on the search
+        workloads is not the result. The rows and the verdict are kept under `final:<search id>`."""
+        async with self.transaction() as db:
+            search = await rows.search_row(db, search_id)
+            before = search.best_attempt_id
+            after, lost = before, ""
+            if before is not None:
+                best = await rows.attempt(db, before)
+                failed = next(
+                    (o for o in outcomes if o.candidate_id == best.candidate_id and not o.passed), None
+                )
+                if failed is not None:
+                    lost = failed.why or failed.status
+                    after = None
+                    for o in outcomes:
+                        if not o.passed:
+                            continue
+                        a = await rows.attempt(db, o.attempt_id)
+                        if a.search_id == search_id and a.evaluation is not None and a.evaluation.ranks:
+                            after = a.id
+                            break
+                    await db.execute(
+                        "UPDATE searches SET best_attempt_id = ? WHERE id = ?", (after, search_id)
+                    )
+            verdict = FinalVerdict(outcomes=outcomes, best_before=before, best_after=after, lost_because=lost)
+            value = rows.dumps({"rows": rows_json, "verdict": verdict.model_dump(mode="json")})
+            await db.execute(
+                "INSERT INTO cache (key, value, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value, created_at = excluded.created_at",
+                (f"final:{search_id}", value, rows.now_iso()),
+            )
+            await db.execute("UPDATE searches SET updated_at = ? WHERE id = ?", (rows.now_iso(), search_id))
+            return verdict
+
+    async def final_verdict(self, search_id: int) -> FinalVerdict | None:
+        """What the search's last final evaluation decided about its best (None: none was recorded)."""
+        got = await self.cache_get(f"final:{search_id}")
+        if not got or "verdict" not in got:
+            return None
+        return FinalVerdict.model_validate(got["verdict"])
 
     async def attempt_speedups(self, search_id: int) -> AttemptSpeedups:
         """attempt id → speedup vs eager (None unless ok and GPU-timed): cheap input for rendering.

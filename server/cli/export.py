@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from server.web import render
 from server.web.html import Markup, h
 from server.web.snapshot import SearchView, load_view, resolve_base
-from worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, Search, utcnow
+from worldmodel.models import Attempt, Candidate, Edit, FinalVerdict, LLMCall, Node, Search, utcnow
 from worldmodel.render import no_best
 from worldmodel.store import LLMTotals, Store
 
@@ -40,6 +40,8 @@ class SearchExport(BaseModel):
     edits: list[Edit]
     llm_calls: list[LLMCall]
     llm_totals: LLMTotals
+    # the final evaluation's outcomes and what it did to the best (a best that failed it lost its place)
+    final: FinalVerdict | None = None
 
 
 async def export_data(store: Store, ref: int | str, *, llm_text: bool = True) -> SearchExport:
@@ -62,6 +64,7 @@ async def export_data(store: Store, ref: int | str, *, llm_text: bool = True) ->
         edits=await store.list_edits(sid),
         llm_calls=calls,
         llm_totals=view.llm,
+        final=await store.final_verdict(sid),
     )
 
 
@@ -157,6 +160,9 @@ async def export_html(store: Store, ref: int | str) -> str:
         best_html = render.attempt_detail(best, cand, await resolve_base(store, best))
     else:
         best_html = h("p", {"class": "muted"}, "No correct, timed attempt yet.")
+    verdict = await store.final_verdict(s.id)
+    if verdict is not None and verdict.note():
+        best_html = h("div", None, h("p", {"class": "final-lost"}, verdict.note() + "."), best_html)
     nodes_html = [
         h(
             "details",

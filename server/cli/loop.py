@@ -50,6 +50,8 @@ def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_D
     say(f"search {st.search!r}: {shown}, phase {st.phase}, round {rounds}, {b.attempts_used} attempts")
     if shown == "interrupted":
         say(f"its run was killed; `ksearch run --resume {st.search}` continues it")
+    if st.best_lost:
+        say(st.best_lost)
     for r in st.refining:
         say(
             f"refining #{r.node_id} {r.title!r}: {r.attempts} of at most {r.cap} attempts, "
@@ -116,4 +118,6 @@ def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
         vs = f"{r.speedup_vs_eager:.3f}x vs eager" if r.speedup_vs_eager is not None else "no speedup"
         comp = f", {r.speedup_vs_compile:.3f}x vs torch.compile" if r.speedup_vs_compile is not None else ""
         say(f"attempt #{r.attempt_id}: {r.status}, {vs}{comp} on {', '.join(r.workloads)} [{r.device}]")
+    if out.best_lost:
+        say(out.best_lost)
     say(f"next: {out.next}")

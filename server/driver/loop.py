@@ -394,7 +394,10 @@ class Driver:
         if self.opts.final_eval and not stop.startswith("policy stopped"):
             self.display.phase("final")
             self.display.event("final evaluation of the best candidates on every workload")
-            final = (await final_evaluation(self.ws, FinalEvalIn(search=s.id))).rows
+            out = await final_evaluation(self.ws, FinalEvalIn(search=s.id))
+            final = out.rows
+            if out.best_lost:  # the best failed on a workload the search never measured: it is not the result
+                self.display.event(out.best_lost)
         else:
             stopped = stop.startswith("policy stopped")  # the policy could not go on: resumable, not done
             await self.ws.store.set_search_status(
