@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from server.web import render
+from server.web.attempt_html import attempt_detail
 from server.web.html import Markup, h
+from server.web.pages import document
+from server.web.parts import attempt_status, notes_label, speed, status_badge, table, text_block
+from server.web.search_html import chart, node_detail, summary, tree
 from server.web.snapshot import SearchView, load_view, resolve_base
 from worldmodel.models import Attempt, Candidate, Edit, FinalVerdict, LLMCall, Node, Search, utcnow
 from worldmodel.render import no_best
@@ -90,9 +93,7 @@ def _phase_table(calls: list[LLMCall]) -> Markup:
                 str(sum(1 for c in cs if c.error)),
             ]
         )
-    return render.table(
-        ["phase", "model", "calls", "tokens in", "tokens out", "cost", "latency", "errors"], rows
-    )
+    return table(["phase", "model", "calls", "tokens in", "tokens out", "cost", "latency", "errors"], rows)
 
 
 def _attempts_table(view: SearchView) -> Markup:
@@ -106,18 +107,16 @@ def _attempts_table(view: SearchView) -> Markup:
                 str(a.round),
                 f"#{node.id} {node.title}" if node and node.kind == "intent" else ("root" if node else "–"),
                 a.author,
-                render.status_badge(render.attempt_status(a)),
-                render.speed(a.speedup),
-                render.speed(ev.speedup_vs_compile if ev and ev.status == "ok" else None),
+                status_badge(attempt_status(a)),
+                speed(a.speedup),
+                speed(ev.speedup_vs_compile if ev and ev.status == "ok" else None),
                 (ev.error or "")[:200] if ev else "",
             ]
         )
-    return render.table(
-        ["attempt", "round", "node", "author", "status", "vs eager", "vs compile", "error"], rows
-    )
+    return table(["attempt", "round", "node", "author", "status", "vs eager", "vs compile", "error"], rows)
 
 
-def _best_path(view: SearchView) -> Markup | None:
+def _best_path(view: SearchView, edits: list[Edit]) -> Markup | None:
     best = view.best_attempt
     if best is None or best.node_id is None:
         return None
@@ -133,9 +132,9 @@ def _best_path(view: SearchView) -> Markup | None:
                 "li",
                 None,
                 h("strong", None, f"#{n.id} " + (n.title if n.kind == "intent" else "root")),
-                h("span", {"class": "muted"}, f" · best here {render.speed(view.stats[n.id].best_speedup)}"),
-                render.text_block("Rationale" if n.kind == "intent" else "Kernel analysis", n.rationale),
-                render.text_block("Model's notes", n.notes),
+                h("span", {"class": "muted"}, f" · best here {speed(view.stats[n.id].best_speedup)}"),
+                text_block("Rationale" if n.kind == "intent" else "Kernel analysis", n.rationale),
+                text_block(notes_label(n, edits), n.notes),
             )
         )
     return h("ol", {"class": "best-path"}, items)
@@ -144,7 +143,7 @@ def _best_path(view: SearchView) -> Markup | None:
 def _no_best_path(view: SearchView) -> str:
     best = view.best_attempt
     if best is not None:  # the search's best, recorded on no node (e.g. submitted without --node)
-        return f"The best attempt, #{best.id} ({render.speed(best.speedup)} vs eager), is on no node of the tree."
+        return f"The best attempt, #{best.id} ({speed(best.speedup)} vs eager), is on no node of the tree."
     return f"No best attempt yet: {no_best(view.cpu_correct)}."
 
 
@@ -157,7 +156,7 @@ async def export_html(store: Store, ref: int | str) -> str:
     best_html: Markup
     if best is not None:
         cand = await store.get_candidate(best.candidate_id)
-        best_html = render.attempt_detail(best, cand, await resolve_base(store, best))
+        best_html = attempt_detail(best, cand, await resolve_base(store, best))
     else:
         best_html = h("p", {"class": "muted"}, "No correct, timed attempt yet.")
     verdict = await store.final_verdict(s.id)
@@ -172,9 +171,9 @@ async def export_html(store: Store, ref: int | str) -> str:
                 None,
                 f"#{n.id} " + (n.title if n.kind == "intent" else "root"),
                 " ",
-                render.status_badge(n.status.value),
+                status_badge(n.status.value),
             ),
-            render.node_detail(view, n, edits),
+            node_detail(view, n, edits),
         )
         for n in view.nodes
     ]
@@ -191,24 +190,24 @@ async def export_html(store: Store, ref: int | str) -> str:
         h(
             "main",
             None,
-            h("section", {"class": "panel"}, render.summary(view)),
+            h("section", {"class": "panel"}, summary(view)),
             h(
                 "section",
                 {"class": "panel chart-panel"},
                 h("h2", None, "Score over rounds"),
-                render.chart(view),
+                chart(view),
             ),
             h(
                 "section",
                 {"class": "panel tree-panel"},
                 h("h2", None, "World model"),
-                render.tree(view, link=True),
+                tree(view, link=True),
             ),
             h(
                 "section",
                 {"class": "panel"},
                 h("h2", None, "Best path"),
-                _best_path(view) or h("p", {"class": "muted"}, _no_best_path(view)),
+                _best_path(view, edits) or h("p", {"class": "muted"}, _no_best_path(view)),
             ),
             h("section", {"class": "panel"}, h("h2", None, "Best kernel"), best_html),
             h(
@@ -233,7 +232,7 @@ async def export_html(store: Store, ref: int | str) -> str:
         ),
     )
     style = Markup("<style>\n" + STYLE_FILE.read_text().replace("</", "<\\/") + "\n</style>")
-    return render.document(f"{s.name} · ksearch report", style, body)
+    return document(f"{s.name} · ksearch report", style, body)
 
 
 async def export_solution(store: Store, s: Search, task: Task) -> str:

@@ -31,7 +31,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.web import render
+from server.web import pages
+from server.web.attempt_html import attempt_detail
+from server.web.search_html import chart, default_attempt, first_selection, node_detail, summary, tree
 from server.web.snapshot import SearchView, find_search, fingerprint, load_view, resolve_base
 from tools.edit_tree import EditTreeIn, edit_tree
 from tools.errors import ToolFailure, describe_validation
@@ -212,7 +214,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
             return RedirectResponse(f"/s/{state.default_search}", status_code=307)
         rows = await _with_run_status(await list_searches(state.ws))
         return HTMLResponse(
-            render.searches_page(
+            pages.searches_page(
                 [(r.id, r.name, r.task, r.status, r.round, r.attempts, r.best_speedup_vs_eager) for r in rows]
             )
         )
@@ -221,20 +223,20 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
         try:
             s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
         except ToolFailure as e:
-            return HTMLResponse(
-                render.document(
-                    "not found",
-                    render.Markup(""),
-                    render.h(
-                        "body",
-                        None,
-                        render.h("p", None, str(e)),
-                        render.h("p", None, render.h("a", {"href": "/"}, "all searches")),
-                    ),
-                ),
-                404,
-            )
-        return HTMLResponse(render.live_page(s.id, s.name))
+            return HTMLResponse(pages.not_found_page(str(e)), 404)
+        v = await state.view(s.id)
+        return HTMLResponse(pages.live_page(v, await _first_view(v)))
+
+    async def _first_view(v: SearchView) -> pages.FirstView:
+        """The node and attempt the page opens on, rendered as the JSON endpoints render them."""
+        store = state.ws.store
+        node, aid = first_selection(v)
+        shown = None
+        if aid is not None:
+            a = await store.get_attempt(aid)
+            shown = attempt_detail(a, await store.get_candidate(a.candidate_id), await resolve_base(store, a))
+        html = node_detail(v, node, await store.list_edits(v.search.id), selected=aid)
+        return pages.FirstView(node.id, html, aid, shown)
 
     async def _with_run_status(found: list[SearchRow]) -> list[SearchRow]:
         """The rows with `interrupted` for a search left `running` by a run that died."""
@@ -273,9 +275,9 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
                     "attempts": len(v.attempts),
                     "root_id": v.root.id,
                 },
-                "summary_html": render.summary(v),
-                "chart_html": render.chart(v),
-                "tree_html": render.tree(v),
+                "summary_html": summary(v),
+                "chart_html": chart(v),
+                "tree_html": tree(v),
             }
         )
 
@@ -290,8 +292,8 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
             {
                 "version": v.version,
                 "node": _node_json(n),
-                "html": render.node_detail(v, n, edits),
-                "default_attempt": render.default_attempt(v, n),
+                "html": node_detail(v, n, edits),
+                "default_attempt": default_attempt(v, n),
             }
         )
 
@@ -304,9 +306,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
             raise HttpError(404, f"attempt #{aid} belongs to another search, not {s.name!r}")
         cand = await store.get_candidate(a.candidate_id)
         base = await resolve_base(store, a)
-        return JSONResponse(
-            {"attempt_id": a.id, "node_id": a.node_id, "html": render.attempt_detail(a, cand, base)}
-        )
+        return JSONResponse({"attempt_id": a.id, "node_id": a.node_id, "html": attempt_detail(a, cand, base)})
 
     async def api_add_intent(request: Request) -> Response:
         s = await find_search(state.ws.store, _ref(request.path_params["ref"]))

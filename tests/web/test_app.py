@@ -13,6 +13,8 @@ from starlette.testclient import TestClient
 from uihelp import with_store
 
 from server.web.app import build_app
+from worldmodel.edits import apply_edits
+from worldmodel.models import SearchConfig
 from worldmodel.store import Store
 
 HOST = "testserver"  # the host name Starlette's test client sends
@@ -98,6 +100,63 @@ def test_node_and_attempt_details_are_escaped(client: TestClient, demo: tuple[Pa
     assert "rows4096_cols1024" in best and "18.26" in best  # per-workload median, us
     assert client.get("/api/s/1/attempts/999").status_code == 404
     assert client.get("/api/s/1/nodes/999").status_code == 404
+
+
+def test_the_served_page_holds_the_first_view(client: TestClient, demo: tuple[Path, dict[str, int]]) -> None:
+    """Summary, chart, tree, the best attempt's node and the best attempt are in the HTML itself."""
+    _, ids = demo
+    page = client.get("/s/1").text
+    version = client.get("/api/s/1/version").json()["version"]
+    assert f'data-version="{version}"' in page
+    assert f'data-node="{ids["vec"]}" data-attempt="{ids["best_attempt"]}"' in page
+    tree = page[page.index('<div id="tree">') : page.index('<section class="panel detail-panel">')]
+    assert tree.count('role="treeitem"') == 7
+    assert f'class="node st-open selected on-best-path holds-best" data-node="{ids["vec"]}"' in tree
+    assert '<span class="best-num" id="best-speedup">2.300x</span>' in page
+    chart = page[page.index('<section id="chart"') :]
+    assert chart.count('class="pt ') == 5 + 2  # the same chart the JSON view serves
+    assert f'<div class="node-detail" data-node="{ids["vec"]}">' in page
+    assert f'class="attempt-row selected" data-attempt="{ids["best_attempt"]}"' in page
+    assert f'<div class="attempt-detail" data-attempt="{ids["best_attempt"]}">' in page
+    assert "Timings per workload on NVIDIA H200" in page and "rows512_cols8192" in page
+    _no_live_markup(page.replace('<script src="/static/app.js"></script>', ""))
+
+
+def test_a_search_without_a_best_opens_on_its_root(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+
+    async def create(store: Store) -> int:
+        return (await store.create_search("fresh", "softmax", SearchConfig(policy="tuner"))).id
+
+    sid = with_store(db, create)
+    with TestClient(build_app(db, host=HOST)) as c:
+        page = c.get(f"/s/{sid}").text
+    root = with_store(db, lambda s: s.root(sid))
+    body = page[page.index("<body") :].split(">", 1)[0]
+    assert f'data-node="{root.id}"' in body and "data-attempt=" not in body
+    assert "No attempts yet." in page and '<div class="node-detail"' in page
+
+
+def test_notes_are_credited_to_whoever_wrote_them(
+    client: TestClient, demo: tuple[Path, dict[str, int]]
+) -> None:
+    """A tuner search's root analysis is the tuner's, not a model's."""
+    db, ids = demo
+
+    async def tuner_notes(store: Store) -> None:
+        await apply_edits(
+            store,
+            1,
+            [{"op": "update", "node_id": ids["root"], "notes": "Offline tuner (no language model): ..."}],
+            author="tuner",
+            round=0,
+        )
+
+    with_store(db, tuner_notes)
+    root = client.get(f"/api/s/1/nodes/{ids['root']}").json()["html"]
+    assert "Tuner&#x27;s notes" in root and "Model&#x27;s notes" not in root
+    hostile = client.get(f"/api/s/1/nodes/{ids['hostile']}").json()["html"]  # inserted by llm:demo
+    assert "Model&#x27;s notes" in hostile
 
 
 def test_version_changes_only_when_the_database_does(

@@ -6,6 +6,8 @@ Playwright drives the system Chromium). Skipped, with the reason, when either is
 
 from __future__ import annotations
 
+import itertools
+import math
 import subprocess
 import sys
 import textwrap
@@ -210,3 +212,136 @@ def test_chart_opens_an_attempt_and_the_address_keeps_it(
     page.reload()
     expect(page.locator(f'#attempt .attempt-detail[data-attempt="{ids["wrong_attempt"]}"]')).to_be_visible()
     expect(page.locator(f'#tree .node.selected[data-node="{ids["online"]}"]')).to_have_count(1)
+
+
+def test_the_first_view_needs_no_waiting(
+    browser: Browser, ui: UiProcess, demo: tuple[Path, dict[str, int]]
+) -> None:
+    """The served HTML is the first view: present at DOMContentLoaded, and without any script at all."""
+    _, ids = demo
+    best = ids["best_attempt"]
+    with_script = browser.new_context(viewport={"width": 1280, "height": 900})
+    without = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=False)
+    try:
+        for ctx in (with_script, without):
+            pg = ctx.new_page()
+            pg.goto(ui.url, wait_until="domcontentloaded")
+            # counted at once, no expect(): nothing may depend on a fetch having finished
+            assert pg.locator("#tree .node").count() == 7
+            assert pg.locator("#best-speedup").inner_text() == "2.300x"
+            assert pg.locator("#chart svg.chart [data-attempt]").count() >= 7
+            assert pg.locator(f'#tree .node.selected[data-node="{ids["vec"]}"]').count() == 1
+            assert pg.locator(f'#attempt .attempt-detail[data-attempt="{best}"] table.timings').count() == 1
+            pg.close()
+    finally:
+        with_script.close()
+        without.close()
+
+
+def test_an_attempt_link_alone_opens_the_attempt(
+    page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
+) -> None:
+    _, ids = demo
+    page.goto(f"{ui.url}#attempt={ids['wrong_attempt']}")
+    expect(page.locator(f'#attempt .attempt-detail[data-attempt="{ids["wrong_attempt"]}"]')).to_contain_text(
+        "last column not written"
+    )
+    expect(page.locator(f'#node .node-detail[data-node="{ids["online"]}"]')).to_be_visible()
+    expect(page.locator(f'#tree .node.selected[data-node="{ids["online"]}"]')).to_have_count(1)
+    # A link followed on the page changes only the fragment: it opens too.
+    page.evaluate(f"location.hash = '#attempt={ids['rows_attempt']}'")
+    expect(page.locator(f'#attempt .attempt-detail[data-attempt="{ids["rows_attempt"]}"]')).to_be_visible()
+    expect(page.locator(f'#tree .node.selected[data-node="{ids["rows"]}"]')).to_have_count(1)
+
+
+# Elements whose content is wider than their box and is neither scrollable nor wrapped: text cut off.
+CLIPPED = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll('#summary *, #tree *, #node *, #attempt *')) {
+    const cs = getComputedStyle(el);
+    if (cs.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth) out.push(`ellipsis: ${el.className}`);
+    const scrolls = ['auto', 'scroll'].includes(cs.overflowX);
+    if (!scrolls && cs.overflowX !== 'visible' && el.scrollWidth > el.clientWidth + 1)
+      out.push(`clipped: ${el.tagName}.${el.className} ${el.scrollWidth}>${el.clientWidth}`);
+  }
+  for (const t of document.querySelectorAll('#node table, #attempt table')) {
+    const box = t.closest('.table-scroll');
+    const panel = t.closest('.panel').getBoundingClientRect();
+    if (box === null) out.push(`table outside a scroll box: ${t.className}`);
+    else if (box.getBoundingClientRect().right > panel.right + 1) out.push(`box past its panel: ${t.className}`);
+  }
+  return out;
+}"""
+
+
+def _fits(page: Page, selector: str) -> tuple[int, int]:
+    return page.evaluate(
+        "(sel) => { const t = document.querySelector(sel); "
+        "return [t.scrollWidth, t.closest('.table-scroll').clientWidth]; }",
+        selector,
+    )
+
+
+def test_nothing_is_cut_off_at_1280_px(
+    browser: Browser, ui: UiProcess, demo: tuple[Path, dict[str, int]]
+) -> None:
+    _, ids = demo
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = ctx.new_page()
+        for node, attempt in (
+            (ids["vec"], ids["best_attempt"]),
+            (ids["online"], ids["bad_attempt"]),
+            (ids["hostile"], ids["hostile_attempt"]),
+        ):
+            page.goto(f"{ui.url}#node={node}&attempt={attempt}")
+            expect(page.locator(f'#attempt .attempt-detail[data-attempt="{attempt}"]')).to_be_visible()
+            assert page.evaluate(CLIPPED) == []
+        # The timings table fits its panel outright: every column is in view without scrolling.
+        page.goto(f"{ui.url}#attempt={ids['best_attempt']}")
+        expect(page.locator("#attempt table.timings")).to_contain_text("roofline")
+        width, box = _fits(page, "#attempt table.timings")
+        assert width <= box, f"timings table {width}px in a {box}px panel"
+        # A long title is wrapped, whole, inside its card.
+        title = page.locator(f'#tree .node[data-node="{ids["hostile"]}"] .ntitle')
+        assert page.evaluate("(el) => el.scrollWidth <= el.clientWidth", title.element_handle())
+        assert title.inner_text().endswith('onerror="window.__pwned=2">')
+    finally:
+        ctx.close()
+
+
+def test_the_chart_fits_its_scale_to_the_data(
+    page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
+) -> None:
+    """A log axis: equal ratios are equal distances, and the timed attempts spread over the plot."""
+    _, ids = demo
+    page.goto(ui.url)
+    svg = page.locator("#chart svg.chart")
+    expect(svg).to_be_visible()
+    raw: dict[str, float] = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('#chart svg.chart text')]
+             .filter(t => /^[\\d.]+x$/.test(t.textContent))
+             .map(t => { const b = t.getBoundingClientRect(); return [parseFloat(t.textContent), b.y + b.height / 2]; }))"""
+    )
+    ticks = {float(k): y for k, y in raw.items()}  # tick value -> its height on the screen
+    vals = sorted(ticks)
+    assert len(vals) >= 3 and 1.0 in ticks
+    per_log = [(ticks[a] - ticks[b]) / math.log(b / a) for a, b in itertools.pairwise(vals)]
+    assert max(per_log) - min(per_log) < 1.5, f"tick spacing is not logarithmic: {ticks}"
+    # every timed attempt inside the plot, the slowest and fastest far apart (the scale fits the data)
+    dots: dict[int, float] = {
+        int(k): v
+        for k, v in page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll('#chart svg.chart circle.pt[data-attempt]')]
+                 .map(c => { const b = c.getBoundingClientRect(); return [c.dataset.attempt, b.y + b.height / 2]; }))"""
+        ).items()
+    }
+    assert set(dots) >= {ids["best_attempt"], ids["hostile_attempt"]}
+    top, bottom = min(ticks.values()), max(ticks.values())
+    plot = svg.bounding_box()
+    assert plot is not None
+    assert all(plot["y"] <= y <= plot["y"] + plot["height"] for y in dots.values())
+    spread = dots[ids["hostile_attempt"]] - dots[ids["best_attempt"]]  # 0.7x below 2.3x
+    expected = math.log(2.3 / 0.7) * (sum(per_log) / len(per_log))
+    assert abs(spread - expected) < 3, (spread, expected)
+    assert spread > 0.4 * (bottom - top)

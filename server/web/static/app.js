@@ -1,15 +1,27 @@
 // ksearch ui: keeps the page current by polling a fingerprint, and sends steering edits as JSON.
+// The server renders the first view into the page (summary, chart, tree, a node and its attempt); this
+// script takes it over from the body's data attributes and swaps fragments in only when something changed.
 // Fragments come from the server already escaped; anything this script writes itself uses textContent.
 "use strict";
 
 (() => {
-  const SEARCH = document.body.dataset.search;
+  const body = document.body.dataset;
+  const SEARCH = body.search;
   const API = `/api/s/${SEARCH}`;
+  const ROOT = Number(body.root);
   const POLL_MS = 1500;
   const HIDDEN_POLL_MS = 6000;
   const $ = (sel) => document.querySelector(sel);
+  const num = (raw) => (raw ? Number(raw) : null);
 
-  const st = { version: null, node: null, nodeData: null, attempt: null, busy: false };
+  // What the served HTML already shows: the first poll refetches nothing unless the version moved on.
+  const st = {
+    version: body.version || null,
+    node: num(body.node),
+    nodeData: null,
+    attempt: num(body.attempt),
+    busy: false,
+  };
 
   async function getJSON(url) {
     const r = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" });
@@ -209,8 +221,7 @@
   async function openAttempt(id) {
     const d = await getJSON(`${API}/attempts/${id}`).catch(() => null);
     if (d === null) return;
-    const v = await getJSON(`${API}/view`).catch(() => null);
-    await selectNode(d.node_id !== null ? d.node_id : v.search.root_id, id);
+    await selectNode(d.node_id !== null ? d.node_id : ROOT, id);
   }
   $("#chart").addEventListener("click", async (ev) => {
     const pt = ev.target.closest("[data-attempt]");
@@ -258,19 +269,27 @@
 
   // ---------------------------------------------------------------- start
 
-  (async () => {
+  // #node=N&attempt=M (or either alone) opens that node and attempt; false when the address names none.
+  async function openFromHash() {
     const hash = new URLSearchParams(location.hash.slice(1));
-    try {
-      await refreshView();
-      setLive(true, `live · ${new Date().toLocaleTimeString()}`);
-    } catch (e) {
-      setLive(false, `offline (${e.message}) · retrying`);
-    }
     const node = Number(hash.get("node"));
     const attempt = Number(hash.get("attempt"));
     if (node) await selectNode(node, attempt || undefined);
     else if (attempt) await openAttempt(attempt);
-    else if (st.node !== null) await selectNode(st.node);
+    else return false;
+    return true;
+  }
+  // A link to another attempt followed on this page changes only the address's fragment.
+  window.addEventListener("hashchange", () => openFromHash());
+
+  (async () => {
+    try {
+      // the served node needs only its steering data, unless the address asks for another
+      if (!(await openFromHash())) await refreshNode(false);
+      await tick();
+    } catch (e) {
+      setLive(false, `offline (${e.message}) · retrying`);
+    }
     loop();
   })();
 })();

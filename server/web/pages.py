@@ -1,0 +1,231 @@
+"""Whole pages: a search's live page (its first view rendered here), the index of searches, a 404."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.web.html import Markup, h
+from server.web.parts import speed, status_badge, table
+from server.web.search_html import chart, summary, tree
+from server.web.snapshot import SearchView
+
+STYLE_PATH = "/static/style.css"
+SCRIPT_PATH = "/static/app.js"
+
+
+@dataclass
+class FirstView:
+    """The node (and its attempt) a search's page opens on, already rendered."""
+
+    node_id: int
+    node_html: Markup
+    attempt_id: int | None = None
+    attempt_html: Markup | None = None
+
+
+def live_page(view: SearchView, first: FirstView) -> Markup:
+    """A search's page with its first view rendered: summary, chart, tree, a node and its attempt are in
+    the HTML itself (a reader, a screenshot or a page without script sees them at once); the script
+    then keeps it current from the JSON endpoints. `data-version` lets it skip a first fetch of the same."""
+    name = view.search.name
+    steer = h(
+        "section",
+        {"id": "steer", "class": "panel steer", "hidden": True},
+        h("h4", None, "Steer ", h("span", {"id": "steer-target"}, "")),
+        h(
+            "div",
+            {"class": "steer-row intent-only"},
+            h(
+                "label",
+                None,
+                "priority ",
+                h("input", {"id": "prio", "type": "number", "min": 0, "max": 1, "step": 0.05}),
+            ),
+            h("button", {"id": "set-prio", "type": "button"}, "Set"),
+            h("button", {"id": "pin", "type": "button"}, "Pin"),
+            h("button", {"id": "veto", "type": "button"}, "Veto"),
+            h("button", {"id": "prune", "type": "button", "class": "danger"}, "Prune"),
+            h("button", {"id": "reopen", "type": "button"}, "Reopen"),
+        ),
+        h(
+            "div",
+            {"class": "steer-row"},
+            h(
+                "label",
+                {"class": "grow"},
+                "reason ",
+                h(
+                    "input",
+                    {
+                        "id": "reason",
+                        "type": "text",
+                        "maxlength": 2000,
+                        "placeholder": "optional, kept in the edit log",
+                    },
+                ),
+            ),
+        ),
+        h(
+            "form",
+            {"id": "add-intent", "class": "add-intent"},
+            h(
+                "div",
+                {"class": "steer-row"},
+                h(
+                    "label",
+                    {"class": "grow"},
+                    "new intent under this node ",
+                    h(
+                        "input",
+                        {
+                            "id": "intent-title",
+                            "name": "title",
+                            "type": "text",
+                            "minlength": 3,
+                            "maxlength": 200,
+                            "required": True,
+                            "placeholder": "e.g. keep the row in registers",
+                        },
+                    ),
+                ),
+            ),
+            h(
+                "div",
+                {"class": "steer-row"},
+                h(
+                    "label",
+                    {"class": "grow"},
+                    "why ",
+                    h("textarea", {"id": "intent-why", "name": "why", "rows": 2, "maxlength": 4000}),
+                ),
+            ),
+            h(
+                "div",
+                {"class": "steer-row"},
+                h(
+                    "label",
+                    None,
+                    "priority ",
+                    h(
+                        "input",
+                        {
+                            "id": "intent-prio",
+                            "type": "number",
+                            "min": 0,
+                            "max": 1,
+                            "step": 0.05,
+                            "value": "0.7",
+                        },
+                    ),
+                ),
+                h(
+                    "label",
+                    None,
+                    "difficulty ",
+                    h(
+                        "select",
+                        {"id": "intent-diff"},
+                        [h("option", {"value": d, "selected": d == 3}, str(d)) for d in range(1, 6)],
+                    ),
+                ),
+                h("button", {"id": "add-intent-btn", "type": "submit"}, "Add intent"),
+            ),
+        ),
+        h("div", {"id": "steer-msg", "class": "msg", "role": "status"}),
+    )
+    body = h(
+        "body",
+        {
+            "data-search": view.search.id,
+            "data-version": view.version,
+            "data-root": view.root.id,
+            "data-node": first.node_id,
+            "data-attempt": first.attempt_id,
+        },
+        h(
+            "header",
+            {"class": "topbar"},
+            h("a", {"href": "/", "class": "home"}, "ksearch"),
+            h("h1", None, name),
+            h("span", {"id": "live", "class": "live"}, "connecting…"),
+        ),
+        h("section", {"id": "summary", "class": "panel"}, summary(view)),
+        h("section", {"id": "chart", "class": "panel chart-panel"}, chart(view)),
+        h(
+            "main",
+            {"class": "cols"},
+            h(
+                "section",
+                {"class": "panel tree-panel"},
+                h(
+                    "h2",
+                    None,
+                    "World model ",
+                    h("span", {"class": "muted small"}, "click a node · best path highlighted"),
+                ),
+                h("div", {"id": "tree"}, tree(view, selected=first.node_id)),
+            ),
+            h(
+                "section",
+                {"class": "panel detail-panel"},
+                h("div", {"id": "node"}, first.node_html),
+                steer,
+                h("div", {"id": "attempt"}, first.attempt_html),
+            ),
+        ),
+        h("script", {"src": SCRIPT_PATH}),
+    )
+    return document(f"{name} · ksearch", Markup(f'<link rel="stylesheet" href="{STYLE_PATH}">'), body)
+
+
+def searches_page(rows: list[tuple[int, str, str, str, int, int, float | None]]) -> Markup:
+    """The index: one row per search (id, name, task, status, round, attempts, best speedup)."""
+    listing = table(
+        ["id", "search", "task", "status", "round", "attempts", "best vs eager"],
+        [
+            [str(i), h("a", {"href": f"/s/{i}"}, name), task, status_badge(st), str(r), str(n), speed(b)]
+            for i, name, task, st, r, n, b in rows
+        ],
+        "searches",
+    )
+    body = h(
+        "body",
+        None,
+        h("header", {"class": "topbar"}, h("span", {"class": "home"}, "ksearch"), h("h1", None, "Searches")),
+        h(
+            "section",
+            {"class": "panel"},
+            listing if rows else h("p", None, "No searches in this database yet."),
+        ),
+    )
+    return document("ksearch", Markup(f'<link rel="stylesheet" href="{STYLE_PATH}">'), body)
+
+
+def not_found_page(message: str) -> Markup:
+    body = h(
+        "body",
+        None,
+        h("p", None, message),
+        h("p", None, h("a", {"href": "/"}, "all searches")),
+    )
+    return document("not found", Markup(f'<link rel="stylesheet" href="{STYLE_PATH}">'), body)
+
+
+def document(title: str, head_extra: Markup, body: Markup) -> Markup:
+    return Markup(
+        "<!doctype html>\n"
+        + h(
+            "html",
+            {"lang": "en"},
+            h(
+                "head",
+                None,
+                Markup('<meta charset="utf-8">'),
+                Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
+                h("title", None, title),
+                Markup('<link rel="icon" href="data:,">'),
+                head_extra,
+            ),
+            body,
+        )
+    )
