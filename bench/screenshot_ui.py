@@ -6,8 +6,8 @@ Starts the UI on DB in a subprocess (any free port, 127.0.0.1), opens it in head
 (/usr/bin/chromium through Playwright's Python package; no browser download), and writes
 OUTDIR/ui-overview.png (tree, chart, summary; the best attempt's node selected),
 OUTDIR/ui-node.png (the detail column of a node: rationale, attempts, timings, diff, code) and
-OUTDIR/ui-full.png (the whole page). The node is the one holding the search's best attempt unless
---node is given.
+OUTDIR/ui-full.png (the whole page). The node is the one the page opens on (the one holding the
+search's best attempt) unless --node is given.
 """
 
 from __future__ import annotations
@@ -91,17 +91,13 @@ def main() -> int:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": a.width, "height": a.height}, device_scale_factor=1)
-            page.goto(url)
-            page.wait_for_selector("#tree .node")
-            if a.node is None:
-                holder = page.locator("#tree .node.holds-best")
-                node = holder.first.get_attribute("data-node") if holder.count() else None
-            else:
-                node = str(a.node)
-            if node is not None:
-                page.click(f'#tree .node[data-node="{node}"]')
-                page.wait_for_selector(f'#node .node-detail[data-node="{node}"]')
+            # The served page already shows the best attempt's node and the best attempt; another node
+            # is opened through the address, as a link to it would.
+            page.goto(url if a.node is None else f"{url}#node={a.node}")
+            if a.node is not None:
+                page.wait_for_selector(f'#node .node-detail[data-node="{a.node}"]')
                 page.wait_for_selector("#attempt .attempt-detail", timeout=10_000)
+            page.wait_for_selector("#live:not(:has-text('connecting'))")  # the script has taken over
             page.evaluate("window.scrollTo(0, 0)")
             page.wait_for_timeout(300)
             page.screenshot(path=str(a.outdir / "ui-overview.png"))
