@@ -160,11 +160,12 @@ class Display:
         lim = self.limits
         if lim.wall_s is not None:
             left.append((lim.wall_s - elapsed, False))
-        if lim.rounds is not None and self.rounds_done:
+        # estimates only while work of that kind is left: at 0 the run is finishing, not "0s" away
+        if lim.rounds is not None and self.rounds_done and self.rounds_done < lim.rounds:
             left.append((elapsed / self.rounds_done * (lim.rounds - self.rounds_done), True))
-        if lim.attempts is not None and self.n_attempts:
+        if lim.attempts is not None and self.n_attempts and self.attempts_total < lim.attempts:
             left.append((elapsed / self.n_attempts * (lim.attempts - self.attempts_total), True))
-        if not left:
+        if not left or self.phase_now == "final":
             return None
         secs, estimate = min(left)
         return max(0.0, secs), estimate
@@ -329,6 +330,12 @@ class Display:
             f"{best}; {res.tokens} tokens, ${res.usd:.2f}{unpriced}, {res.wall_s:.0f}s"
         ]
         for r in res.final:
+            if r.device == "cpu-interpreter" and r.status == "ok":  # a CPU number is no speed: say so
+                out.append(
+                    f"final: attempt {r.attempt_id}: correct on {', '.join(r.workloads)} "
+                    "[cpu-interpreter: not timed]"
+                )
+                continue
             out.append(
                 f"final: attempt {r.attempt_id}: {verdict_word(r.status)}, {_speed(r.speedup_vs_eager)} vs eager, "
                 f"{_speed(r.speedup_vs_compile)} vs torch.compile on {', '.join(r.workloads)}{_on(r.device)}"
@@ -378,7 +385,7 @@ class LiveDisplay(Display):
             what = self.stop_reason or _PHASE_TEXT[self.phase_now]
             grid.add_row(mark, Text(f"{'finished' if done else 'stopped'}: {what}", style="bold"))
         elif self.lanes:
-            for lane in self.lanes.values():
+            for lane in list(self.lanes.values()):  # a snapshot: the refresh thread draws, the loop edits
                 head = Text(f"{lane.phase:<7}", style="bold cyan")
                 head.append(f" {lane.title}", style="bold")
                 if lane.phase == "refine":

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from server.driver.display import Display, Limits, LiveDisplay, duration, short_reason
 from server.driver.loop import DriverResult
+from tools.final_eval import FinalRow
 from worldmodel.models import Attempt, Evaluation, LLMCallRecord, Node, Search, SearchConfig, WorkloadTiming
 
 REASON = (
@@ -232,3 +233,36 @@ def test_model_calls_are_counted_in_the_footer_and_listed_with_verbose() -> None
 
 def test_durations_read_at_a_glance() -> None:
     assert [duration(x) for x in (4.6, 65, 3599, 7380)] == ["4s", "1m05s", "59m59s", "2h03m"]
+
+
+def test_no_remaining_time_is_guessed_once_the_budgeted_work_is_done() -> None:
+    d = Display(Console(file=io.StringIO()))
+    d.start(SEARCH, _Policy(), limits=Limits(rounds=1))  # type: ignore[arg-type]
+    d.round(1, NODE, REASON)
+    d.started -= 30
+    assert d.remaining() is None  # no round finished yet: no pace to extrapolate
+    d.round_done(NODE)
+    assert d.remaining() is None and "left" not in d.progress_text()  # the one round is done
+    d.limits = Limits(rounds=3, wall_s=600)
+    assert d.remaining() == pytest.approx((60.0, True), abs=1)  # 2 rounds at 30 s, sooner than the wall
+    d.phase("final")
+    assert d.remaining() is None
+
+
+def test_a_final_row_timed_on_the_cpu_shows_no_speed(capsys: pytest.CaptureFixture[str]) -> None:
+    row = FinalRow(
+        attempt_id=2,
+        node_id=2,
+        status="ok",
+        speedup_vs_eager=0.0004,
+        speedup_vs_compile=None,
+        workloads=["smoke"],
+        device="cpu-interpreter",
+        summary="",
+    )
+    d = Display()
+    d.start(SEARCH, _Policy())  # type: ignore[arg-type]
+    d.finish(_result(best_attempt_id=None, best_speedup_vs_eager=None, device=None, final=[row]))
+    lines = _lines(capsys)
+    assert "final: attempt 2: correct on smoke [cpu-interpreter: not timed]" in lines
+    assert not [ln for ln in lines if "0.000x" in ln]
