@@ -1,0 +1,645 @@
+"""The README's figures, generated from the committed results in bench/results/.
+
+    python bench/figures.py --check   # exit 1, saying where, when README.md and bench/results/ disagree
+    python bench/figures.py --write   # rewrite every generated region from the results
+
+A generated region is the text between `<!-- figures:NAME -->` and `<!-- /figures:NAME -->` in README.md:
+inside one line (a table row, a phrase in a sentence) or around a block (a whole table). `REGIONS` maps each
+NAME to the function that writes it from the results, so a figure in a region is whatever the results say.
+
+Outside the regions, `--check` also reads the README for numbers that look measured (a time, a speedup, a
+percentage, a bandwidth, "N of M", "N passed"): each must be one of `ALLOWED`, phrases that state a setting, a
+limit or a test's bound rather than a measurement, each with why. And every `tests/...` or `bench/...` path
+the README names must exist, so a claim credited to a test points at one.
+
+To put a new result in the README: commit its JSON under bench/results/, write a function here that renders it
+(`Results` reads the files), add it to `REGIONS`, put the two markers where it goes, and run `--write`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+RESULTS = ROOT / "bench" / "results"
+
+
+class FiguresError(Exception):
+    """A results file is missing or does not hold what a region needs."""
+
+
+@dataclass(frozen=True)
+class Results:
+    """Read access to a results directory (bench/results/, or a copy in a test)."""
+
+    root: Path
+
+    def json(self, name: str) -> Any:
+        path = self.root / name
+        if not path.is_file():
+            raise FiguresError(f"{path} is missing")
+        return json.loads(path.read_text())
+
+    def text(self, name: str) -> str:
+        path = self.root / name
+        if not path.is_file():
+            raise FiguresError(f"{path} is missing")
+        return path.read_text()
+
+    def glob(self, pattern: str) -> list[Path]:
+        return sorted(self.root.glob(pattern), key=_natural)
+
+
+def _natural(p: Path) -> list[Any]:
+    """`...-2.json` before `...-10.json`."""
+    return [int(s) if s.isdigit() else s for s in re.split(r"(\d+)", p.name)]
+
+
+# ---------------------------------------------------------------------------------------------- formatting
+
+
+def _x(v: float) -> str:
+    return f"{v:.2f}x"
+
+
+def _pct(v: float, digits: int = 1) -> str:
+    return f"{100 * v:.{digits}f}%"
+
+
+def _span(values: list[float], fmt: Callable[[float], str]) -> str:
+    """`a–b` for the smallest and largest value, one value when they print the same."""
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def _files(paths: list[Path]) -> str:
+    """`name-{1,2}.json` for numbered siblings, else the names joined."""
+    if len(paths) == 1:
+        return paths[0].name
+    parts = [re.match(r"(.*-)(\d+)(\.\w+)$", p.name) for p in paths]
+    if all(parts) and len({(m.group(1), m.group(3)) for m in parts if m}) == 1:
+        m = parts[0]
+        assert m is not None
+        nums = ",".join(x.group(2) for x in parts if x)
+        return f"{m.group(1)}{{{nums}}}{m.group(3)}"
+    return ", ".join(p.name for p in paths)
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _row(*cells: str) -> str:
+    return " | ".join(cells)
+
+
+# ------------------------------------------------------------------------------------ the H200 sandbox table
+
+
+def _sandbox(r: Results) -> dict[str, Any]:
+    return r.json("sandbox-h200.json")
+
+
+def h200_env(r: Results) -> str:
+    hw = _sandbox(r)["hardware"]
+    return f"one {hw['device']}, torch {hw['torch']}, Triton {hw['triton']}"
+
+
+def row_eval(r: Results) -> str:
+    e2e = _sandbox(r)["parts"]["e2e"]
+    t, c = e2e["triton"], e2e["cuda"]
+    trials = re.search(r"(\d+) correctness trials", e2e["what"])
+    if trials is None:
+        raise FiguresError("sandbox-h200.json: e2e.what does not say how many correctness trials")
+    tn, cn = t["new_kernel_s"]["n"], c["new_kernel_s"]["n"]
+    n = f"n={tn} each" if tn == cn else f"n={tn} / {cn}"
+    return _row(
+        f"evaluate one new candidate (compile + {trials.group(1)} correctness trials + timing, warm worker)",
+        f"Triton median {t['new_kernel_s']['median']:.2f} s, NVRTC CUDA {c['new_kernel_s']['median']:.2f} s "
+        f"({n}; the same source again {t['repeat_s']['median']:.2f} / {c['repeat_s']['median']:.2f} s)",
+        "`bench/sandbox.py` → `sandbox-h200.json`",
+    )
+
+
+def row_repeat(r: Results) -> str:
+    rep = _sandbox(r)["parts"]["repeat"]
+    return _row(
+        f"repeatability: one {rep['median_of_medians_us'] / 1000:.1f} ms kernel benchmarked "
+        f"{len(rep['medians_us'])} times",
+        f"medians within {_pct(rep['spread_max_minus_min_rel'], 3)} (max−min)",
+        "same",
+    )
+
+
+def row_aa(r: Results) -> str:
+    aa = _sandbox(r)["parts"]["aa"]
+    return _row(
+        f"A/A: two identical candidates compared {aa['comparisons']} times",
+        f"called faster {aa['called_faster']} times of {aa['comparisons']}",
+        "same",
+    )
+
+
+_FAULT_NAMES = {
+    "fault_illegal_address": "illegal address",
+    "fault_infinite_loop": "infinite loop",
+    "fault_segfault": "host segfault",
+    "fault_gpu_oom": "GPU OOM",
+    "fault_exception": "Python exception",
+}
+
+
+def row_faults(r: Results) -> str:
+    f = _sandbox(r)["parts"]["faults"]
+    names = [_FAULT_NAMES[k] for k in _FAULT_NAMES if k in f]
+    kinds = "each reported as its kind" if f["all_reported_as_kind"] else "NOT each reported as its kind"
+    after = (
+        "the next candidate evaluated correctly every time"
+        if f["pool_recovered_every_time"]
+        else "the next candidate NOT always evaluated correctly"
+    )
+    return _row(f"fault suite: {', '.join(names)}", f"{kinds}; {after}", "same")
+
+
+def row_ceilings(r: Results) -> str:
+    hw = _sandbox(r)["hardware"]
+    mm = hw["matmul_tflops"]
+    order = [("bfloat16", "bf16"), ("float16", "fp16"), ("tf32", "tf32"), ("float32", "fp32")]
+    rates = ", ".join(f"{short} {mm[k]:.3g}" for k, short in order if k in mm)
+    return _row(
+        "measured ceilings",
+        f"copy {hw['copy_bandwidth_gbps'] / 1000:.2f} TB/s, best of copy/read/write "
+        f"{hw['bandwidth_gbps'] / 1000:.2f} TB/s; matmul {rates} TFLOP/s",
+        "same (`setup`)",
+    )
+
+
+def _ncu(data: dict[str, Any], key: str) -> dict[str, Any]:
+    return data["parts"]["ncu"][key]
+
+
+def _launches(rec: dict[str, Any]) -> int:
+    return int((rec.get("profile") or {}).get("launches") or 1)  # files before the field: one launch
+
+
+def row_ncu(r: Results) -> str:
+    paths = r.glob("sandbox-ncu-h200-*.json")
+    if not paths:
+        raise FiguresError("no bench/results/sandbox-ncu-h200-*.json")
+    runs = [json.loads(p.read_text()) for p in paths]
+    soft = [_ncu(d, "softmax/triton") for d in runs]
+    rows = [_ncu(d, "row_sum/cuda") for d in runs]
+    launches = {_launches(x) for x in soft + rows}
+    if len(launches) != 1:
+        raise FiguresError(f"{_files(paths)}: runs profiled different numbers of launches {sorted(launches)}")
+
+    def gap(xs: list[dict[str, Any]]) -> str:
+        return _span([x["relative_difference"] for x in xs], _pct).replace("%", "") + "%"
+
+    return _row(
+        f"benchmark median vs Nsight Compute `gpu__time_duration` (median of {launches.pop()} profiled calls), "
+        f"{len(runs)} runs",
+        f"softmax (Triton) {gap(soft)} apart, row_sum (NVRTC) {gap(rows)}",
+        f"`bench/sandbox.py --parts setup,ncu` → `{_files(paths)}`",
+    )
+
+
+def ncu_single(r: Results) -> str:
+    """The softmax gap of runs that profiled a single launch."""
+    found = []
+    for name in ("sandbox-ncu-ext-h200.json", "sandbox-h200.json"):
+        rec = _ncu(r.json(name), "softmax/triton")
+        if _launches(rec) == 1:
+            found.append((name, rec["relative_difference"]))
+    if not found:
+        raise FiguresError("no single-launch ncu run among the sandbox results")
+    gaps = _and([_pct(v) for _, v in found])
+    return f"the softmax gap was {gaps} in {len(found)} runs ({', '.join(f'`{n}`' for n, _ in found)})"
+
+
+def row_ext(r: Results) -> str:
+    ext = r.json("sandbox-ncu-ext-h200.json")["parts"]["ext"]
+    if ext["first"]["status"] != "ok" or ext["again"]["status"] != "ok":
+        raise FiguresError("sandbox-ncu-ext-h200.json: the extension build did not succeed")
+    return _row(
+        "CUDA C++ torch extension",
+        f"first build {ext['first']['seconds']:.1f} s, the same source again {ext['again']['seconds']:.2f} s",
+        "`--parts ext` → `sandbox-ncu-ext-h200.json`",
+    )
+
+
+def _pytest_log(r: Results, name: str) -> tuple[int, list[str], str]:
+    """(passed, the test folders of the passed tests, the log) of a committed pytest log."""
+    text = r.text(f"logs/{name}")
+    summary = re.findall(r"^=*\s*(.*\bin [\d.]+s.*?)\s*=*$", text, re.M)
+    if not summary:
+        raise FiguresError(f"logs/{name}: no pytest summary line")
+    last = summary[-1]
+    if re.search(r"\b\d+ (failed|error)", last):
+        raise FiguresError(f"logs/{name}: not every test passed ({last})")
+    passed = re.search(r"(\d+) passed", last)
+    if passed is None:
+        raise FiguresError(f"logs/{name}: no passed count in {last!r}")
+    dirs = sorted({m.group(1) for m in re.finditer(r"^PASSED tests/(\w+)/", text, re.M)})
+    return int(passed.group(1)), dirs, text
+
+
+def row_gpu_tests(r: Results) -> str:
+    n, _, _ = _pytest_log(r, "pytest-gpu-h200.log")
+    again, dirs, _ = _pytest_log(r, "pytest-gpu-guard-h200.log")
+    where = ", ".join(f"tests/{d}" for d in dirs)
+    return _row(
+        "`gpu`-marked tests",
+        f"{n} passed (and the {again} of them in {where} again after `gpu/guard.py` landed)",
+        "`pytest -m gpu` → `logs/pytest-gpu-h200.log`, `logs/pytest-gpu-guard-h200.log`",
+    )
+
+
+def row_gpu_tests_loop(r: Results) -> str:
+    n, dirs, text = _pytest_log(r, "pytest-gpu-loop-h200.log")
+    host = "test_host_loop.py::test_on_a_gpu" in text
+    return _row(
+        f"`gpu`-marked tests after the loop landed (passed in {', '.join(dirs)})",
+        f"{n} passed" + (", including a host-driven search on the H200" if host else ""),
+        "`pytest -m gpu` → `logs/pytest-gpu-loop-h200.log`",
+    )
+
+
+def row_integrity_gpu(r: Results) -> str:
+    rows = r.json("integrity-h200.json")
+    ran = [x for x in rows if x["status"] != "skipped"]
+    caught = [x for x in ran if x["caught"]]
+    return _row(
+        "adversarial suite on the GPU",
+        f"{len(caught)} of {len(ran)} cheats caught, each with its reason",
+        "`bench/integrity.py` → `integrity-h200.json`",
+    )
+
+
+def _builtin_tasks() -> list[str]:
+    return sorted(p.parent.name for p in (ROOT / "gpu" / "tasks" / "builtin").glob("*/task.py"))
+
+
+def row_compile_baseline(r: Results) -> str:
+    """Every compile-baseline-h200-*.json: a task measured in a later file replaces its earlier rows."""
+    paths = r.glob("compile-baseline-h200-*.json")
+    if not paths:
+        raise FiguresError("no bench/results/compile-baseline-h200-*.json")
+    tasks: dict[str, Any] = {}
+    for p in paths:
+        tasks.update(json.loads(p.read_text()).get("tasks", {}))
+    rows = [row for t in tasks.values() for row in t.get("rows", [])]
+    ratios = [row["ratio"] for row in rows if row.get("ratio")]
+    measured = sorted(name for name, t in tasks.items() if t.get("rows"))
+    if not ratios:
+        raise FiguresError(f"{_files(paths)}: no workload has a ratio")
+    on = f"all {len(rows)}" if len(ratios) == len(rows) else f"{len(ratios)} of {len(rows)}"
+    rest = [n for n in _builtin_tasks() if n not in measured]
+    tail = f"; the other {len(rest)} tasks not yet measured" if rest else ""
+    return _row(
+        "the torch.compile baseline as ksearch reports it (static, per shape, clean process) vs a fresh "
+        "compile for that shape alone, measured the same way",
+        f"ratio {_span(ratios, lambda v: f'{v:.3f}')} on {on} workloads of {len(measured)} built-in tasks "
+        f"({', '.join(measured)}){tail}",
+        f"`bench/compile_baseline.py` → `{_files(paths)}`",
+    )
+
+
+def row_tuner(r: Results) -> str:
+    data = r.json("driver-tuner-h200.json")
+    wall = re.search(r"--wall (\d+)", data["command"])
+    rows = data["rows"]
+    if wall is None or not rows:
+        raise FiguresError("driver-tuner-h200.json: no --wall in its command, or no rows")
+    final = []
+    for row in rows:
+        f = row.get("final") or {}
+        if f.get("status") != "ok" or f.get("speedup_vs_eager") is None:
+            final.append(f"{row['task']} no correct final result")
+        else:
+            final.append(f"{row['task']} {_x(f['speedup_vs_eager'])} (attempt #{f['attempt_id']})")
+    search = _and([_x(row["best_speedup_vs_eager"]) for row in rows])
+    seed = _and([_x(row["best_speedup_over_seed"]) for row in rows])
+    return _row(
+        f"tuner driver, {wall.group(1)} s budget per task, from the plain seeds",
+        f"final evaluation on every workload, held-out included, vs eager: {', '.join(final)}; in the search "
+        f"phase, on the search workloads: {search} ({seed} over the seed); its torch.compile ratios predate "
+        "the per-shape baseline and are left out",
+        "`bench/driver_tuner.py` → `driver-tuner-h200.json`",
+    )
+
+
+# ------------------------------------------------------------------------------------------- the live host
+
+
+_TIMING = re.compile(
+    r"^(?P<wl>\S+) on (?P<dev>[^:\n]+): median (?P<med>[\d.]+) us .*?; (?P<ve>[\d.]+)x vs eager \((?P<eu>[\d.]+) us\)"
+    r"(?:; (?P<vc>[\d.]+)x vs torch\.compile \((?P<cu>[\d.]+) us\))?",
+    re.M,
+)
+
+# where each replayed task's workloads (and their splits) are defined, as bench/live_replay.py runs them
+_LIVE_TASKS = {
+    "l2_normalize": ROOT / "bench" / "live_host" / "tasks" / "l2_normalize.py",
+    "rmsnorm": ROOT / "gpu" / "tasks" / "builtin" / "rmsnorm" / "task.py",
+}
+
+
+def _splits(task_file: Path) -> dict[str, str]:
+    """workload name → split, read from the task file's WORKLOADS literal (no import, no torch)."""
+    for node in ast.parse(task_file.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "WORKLOADS" for t in node.targets
+        ):
+            return {w["name"]: w.get("split", "search") for w in ast.literal_eval(node.value)}
+    raise FiguresError(f"{task_file}: no WORKLOADS list")
+
+
+def _live_final(r: Results) -> dict[str, list[dict[str, Any]]]:
+    runs = r.json("live-replay-h200.json")["runs"]
+    out = {}
+    for name, run in runs.items():
+        final = [f for f in run["result"].get("final", []) if f["status"] == "ok"]
+        if not final:
+            raise FiguresError(f"live-replay-h200.json: {name} has no correct final row")
+        out[name] = final
+    return out
+
+
+def live_replay(r: Results) -> str:
+    lines = [
+        "| task | attempt | workload | split | median | vs eager | vs torch.compile |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, final in _live_final(r).items():
+        best = final[0]  # the final evaluation's rows are best first
+        splits = _splits(_LIVE_TASKS[name])
+        for m in _TIMING.finditer(best["summary"]):
+            comp = f"{float(m['vc']):.2f}x ({m['cu']} us)" if m["vc"] else "-"
+            lines.append(
+                f"| {name} | #{best['attempt_id']} | {m['wl']} | {splits.get(m['wl'], '?')} | {m['med']} us | "
+                f"{float(m['ve']):.2f}x ({m['eu']} us) | {comp} |"
+            )
+    return "\n".join(lines)
+
+
+def live_replay_second(r: Results) -> str:
+    final = _live_final(r)["rmsnorm"]
+    if len(final) < 2:
+        raise FiguresError("live-replay-h200.json: rmsnorm has no second correct final row")
+    second = final[1]
+    return f"attempt #{second['attempt_id']} ({_x(second['speedup_vs_eager'])} vs eager, geomean)"
+
+
+# ------------------------------------------------------------------------------------------ CPU machines
+
+
+def kernelbench_cpu(r: Results) -> str:
+    data = r.json("kernelbench-cpu.json")
+    rows = data["rows"]
+    ok = [x for x in rows if x["ok"]]
+    failed = [x for x in rows if not x["ok"]]
+    causes = sorted({x.get("cause") or "error" for x in failed})
+    peak = max(x["peak_rss_mb"] or 0.0 for x in rows) / 1024  # ru_maxrss in MiB
+    text = (
+        f"{len(ok)} of {len(rows)} pass (median {statistics.median(x['seconds'] for x in ok):.1f} s each), "
+        f"largest peak RSS {peak:.1f} GiB"
+    )
+    if failed:
+        text += f"; {len(failed)} fail ({', '.join(causes)}): " + ", ".join(f"`{x['file']}`" for x in failed)
+    return text
+
+
+def _mcp(r: Results) -> dict[str, Any]:
+    return r.json("mcp-cpu.json")
+
+
+def mcp_ready(r: Results) -> str:
+    d = _mcp(r)
+    ready = d["ready_s"]
+    return (
+        f"ready in a median {ready['median']:.2f} s (at most {ready['max']:.2f} s, n={ready['n']}) from spawn to "
+        f"its first answer, on a {d['machine']['cpus']}-CPU machine without a GPU (`bench/mcp.py` → "
+        "`bench/results/mcp-cpu.json`)"
+    )
+
+
+def mcp_text_bytes(r: Results) -> str:
+    b = _mcp(r)["benchmark_text_bytes"]
+    under = "under" if b["max_total"] < b["target"] else "NOT under"
+    return f"at most {b['max_total']} bytes in the measured results, {under} the {b['target']}-byte target"
+
+
+def mcp_after_cancel(r: Results) -> str:
+    a = _mcp(r)["after_cancel"]
+    first = _span(a["first_after_cancel_s"], lambda v: f"{v:.1f}")
+    return (
+        f"it took {first} s where the same call takes {a['ordinary_s']['median']:.1f} s, as long as a fresh "
+        f"server's first call ({a['first_call_of_a_fresh_server_s']:.1f} s"
+    )
+
+
+def guard_check(r: Results) -> str:
+    g = r.json("guard-cpu.json")
+    m = g["machine"]
+    n = g["functions_watched"]
+    return (
+        f"identities of {n:,} functions (torch, `Tensor`, `nn.functional`, …, the task's reference module; "
+        f"{g['ms']['median']:.1f} ms per check with torch {m['torch']} on a {m['cpus']}-CPU machine, not yet "
+        "measured on a GPU machine: `bench/guard.py` → `guard-cpu.json`)"
+    )
+
+
+# -------------------------------------------------------------------------------------------- the registry
+
+REGIONS: dict[str, Callable[[Results], str]] = {
+    "h200-env": h200_env,
+    "row-eval": row_eval,
+    "row-repeat": row_repeat,
+    "row-aa": row_aa,
+    "row-faults": row_faults,
+    "row-ceilings": row_ceilings,
+    "row-ncu": row_ncu,
+    "row-ext": row_ext,
+    "row-gpu-tests": row_gpu_tests,
+    "row-integrity-gpu": row_integrity_gpu,
+    "row-gpu-tests-loop": row_gpu_tests_loop,
+    "row-compile-baseline": row_compile_baseline,
+    "row-tuner": row_tuner,
+    "ncu-single": ncu_single,
+    "live-replay": live_replay,
+    "live-replay-second": live_replay_second,
+    "kernelbench-cpu": kernelbench_cpu,
+    "mcp-ready": mcp_ready,
+    "mcp-text-bytes": mcp_text_bytes,
+    "mcp-after-cancel": mcp_after_cancel,
+    "guard-check": guard_check,
+}
+
+# Numbers outside the regions that are not measurements: each phrase, and why it may stand as written.
+ALLOWED: dict[str, str] = {
+    "127.0.0.1": "an address",
+    "on 2 cores with 30 s per file": "bench/kernelbench_cpu.py's limits, set by its command line",
+    "more than 4 s": "the interrupt handler's cleanup limit (server/cli/interrupt.py), a setting",
+    "for 3 s / for 14 s": "how long tests/faults/test_fault_db_locked.py holds the lock, a test setting",
+    "exit 130 within 5 s": "the bound tests/faults/test_fault_driver_interrupt.py asserts",
+    "answered within 30 s": "the bound tests/mcp/test_ts_client.py asserts",
+    "at 22 random points": "where tests/faults/test_fault_driver_kill.py kills the run, a test setting",
+    "60 of the 250 files": "the sample bench/kernelbench_cpu.py was asked for (--sample 60), a setting",
+}
+
+_MARKER = re.compile(r"<!-- figures:(?P<name>[\w-]+) -->(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
+_UNIT = r"(?:x|×|%|ms|µs|us|s|seconds?|minutes?|GB|MB|KB|TB/s|GB/s|TFLOP/s|bytes|B|MiB|GiB)(?!\w)"
+_NUM = r"\d[\d,]*(?:\.\d+)?"
+_MEASURED = re.compile(
+    rf"~?{_NUM}(?:\s?[–-]\s?{_NUM})?\s?{_UNIT}"  # 0.52 s, 2.3–2.9%, 11.96x, 4.20 TB/s
+    rf"|\b\d+\.\d+\b"  # a bare decimal: 0.995
+    rf"|\b\d+ of (?:the )?\d+\b"  # 20 of 20
+    rf"|\b\d+ pass(?:ed)?\b"  # 33 passed
+    rf"|~\d[\d,]*"  # ~3,300
+)
+_PATH = re.compile(r"\b((?:tests|bench)/[\w./{},*-]*[\w/}*])")
+
+
+def _regions(text: str) -> list[re.Match[str]]:
+    return list(_MARKER.finditer(text))
+
+
+def render(name: str, results: Results, old_body: str) -> str:
+    """A region's new body: block regions keep their surrounding newlines."""
+    content = REGIONS[name](results)
+    return f"\n{content}\n" if old_body.startswith("\n") else content
+
+
+def write(text: str, results: Results) -> str:
+    return _MARKER.sub(
+        lambda m: (
+            f"<!-- figures:{m['name']} -->{render(m['name'], results, m['body'])}<!-- /figures:{m['name']} -->"
+            if m["name"] in REGIONS
+            else m.group(0)
+        ),
+        text,
+    )
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _expand(path: str) -> list[str]:
+    m = re.search(r"\{([^}]*)\}", path)
+    if m is None:
+        return [path]
+    return [x for alt in m.group(1).split(",") for x in _expand(path[: m.start()] + alt + path[m.end() :])]
+
+
+def check(text: str, results: Results) -> list[str]:
+    """Every disagreement between the README text and the results, as lines to print (none: they agree)."""
+    problems: list[str] = []
+    found = _regions(text)
+    names = [m["name"] for m in found]
+    for name in sorted(set(names)):
+        if names.count(name) > 1:
+            problems.append(f"region {name} appears {names.count(name)} times")
+    for name in REGIONS:
+        if name not in names:
+            problems.append(f"region {name} is not in the README (add its markers where the figure belongs)")
+    for m in found:
+        if m["name"] not in REGIONS:
+            problems.append(
+                f"line {_line(text, m.start())}: unknown region {m['name']!r}; known: {', '.join(REGIONS)}"
+            )
+            continue
+        try:
+            want = render(m["name"], results, m["body"])
+        except (FiguresError, KeyError, ValueError) as e:
+            problems.append(f"region {m['name']}: cannot be generated: {type(e).__name__}: {e}")
+            continue
+        if m["body"] != want:
+            problems.append(
+                f"line {_line(text, m.start())}: region {m['name']} differs from the results\n"
+                f"    README:  {m['body'].strip()[:400]}\n    results: {want.strip()[:400]}"
+            )
+    problems += _stray_numbers(text)
+    problems += [
+        f"ALLOWED phrase {p!r} is not in the README any more: drop it" for p in ALLOWED if p not in text
+    ]
+    problems += _missing_paths(text)
+    return problems
+
+
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with the spans replaced by spaces (newlines kept, so line numbers hold)."""
+    chars = list(text)
+    for a, b in spans:
+        for i in range(a, b):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return "".join(chars)
+
+
+def _stray_numbers(text: str) -> list[str]:
+    spans = [(m.start(), m.end()) for m in _regions(text)]
+    spans += [(m.start(), m.end()) for m in re.finditer(r"```.*?```", text, re.S)]  # code blocks
+    spans += [(m.start(), m.end()) for m in re.finditer(r"`[^`\n]*`", text)]  # inline code: commands, names
+    for phrase in ALLOWED:
+        spans += [(m.start(), m.end()) for m in re.finditer(re.escape(phrase), text)]
+    rest = _blank(text, spans)
+    return [
+        f"line {_line(rest, m.start())}: {m.group(0)!r} reads as a measurement outside any generated region "
+        f"(generate it from bench/results/, or add the phrase to ALLOWED with why it is not a measurement): "
+        f"…{text[max(0, m.start() - 50) : m.end() + 30].strip()}…"
+        for m in _MEASURED.finditer(rest)
+    ]
+
+
+def _missing_paths(text: str) -> list[str]:
+    out = []
+    for m in _PATH.finditer(text):
+        for p in _expand(m.group(1)):
+            if "*" in p:
+                if not list(ROOT.glob(p)):
+                    out.append(f"line {_line(text, m.start())}: nothing matches {p}")
+            elif not (ROOT / p).exists():
+                out.append(f"line {_line(text, m.start())}: {p} does not exist")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="exit 1 when README and results disagree")
+    mode.add_argument("--write", action="store_true", help="rewrite the generated regions from the results")
+    ap.add_argument("--readme", type=Path, default=README)
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    results = Results(args.results)
+    text = args.readme.read_text()
+    if args.write:
+        new = write(text, results)
+        if new != text:
+            args.readme.write_text(new)
+        print(f"{args.readme}: {'rewritten' if new != text else 'already up to date'}")
+    problems = check(args.readme.read_text(), results)
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(
+            f"{len(problems)} problem(s); `python bench/figures.py --write` regenerates the regions",
+            file=sys.stderr,
+        )
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
