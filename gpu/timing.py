@@ -30,6 +30,8 @@ _perf = time.perf_counter  # bound now: a candidate patching time.perf_counter l
 MIN_WARMUP_S = 0.025  # warm-up lasts at least this long (and at least `warmup` calls)
 MIN_TIMED_S = 0.05  # the CI-based early stop waits until the samples span at least this long
 HOST_EXCESS_US = 60.0  # host-clock excess over an empty call that flags off-stream work
+LAUNCH_BOUND = 0.8  # issuing a call takes at least this fraction of its device time: the host sets the pace
+LAUNCH_BOUND_MIN_US = 20.0  # below this, one or two launches: nothing a kernel author could cut
 _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize
 
@@ -42,6 +44,7 @@ class TimingResult:
     mean_us: float | None = None
     host_median_us: float | None = None
     event_median_synced_us: float | None = None
+    issue_median_us: float | None = None
     flags: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -56,6 +59,7 @@ class TimingResult:
             "ci_high_us": s.ci_high,
             "n": s.n,
             "host_median_us": self.host_median_us,
+            "issue_median_us": self.issue_median_us,
             "flags": list(self.flags),
             "wall_s": self.wall_s,
         }
@@ -243,16 +247,18 @@ def time_like_gpumode(
     return result, failure
 
 
-def _synced(fn: Callable[[], Any]) -> tuple[float, float]:
-    """(host us, event us) of one call started on an idle GPU and followed by a full synchronize."""
+def _synced(fn: Callable[[], Any]) -> tuple[float, float, float]:
+    """(host us, event us, issue us) of one call started on an idle GPU and followed by a full synchronize;
+    `issue` is the host time until the call returns, before any wait: what it costs to launch its work."""
     s, e = _Event(enable_timing=True), _Event(enable_timing=True)
     _sync()
     t0 = _perf()
     s.record()
     fn()
+    t1 = _perf()
     e.record()
     _sync()
-    return (_perf() - t0) * 1e6, s.elapsed_time(e) * 1000.0
+    return (_perf() - t0) * 1e6, s.elapsed_time(e) * 1000.0, (t1 - t0) * 1e6
 
 
 def _host_check(
@@ -266,15 +272,24 @@ def _host_check(
     same host-minus-event gap as an empty call (the synchronize's wake-up); work on another stream
     shows up on the host clock only."""
     empty = [_synced(lambda: None) for _ in range(reps)]
-    gap0 = summarize([h - d for h, d in empty]).median
-    host, dev = [], []
+    gap0 = summarize([h - d for h, d, _ in empty]).median
+    host, dev, issue = [], [], []
     for i in range(reps):
         inputs = input_sets[i % len(input_sets)] if input_sets else before_each(-100 - i)  # type: ignore[misc]
-        h, d = _synced(lambda inputs=inputs: fn(inputs))
+        h, d, q = _synced(lambda inputs=inputs: fn(inputs))
         host.append(h)
         dev.append(d)
-    hm, dm = summarize(host).median, summarize(dev).median
-    result.host_median_us, result.event_median_synced_us = hm, dm
+        issue.append(q)
+    hm, dm, qm = summarize(host).median, summarize(dev).median, summarize(issue).median
+    result.host_median_us, result.event_median_synced_us, result.issue_median_us = hm, dm, qm
+    if qm >= LAUNCH_BOUND * dm and qm >= LAUNCH_BOUND_MIN_US:
+        # the GPU waits on the host: the time is Python and launch overhead, set by the host's CPU and
+        # the process, not by the kernels (a GPU MODE-style timer reports it; a covered timer hides it)
+        result.flags.append(
+            f"note: launch_bound: issuing one call takes {qm:.0f} us on the host, {qm / max(dm, 1e-9):.2f}x its "
+            f"{dm:.0f} us between CUDA events when started on an idle GPU; its time is the host's, and varies "
+            "with the CPU and the process (fewer launches, or a CUDA graph, would cut it)"
+        )
     excess = (hm - dm) - gap0
     if excess > max(HOST_EXCESS_US, 0.5 * dm):
         result.flags.append(
