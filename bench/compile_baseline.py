@@ -173,11 +173,11 @@ async def ksearch_baselines(
     """The eager and compile baselines of `names` exactly as an evaluation gets them (LocalSandbox's own
     `_baselines`: the clean baseline process, its caches, its cache key), with the full timing records
     (an error in place of one that failed), and the sandbox's notes."""
-    from gpu.sandbox import _Run
+    from gpu.sandbox_run import Run
     from worldmodel.models import Candidate
 
     env = await sb._environment()
-    run = _Run(Candidate.of("# baselines only\n", "triton"), st)
+    run = Run(Candidate.of("# baselines only\n", "triton"), st)
     async with sb.pool.acquire() as w:
         if not sb.clean_baselines:
             reply = await w.call("task", {"task": json.loads(task.model_dump_json())}, sb.call_timeout_s)

@@ -1,0 +1,218 @@
+"""One evaluation while it is assembled (`Run`), and its assembly into an `Evaluation`: the compile report
+merged with what the worker saw at run time, the status decided from the checks, the geomean speedups."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from gpu import occupancy
+from gpu.stats import geomean
+from gpu.task import Task, TaskError
+from worldmodel.models import (
+    Candidate,
+    CompileReport,
+    Diagnostic,
+    Environment,
+    EvalSettings,
+    Evaluation,
+    KernelResources,
+    ProfileSummary,
+    WorkloadCorrectness,
+    WorkloadTiming,
+)
+
+# Flags that describe the task or the measurement, not a cheat: they never change the status.
+_NOTE_PREFIXES = ("note:", "degenerate_reference:")
+
+
+def params_text(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "no parameters"
+
+
+def is_note(flag: str) -> bool:
+    return flag.startswith(_NOTE_PREFIXES)
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    """The task as the worker receives it (plain JSON data)."""
+    return json.loads(task.model_dump_json())
+
+
+def diag(d: dict[str, Any]) -> Diagnostic:
+    sev = d.get("severity", "error")
+    return Diagnostic(
+        severity=sev if sev in ("error", "warning", "note") else "error",
+        message=str(d.get("message", ""))[:4000],
+        line=d.get("line"),
+    )
+
+
+def smoke_name(task: Task) -> str:
+    """The workload a single launch runs on: the smoke one, else the first."""
+    try:
+        return task.smoke().name
+    except TaskError:
+        return task.workloads[0].name
+
+
+class Run:
+    """The state of one evaluation while it is assembled."""
+
+    def __init__(self, candidate: Candidate, settings: EvalSettings, task: Task | None = None) -> None:
+        self.candidate = candidate
+        self.settings = settings
+        self.task = task
+        self.t0 = time.perf_counter()
+        self.correctness: list[WorkloadCorrectness] = []
+        self.timings: list[WorkloadTiming] = []
+        self.flags: list[str] = []
+        self.status: str | None = None
+        self.error: str | None = None
+        self.runtime_compile: dict[str, Any] | None = None  # fault of kind "compile" from the worker
+        self.runtime_kernels: list[dict[str, Any]] = []
+        self.ran = False  # the candidate was loaded and called at least once
+        self.pure_pytorch = False  # the kernel audit saw no kernel of the candidate's own run
+
+    def flag(self, *flags: str) -> None:
+        for f in flags:
+            if f not in self.flags:
+                self.flags.append(f)
+
+    def fail(self, status: str, error: str) -> None:
+        if self.status is None:
+            self.status, self.error = status, error
+
+
+def merge_compile(static: CompileReport, run: Run, arch: str, judged: bool = True) -> CompileReport:
+    """The static compile report with what the worker saw at run time: a run-time compile error,
+    the kernels actually built (their resources and occupancy for `arch`); `judged=False` (a compile
+    request): a failed warm launch is a warning, not a verdict."""
+    report = static.model_copy(deep=True)
+    if run.runtime_compile is not None:
+        diags = [diag(d) for d in run.runtime_compile.get("diagnostics", [])]
+        if not any(d.severity == "error" for d in diags):
+            diags.append(Diagnostic(severity="error", message=run.runtime_compile["message"][:4000]))
+        seen = {(d.line, d.message) for d in diags}  # nvcc and NVRTC often say the same thing
+        report.diagnostics = diags + [d for d in report.diagnostics if (d.line, d.message) not in seen]
+        report.ok = False
+        report.log = (run.runtime_compile["message"] + "\n" + report.log)[-20000:]
+        report.mode = (report.mode + "; " if report.mode else "") + "run-time compile in the worker"
+    elif run.ran and not static.ok and static.language in ("cuda", "cpp_ext"):
+        # nvcc disagreed with the run-time compiler that actually built and ran the kernels
+        report.diagnostics = [
+            d.model_copy(
+                update={
+                    "severity": "warning",
+                    "message": "nvcc static check (the run-time compiler accepted this): " + d.message,
+                }
+            )
+            if d.severity == "error"
+            else d
+            for d in report.diagnostics
+        ]
+        report.ok = True
+    if run.runtime_kernels:
+        rk = [
+            KernelResources(**{k: v for k, v in k_.items() if k in KernelResources.model_fields})
+            for k_ in run.runtime_kernels
+        ]
+        rnames = {k.name for k in rk}
+        static_measured = [k for k in report.kernels if k.registers is not None and k.name not in rnames]
+        annotated = []
+        for k in rk:
+            if k.num_warps is not None:  # a Triton build: its block size is known, so its occupancy
+                k, notes = occupancy.annotate(k, arch)
+                report.diagnostics += notes
+            annotated.append(k)
+        report.kernels = static_measured + annotated
+        if static.language == "triton":
+            report.mode += (
+                "; Triton kernels compiled by their first launch (resources from Triton's metadata)"
+            )
+    if not judged and run.correctness and not run.correctness[0].passed and run.runtime_compile is None:
+        c = run.correctness[0]
+        if c.kind in ("exception", "crash", "timeout", "interpreter_timeout"):
+            report.diagnostics.append(
+                Diagnostic(
+                    severity="warning",
+                    message=f"the warm launch on {c.workload} failed ({c.kind}): {c.message[:1500]}",
+                )
+            )
+    return report
+
+
+def finish(
+    run: Run,
+    static: CompileReport,
+    env: Environment | None,
+    arch: str,
+    *,
+    status: str | None = None,
+    profile: ProfileSummary | None = None,
+    timing: bool = True,
+) -> Evaluation:
+    """The Evaluation: its status decided from the compile report, the checks and the timings."""
+    report = merge_compile(static, run, arch)
+    for d in static.diagnostics:
+        if d.severity == "warning" and d.message.startswith("suspicious:"):
+            run.flag(f"tamper_suspect: line {d.line}: {d.message.removeprefix('suspicious: ')}")
+    if status is None:
+        if not report.ok:
+            status = "compile_error"
+            errs = [
+                f"line {d.line}: {d.message}" if d.line else d.message
+                for d in report.diagnostics
+                if d.severity == "error"
+            ]
+            run.error = run.error if run.status == "compile_error" and run.error else "; ".join(errs[:5])
+        elif run.status is not None:
+            status = run.status
+        elif any(not is_note(f) for f in run.flags):
+            status = "flagged"
+            run.error = "cheat checks tripped: " + "; ".join(f for f in run.flags if not is_note(f))
+        elif not run.correctness or not all(c.passed for c in run.correctness):
+            status = "incorrect"
+            bad = next((c for c in run.correctness if not c.passed), None)
+            run.error = (
+                f"wrong result on workload {bad.workload!r}: {bad.kind}: {bad.message}"
+                if bad
+                else "no correctness result"
+            )
+        elif timing and len(run.timings) < len(run.correctness):
+            status = "error"
+            run.error = run.error or "timing did not complete"
+        else:
+            status = "ok"
+    elif status == "compile_error":
+        errs = [
+            f"line {d.line}: {d.message}" if d.line else d.message
+            for d in report.diagnostics
+            if d.severity == "error"
+        ]
+        run.error = "; ".join(errs[:5])
+    sp_e = geomean([t.speedup_vs_eager for t in run.timings if t.speedup_vs_eager])
+    sp_c = geomean([t.speedup_vs_compile for t in run.timings if t.speedup_vs_compile])
+    roof = geomean([t.roofline_fraction for t in run.timings if t.roofline_fraction])
+    if run.timings and run.timings[0].device == "cpu-interpreter":
+        run.flag(
+            "note: timings are from the Triton CPU interpreter: functional only, never comparable with "
+            "GPU timings"
+        )
+    return Evaluation(
+        status=status,
+        compile=report,
+        correctness=run.correctness,
+        timings=run.timings,  # type: ignore[arg-type]
+        speedup_vs_eager=sp_e,
+        speedup_vs_compile=sp_c,
+        roofline_fraction=roof,
+        profile=profile,
+        env=env,
+        settings=run.settings,
+        flags=run.flags,
+        error=run.error[:6000] if run.error else None,
+        seconds=time.perf_counter() - run.t0,
+        pure_pytorch=run.pure_pytorch,
+    )

@@ -1,0 +1,359 @@
+"""The worker calls one evaluation is made of: load the candidate, check it per workload, read its
+kernels' resources, time it and measure the baselines it is compared with. Each failure is recorded on the
+evaluation's `Run` (a status and a message a model can act on), never raised.
+
+`EvalSteps` is a base class of `gpu.sandbox.LocalSandbox`, which sets the attributes it declares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from gpu import interp_watch
+from gpu.kvcache import KVCache
+from gpu.pool import WorkerError, WorkerProcess
+from gpu.sandbox_api import SandboxError
+from gpu.sandbox_run import Run, params_text, task_json
+from gpu.task import Task, TaskError
+from worldmodel.models import Environment, EvalSettings, WorkloadCorrectness, WorkloadTiming
+
+# v3: the torch.compile baseline is compiled static and fresh per workload, and its key names the mode
+# (before, one compile served every workload: dynamically shaped after the first)
+BASELINE_VERSION = "v3"
+
+
+def task_fingerprint(task: Task) -> str:
+    """What a baseline depends on in a task: its definition and its source files (part of its key)."""
+    h = hashlib.sha256(
+        task.model_dump_json(exclude={"seeds", "description", "title", "source_path"}).encode()
+    )
+    p = Path(task.source_path)
+    files = (
+        [p]
+        if p.is_file()
+        else sorted(q for q in p.rglob("*") if q.is_file() and q.stat().st_size < 4 << 20)
+        if p.is_dir()
+        else []
+    )
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def timing_s(st: EvalSettings) -> float:
+    """The most one benchmark call's timing loop may take: the `gpumode` protocol follows the evaluator's own
+    limits (its loop stops after 120 s; in final mode each call also draws and checks fresh inputs)."""
+    if st.timing_protocol == "gpumode":
+        return 250.0 if st.final else 130.0
+    return (8 if st.final else 3) * st.time_budget_s
+
+
+class EvalSteps:
+    """The steps of an evaluation on a worker the caller holds."""
+
+    cpu_mode: bool
+    call_timeout_s: float
+    build_timeout_s: float
+    kernel_audit: bool  # profile one call per candidate: its own kernels must run
+    clean_baselines: bool
+    compile_baseline: bool
+    cache: KVCache
+    _fingerprints: dict[int, str]
+
+    def _fingerprint(self, task: Task) -> str:
+        key = id(task)
+        if key not in self._fingerprints:
+            self._fingerprints[key] = task_fingerprint(task)
+        return self._fingerprints[key]
+
+    # ------------------------------------------------------------------ load & check
+    async def _load(self, w: WorkerProcess, run: Run, task: Task) -> bool:
+        timeout = self.build_timeout_s if run.candidate.language == "cpp_ext" else self.call_timeout_s
+        args = {
+            "task": task_json(task),
+            "candidate": {
+                "id": run.candidate.id,
+                "language": run.candidate.language,
+                "source": run.candidate.source,
+            },
+        }
+        w.ran_candidate = True
+        reply = await self._call(w, run, "load", args, timeout, "loading the candidate module")
+        if reply is None:
+            return False
+        res = reply["result"]
+        if not res.get("ok"):
+            fault = res["fault"]
+            if fault["kind"] == "compile":
+                run.runtime_compile = fault
+                run.fail("compile_error", fault["message"])
+            else:
+                kind = {"cuda": "crash", "oom": "error"}.get(fault["kind"], "error")
+                run.fail(kind, f"importing the candidate module failed: {fault['message']}")
+            return False
+        run.flag(*res.get("flags", []))
+        return w.alive  # a worker that retired itself (tampering at import) runs nothing more
+
+    async def _call(
+        self,
+        w: WorkerProcess,
+        run: Run,
+        op: str,
+        args: dict[str, Any],
+        timeout_s: float,
+        what: str,
+        workload: str | None = None,
+        *,
+        about: str | None = None,
+    ) -> dict[str, Any] | None:
+        """One worker call; a dead/hung worker or a harness error is recorded on `run` (None returned).
+
+        `workload`: record a failed correctness entry for it; `about`: the workload a message names."""
+        try:
+            reply = await w.call(op, args, timeout_s)
+        except WorkerError as e:
+            slow = self._interpreter_too_slow(w, run, what, workload or about, timeout_s, e)
+            if slow is not None:
+                if workload is not None:
+                    run.correctness.append(
+                        WorkloadCorrectness(
+                            workload=workload,
+                            passed=False,
+                            kind="interpreter_timeout",
+                            trials=0,
+                            message=slow[:4000],
+                        )
+                    )
+                run.fail("interpreter_timeout", slow)
+                return None
+            status = "timeout" if e.kind == "timeout" else "crash"
+            detail = f"\nlast worker output:\n{e.stderr[-1500:]}" if e.stderr.strip() else ""
+            msg = (
+                f"{e.message} while {what}."
+                + (
+                    " The candidate probably hangs (an infinite loop, a deadlock, or a kernel that never finishes)."
+                    if e.kind == "timeout"
+                    else ""
+                )
+                + detail
+            )
+            if workload is not None:
+                run.correctness.append(
+                    WorkloadCorrectness(
+                        workload=workload,
+                        passed=False,
+                        kind="timeout" if e.kind == "timeout" else "crash",
+                        trials=0,
+                        message=msg[:4000],
+                    )
+                )
+            run.fail(status, msg)
+            return None
+        if not reply.get("ok"):
+            run.fail("error", f"sandbox harness error while {what}: {reply.get('error')}")
+            run.flag(f"note: harness trace: {str(reply.get('trace', ''))[-1500:]}")
+            return None
+        if reply.get("fatal"):
+            run.flag(f"note: worker replaced after this call: {str(reply['fatal'])[:300]}")
+        return reply
+
+    def _interpreter_too_slow(
+        self, w: WorkerProcess, run: Run, what: str, workload: str | None, timeout_s: float, e: WorkerError
+    ) -> str | None:
+        """The message for a timeout that the Triton CPU interpreter's slowness explains, else None.
+
+        The killed worker's record (gpu.interp_watch) says whether its time went into interpreted kernels;
+        a candidate whose own host code loops forever still gets "timeout"."""
+        if e.kind != "timeout" or not self.cpu_mode or run.candidate.language != "triton":
+            return None
+        st = interp_watch.read(w.scratch)
+        if st is None or not st.interpreter_bound:
+            return None
+        size = ""
+        if workload is not None and run.task is not None:
+            try:
+                size = f" ({params_text(run.task.workload(workload).params)})"
+            except TaskError:
+                size = ""
+        name = f"workload {workload!r}{size}" if workload else "this workload"
+        return (
+            f"interpreter too slow, not a hang: the Triton CPU interpreter did not finish {name} within the "
+            f"{timeout_s:.0f} s limit while {what}; {st.interpreting_s:.0f} of {st.elapsed_s:.0f} s went into "
+            f"interpreted kernels ({st.progress()}). Without a GPU every program of a grid runs its tensor "
+            "operations in NumPy, one program after another, orders of magnitude slower than on a GPU: this "
+            "says nothing about the kernel's correctness or speed, and the attempt does not count as a failed "
+            f"implementation. To check kernels on this machine, give the task a smoke workload (split 'smoke') "
+            f"smaller than {name}, or raise the sandbox's per-call limit (call_timeout_s); on a GPU the same "
+            "workload runs normally."
+        )
+
+    async def _correctness(self, w: WorkerProcess, run: Run, task: Task, wl: str) -> None:
+        first = not run.correctness
+        timeout = self.call_timeout_s * max(1.0, run.settings.trials / 3)
+        if first and run.candidate.language == "cpp_ext":
+            timeout += self.build_timeout_s
+        args = {
+            "workload": wl,
+            "seed": run.settings.seed,
+            "trials": run.settings.trials,
+            "audit": self.kernel_audit,
+        }
+        reply = await self._call(
+            w, run, "correctness", args, timeout, f"checking correctness on workload {wl!r}", wl
+        )
+        if reply is None:
+            return
+        res = reply["result"]
+        run.ran = True
+        c = res["correctness"]
+        fault = res.get("fault")
+        if fault and fault.get("kind") == "compile":
+            run.runtime_compile = fault
+            run.fail("compile_error", fault["message"])
+        run.correctness.append(
+            WorkloadCorrectness(**{k: v for k, v in c.items() if k in WorkloadCorrectness.model_fields})
+        )
+        run.flag(*res.get("flags", []), *res.get("notes", []))
+        if res.get("pure_pytorch"):
+            run.pure_pytorch = True
+        if fault and fault.get("kind") != "compile":
+            status = {"cuda": "crash"}.get(fault["kind"], "error")
+            what = {
+                "oom": "ran out of GPU memory",
+                "cuda": "hit a fatal CUDA error",
+                "exception": "raised an exception",
+            }.get(fault["kind"], "failed")
+            run.fail(status, f"the candidate {what} on workload {wl!r}: {fault['message']}")
+
+    async def _collect_kernels(self, w: WorkerProcess, run: Run) -> None:
+        try:
+            reply = await w.call("kernels", {}, timeout_s=60.0)
+        except WorkerError:
+            return
+        if reply.get("ok"):
+            run.runtime_kernels = reply["result"].get("kernels", [])
+
+    # ------------------------------------------------------------------ baselines & timing
+    def _baseline_key(self, task: Task, wl: str, kind: str, env: Environment, st: EvalSettings) -> str:
+        # the eager baseline has no mode: every compile mode shares it
+        how = f"compile[{st.compile_mode}]" if kind == "compile" else kind
+        protocol = "" if st.timing_protocol == "ksearch" else f":protocol={st.timing_protocol}"
+        return (
+            f"baseline:{BASELINE_VERSION}:{how}:{task.name}:{self._fingerprint(task)}:{wl}:{env.key()}:"
+            f"flush={st.flush_l2}:sets={st.input_sets}:budget={st.time_budget_s}{protocol}"
+        )
+
+    async def _measure_baseline(
+        self, w: WorkerProcess, run: Run, wl: str, kind: str, key: str
+    ) -> dict[str, Any] | None:
+        st = run.settings
+        base_settings = st.model_copy(update={"final": False})
+        timeout = self.build_timeout_s if kind == "compile" else self.call_timeout_s + timing_s(base_settings)
+        try:
+            reply = await w.call(
+                "benchmark", {"workload": wl, "settings": base_settings.model_dump(), "which": kind}, timeout
+            )
+        except WorkerError as e:
+            run.flag(f"note: the {kind} baseline for {wl} could not be measured ({e.kind}: {e.message})")
+            return None
+        if not reply.get("ok"):
+            value: dict[str, Any] = {"error": str(reply.get("error"))[:2000]}
+            run.flag(f"note: the {kind} baseline for {wl} failed: {value['error'][:300]}")
+        else:
+            value = reply["result"]
+        await self.cache.put(key, value)
+        return value if "median_us" in value else None
+
+    async def _baselines(
+        self, w: WorkerProcess, run: Run, task: Task, names: list[str], env: Environment
+    ) -> dict[tuple[str, str], dict[str, Any] | None]:
+        """(workload, kind) -> the baseline's timing (None if it could not be measured)."""
+        kinds = ["eager", "compile"] if self.compile_baseline else ["eager"]
+        out: dict[tuple[str, str], dict[str, Any] | None] = {}
+        missing: list[tuple[str, str, str]] = []
+        for wl in names:
+            for kind in kinds:
+                key = self._baseline_key(task, wl, kind, env, run.settings)
+                hit = await self.cache.get(key)
+                if hit is None:
+                    missing.append((wl, kind, key))
+                else:
+                    out[(wl, kind)] = hit if "median_us" in hit else None
+        if not missing:
+            return out
+        if self.clean_baselines:
+            await w.restart("baseline")
+            reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
+            if not reply.get("ok"):
+                raise SandboxError(f"the baseline worker could not set up the task: {reply.get('error')}")
+        try:
+            for wl, kind, key in missing:
+                out[(wl, kind)] = await self._measure_baseline(w, run, wl, kind, key)
+        finally:
+            if self.clean_baselines:
+                await w.restart("candidate")
+        return out
+
+    async def _timing(
+        self,
+        w: WorkerProcess,
+        run: Run,
+        task: Task,
+        names: list[str],
+        env: Environment,
+        say: Callable[[str, float], Awaitable[None]],
+        ceil: dict[str, Any],
+    ) -> None:
+        """Time the candidate on every workload (`ceil`: the GPU's ceilings, {} without one), then
+        give each timing its baselines."""
+        st = run.settings
+        measured: list[tuple[str, dict[str, Any]]] = []
+        for i, wl in enumerate(names):
+            await say(f"timing: {wl}", 0.5 + 0.4 * i / len(names))
+            timeout = self.call_timeout_s + timing_s(st)
+            reply = await self._call(
+                w,
+                run,
+                "benchmark",
+                {"workload": wl, "settings": st.model_dump(), "ceilings": ceil, "which": "candidate"},
+                timeout,
+                f"timing workload {wl!r}",
+                about=wl,
+            )
+            if reply is None:
+                return
+            res = reply["result"]
+            if "fault" in res:
+                f = res["fault"]
+                status = {"cuda": "crash"}.get(f["kind"], "error")
+                run.fail(status, f"the candidate failed while being timed on {wl!r}: {f['message']}")
+                return
+            measured.append((wl, res))
+        base = await self._baselines(w, run, task, names, env)
+        for wl, res in measured:
+            eager, comp = base.get((wl, "eager")), base.get((wl, "compile"))
+            med = res["median_us"]
+            t = WorkloadTiming(
+                workload=wl,
+                device=res["device"],
+                median_us=med,
+                mean_us=res.get("mean_us"),
+                iqr_us=res["iqr_us"],
+                ci_low_us=res["ci_low_us"],
+                ci_high_us=res["ci_high_us"],
+                n=res["n"],
+                host_median_us=res.get("host_median_us"),
+                eager_median_us=eager["median_us"] if eager else None,
+                compile_median_us=comp["median_us"] if comp else None,
+                compile_mode=comp.get("compile_mode") if comp else None,
+                speedup_vs_eager=eager["median_us"] / med if eager and med > 0 else None,
+                speedup_vs_compile=comp["median_us"] / med if comp and med > 0 else None,
+                roofline_fraction=res.get("roofline_fraction"),
+                flags=list(res.get("flags", [])),
+            )
+            run.timings.append(t)
+            run.flag(*res.get("flags", []))
