@@ -31,6 +31,9 @@ class FinalRow(BaseModel):
     status: str
     speedup_vs_eager: float | None
     speedup_vs_compile: float | None
+    compile_baseline: str = (
+        "torch.compile"  # what speedup_vs_compile is against, e.g. "torch.compile (static, per shape)"
+    )
     workloads: list[str]
     device: str | None = None  # where it was timed: a GPU name or "cpu-interpreter"
     pure_pytorch: bool = False  # no kernel of its own ran: listed after every kernel, never the result
@@ -120,6 +123,7 @@ async def final_evaluation(
                     status=ev.status,
                     speedup_vs_eager=ev.speedup_vs_eager,
                     speedup_vs_compile=ev.speedup_vs_compile,
+                    compile_baseline=ev.compile_label,
                     workloads=names,
                     device=ev.timings[0].device if ev.timings else None,
                     pure_pytorch=ev.pure_pytorch,

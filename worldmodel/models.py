@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -154,6 +154,7 @@ fresh inputs and a check for every call, as its leaderboard mode): the statistic
 (`WorkloadTiming.mean_us`). Cheat checks run in both."""
 
 CompileMode = Literal["default", "max-autotune", "max-autotune-no-cudagraphs"]
+COMPILE_MODES: tuple[str, ...] = get_args(CompileMode)
 """torch.compile's `mode` for the torch.compile baseline. The baseline is always what a user gets by
 compiling for that one shape: static (`dynamic=False`), a fresh compile per workload. `max-autotune`
 benchmarks kernel configurations while compiling (minutes, paid once: the result is cached) and adds CUDA
@@ -166,6 +167,12 @@ def compile_baseline_how(mode: str | None) -> str:
     if mode is None:
         return ""
     return "static, per shape" if mode == "default" else f"{mode}, static, per shape"
+
+
+def compile_label(modes: Any) -> str:
+    """ "torch.compile (static, per shape)" for the modes of some timings; several modes are all named."""
+    hows = sorted({compile_baseline_how(m) for m in modes if m is not None} - {""})
+    return f"torch.compile ({'; '.join(hows)})" if hows else "torch.compile"
 
 
 class WorkloadTiming(Strict):
@@ -274,6 +281,11 @@ class Evaluation(Strict):
     @property
     def correct(self) -> bool:
         return bool(self.correctness) and all(c.passed for c in self.correctness)
+
+    @property
+    def compile_label(self) -> str:
+        """What its "vs torch.compile" figures are against, in words."""
+        return compile_label(t.compile_mode for t in self.timings if t.speedup_vs_compile is not None)
 
     @property
     def cpu_interpreted(self) -> bool:

@@ -116,7 +116,11 @@ def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
         return
     for r in out.rows:
         vs = f"{r.speedup_vs_eager:.3f}x vs eager" if r.speedup_vs_eager is not None else "no speedup"
-        comp = f", {r.speedup_vs_compile:.3f}x vs torch.compile" if r.speedup_vs_compile is not None else ""
+        comp = (
+            f", {r.speedup_vs_compile:.3f}x vs {r.compile_baseline}"
+            if r.speedup_vs_compile is not None
+            else ""
+        )
         say(f"attempt #{r.attempt_id}: {r.status}, {vs}{comp} on {', '.join(r.workloads)} [{r.device}]")
     if out.best_lost:
         say(out.best_lost)

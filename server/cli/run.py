@@ -11,7 +11,7 @@ import typer
 
 from server.cli.common import DEFAULT_DB, NewDbOption, console, fail, say
 from worldmodel.errors import StoreBusy
-from worldmodel.models import LANGUAGES
+from worldmodel.models import COMPILE_MODES, LANGUAGES
 
 
 def register(app: typer.Typer) -> None:
@@ -60,6 +60,14 @@ def run(
     seed: Annotated[
         int | None, typer.Option(min=0, help="Input seed of a new search (secret random default)")
     ] = None,
+    compile_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--compile-mode",
+            help="torch.compile baseline of a new search: default | max-autotune | max-autotune-no-cudagraphs "
+            "(always static, compiled per workload; max-autotune is the stronger one, its compile paid once and cached)",
+        ),
+    ] = None,
     no_final: Annotated[bool, typer.Option("--no-final", help="Skip the final evaluation")] = False,
     plain: Annotated[bool, typer.Option("--plain", help="Plain log lines instead of the live panel")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON at the end")] = False,
@@ -81,6 +89,8 @@ def run(
         raise fail("give a TASK to search on, or --resume SEARCH to continue one (not both)")
     if language not in LANGUAGES:  # checked here: a resumed search would otherwise ignore it silently
         raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
+    if compile_mode is not None and compile_mode not in COMPILE_MODES:
+        raise fail(f"unknown --compile-mode {compile_mode!r}; accepted: {', '.join(COMPILE_MODES)}")
     args = RunArgs(
         task=task,
         resume=resume,
@@ -102,6 +112,7 @@ def run(
         max_attempts=max_attempts,
         branching=branching,
         seed=seed,
+        compile_mode=compile_mode,
         final=not no_final,
         plain=plain or not sys.stdout.isatty(),
         verbose=verbose,

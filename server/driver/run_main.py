@@ -38,6 +38,7 @@ class RunArgs(BaseModel):
     max_attempts: int = 8
     branching: int = 1
     seed: int | None = None
+    compile_mode: str | None = None  # of a new search's torch.compile baseline; None: "default"
     final: bool = True
     plain: bool = True
     verbose: bool = False  # round lines with the whole selection score
@@ -71,6 +72,7 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
             rounds=a.rounds or 10,
             stagnation=a.stagnation,
             seed=a.seed,
+            compile_mode=a.compile_mode or "default",  # type: ignore[arg-type]
         ),
     )
     return await ws.store.set_search_fields(
@@ -95,6 +97,12 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
     try:
         try:
             found = await _find(ws, a)
+            if found is not None and a.compile_mode and a.compile_mode != found.config.compile_mode:
+                raise ValueError(
+                    f"search {found.name} measures its torch.compile baseline in mode "
+                    f"{found.config.compile_mode!r}, fixed when it was created; --compile-mode {a.compile_mode} "
+                    "needs a new search (--new)"
+                )
             prev = found if a.resume is not None else None
             name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
             # The policy is built before a search is created: a bad name, model or key changes nothing.

@@ -49,7 +49,7 @@ from tools.run_search import RunSearchIn, RunSearchOut, run_search
 from tools.select_action import SelectActionIn, SelectionOut, select_action
 from tools.workspace import Workspace
 from worldmodel.errors import NotFound, StoreBusy
-from worldmodel.models import CPU_INTERPRETER, Node, Search
+from worldmodel.models import CPU_INTERPRETER, Node, Search, compile_label
 
 log = logging.getLogger("ksearch.mcp")
 
@@ -565,13 +565,13 @@ def _evaluation_lines(out: EvaluationOut) -> list[str]:
         if t.speedup_vs_eager is not None:
             parts.append(f"{t.speedup_vs_eager:.2f}x vs eager")
         if t.speedup_vs_compile is not None:
-            parts.append(f"{t.speedup_vs_compile:.2f}x vs torch.compile")
+            parts.append(f"{t.speedup_vs_compile:.2f}x vs {compile_label([t.compile_mode])}")
         if t.roofline_fraction is not None:
             parts.append(f"{100 * t.roofline_fraction:.0f}% roofline")
         lines.append(", ".join(parts))
         lines += [f"    flag: {_clip(f)}" for f in t.flags[:2]]
     if len(timed) > 1 and ev.speedup_vs_eager is not None:
-        vs_compile = f", {ev.speedup_vs_compile:.2f}x vs torch.compile" if ev.speedup_vs_compile else ""
+        vs_compile = f", {ev.speedup_vs_compile:.2f}x vs {ev.compile_label}" if ev.speedup_vs_compile else ""
         lines.append(f"geomean: {ev.speedup_vs_eager:.2f}x vs eager{vs_compile}")
     if ev.profile is not None:
         p = ev.profile

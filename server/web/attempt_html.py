@@ -235,7 +235,7 @@ def attempt_detail(a: Attempt, cand: Candidate, base: tuple[str, Attempt, Candid
     if ev is not None:
         nums = [
             ("vs eager", speed(ev.speedup_vs_eager if ev.status == "ok" else None)),
-            ("vs torch.compile", speed(ev.speedup_vs_compile if ev.status == "ok" else None)),
+            (f"vs {ev.compile_label}", speed(ev.speedup_vs_compile if ev.status == "ok" else None)),
             ("roofline", f"{100 * ev.roofline_fraction:.0f}%" if ev.roofline_fraction is not None else "–"),
             ("evaluated in", f"{ev.seconds:.1f}s"),
         ]

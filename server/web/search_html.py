@@ -67,7 +67,8 @@ def summary(view: SearchView) -> Markup:
                         "span",
                         {"class": "muted"},
                         f" vs eager · {speed(best.evaluation.speedup_vs_compile if best.evaluation else None)}"
-                        f" vs torch.compile · attempt #{best.id}"
+                        f" vs {best.evaluation.compile_label if best.evaluation else 'torch.compile'}"
+                        f" · attempt #{best.id}"
                         + (f" on #{best.node_id}" if best.node_id is not None else ""),
                     ),
                 ]

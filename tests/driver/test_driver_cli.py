@@ -138,3 +138,29 @@ def test_sigkill_mid_round_then_resume_loses_nothing_committed(tmp_path: Path) -
     active = con.execute("select count(*) from nodes where status = 'active'").fetchone()[0]
     con.close()
     assert active == 0
+
+
+def test_compile_mode_is_set_on_a_new_search_and_fixed_after(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    bad = ksearch("run", "softmax", "--compile-mode", "fastest", "--db", str(db))
+    assert bad.returncode != 0
+    assert "unknown --compile-mode 'fastest'" in bad.stderr and "max-autotune" in bad.stderr, bad.stderr
+    assert not db.exists()  # refused before anything was written
+
+    ok = ksearch(
+        "run", "softmax", "--compile-mode", "max-autotune", "--rounds", "1", "--max-attempts", "1",
+        "--stagnation", "1", "--no-final", "--plain", "--db", str(db),
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    con = sqlite3.connect(db)
+    try:
+        (config,) = con.execute("select config from searches").fetchone()
+    finally:
+        con.close()
+    assert json.loads(config)["compile_mode"] == "max-autotune"
+
+    again = ksearch(
+        "run", "softmax", "--compile-mode", "default", "--rounds", "2", "--plain", "--db", str(db)
+    )
+    assert again.returncode != 0
+    assert "fixed when it was created" in again.stderr and "--new" in again.stderr, again.stderr
