@@ -10,8 +10,9 @@ for the next caller.
 
 A slot with `spare` keeps a second process started ahead, idle, that has never been handed out and so
 never ran candidate code: when the slot's process is killed or replaced, the spare takes over at once
-instead of the next caller waiting for a cold start (imports, CUDA context), and a new spare starts in
-the background. Spares start in candidate mode only: a baseline process is always started afresh.
+instead of the next caller waiting for a cold start (imports, CUDA context). The next spare starts when a
+live process is given back to the pool, so its start does not compete with the call that follows a
+takeover. Spares start in candidate mode only: a baseline process is always started afresh.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, Literal
 
 from gpu import jail
 from gpu.scrub import scrubbed_env
+from worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")
 
@@ -41,7 +43,7 @@ Mode = Literal["candidate", "baseline"]
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-class WorkerError(Exception):
+class WorkerError(KsearchError):
     """The worker could not answer: it crashed, timed out, ran out of host memory, or never started."""
 
     def __init__(
@@ -504,19 +506,14 @@ class WorkerProcess:
         self.starts += 1
         cur = self._cur
         assert cur.started is not None
-        cur.started.add_done_callback(lambda t: self._on_started(cur, t))
+        # the outcome is read by ensure_started; never leave it "unretrieved"
+        cur.started.add_done_callback(lambda t: None if t.cancelled() else t.exception())
         return cur
 
-    def _on_started(self, p: _Process, t: asyncio.Task[None]) -> None:
-        # the outcome is read by ensure_started; never leave it "unretrieved"
-        if t.cancelled() or t.exception() is not None:
-            return
-        if p is self._cur:
-            self._keep_spare()
-
-    def _keep_spare(self) -> None:
-        """Start a spare in the background when the slot has none."""
-        if not self.spare or self.closed or self._spare is not None:
+    def released(self) -> None:
+        """The slot was given back: start a spare in the background if it has none and its process lives
+        (after a takeover the spare starts here, once the call that followed it is done, not under it)."""
+        if not self.spare or self.closed or self._spare is not None or not self.alive:
             return
         p = self._spare = self._launch("candidate")
         assert p.started is not None
@@ -555,7 +552,8 @@ class WorkerProcess:
         await asyncio.shield(p.started)
 
     async def wait_spare(self) -> int | None:
-        """The pid of the slot's spare once it is ready; None when there is none or it failed to start."""
+        """The pid of the slot's spare once it is ready; None when there is none (none is started before
+        the slot's process is first given back) or it failed to start."""
         p = self._spare
         if p is None or p.started is None:
             return None
@@ -599,7 +597,9 @@ class WorkerPool:
             yield w
         finally:
             if not w.alive and not w.closed:
-                w.start_in_background()
+                w.start_in_background()  # its spare takes over here, when it has one
+            else:
+                w.released()
             q.put_nowait(w)
 
     async def close(self) -> None:

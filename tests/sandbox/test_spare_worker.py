@@ -1,5 +1,6 @@
 """A worker slot keeps a spare process started ahead: a killed worker is replaced by it at once (no cold
-start for the next caller), a baseline is never measured in it, and closing the sandbox ends it too."""
+start for the next caller), the next spare starts only once the call after a takeover is done, a baseline
+is never measured in a spare, and closing the sandbox ends it too."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
     w = sb.pool.workers[0]
     try:
         await sb.start()
+        assert await w.wait_spare() is None  # none before the slot's process is first given back
+        assert (await sb.correctness(cand("good_triton"), affine, st("small"))).status == "ok"
         assert w.hello is not None
         first, first_dir = w.hello["pid"], w.scratch
         spare = await w.wait_spare()
@@ -40,10 +43,11 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
         assert w.alive and w.hello is not None and w.hello["pid"] == spare
         assert (w.starts, w.spares_taken) == (starts + 1, 1)
         assert w.hello["mode"] == "candidate" and not w.ran_candidate  # it never ran a candidate before
+        assert await w.wait_spare() is None  # the next one waits until the slot is given back alive
         ok = await sb.correctness(cand("good_triton"), affine, st("small"))
         assert ok.status == "ok", ok.error
         assert w.hello["pid"] == spare and w.ran_candidate
-        nxt = await w.wait_spare()  # a new spare, started after the takeover
+        nxt = await w.wait_spare()  # a new spare, started as that call gave the slot back
         assert nxt is not None and nxt not in (first, spare)
         assert await _gone(first)  # the crashed process was reaped
         assert first_dir.name == "w0-001" and not first_dir.exists()  # and its directory removed
@@ -55,6 +59,8 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
 async def test_a_baseline_process_is_never_the_spare(tmp_path) -> None:
     sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0)
     try:
+        async with sb.pool.acquire():
+            pass  # started, then given back: its spare starts
         async with sb.pool.acquire() as w:
             spare = await w.wait_spare()
             assert spare is not None
