@@ -20,8 +20,10 @@ import re
 from collections.abc import Sequence
 from types import ModuleType
 
+from worldmodel.errors import KsearchError
 
-class ExtensionBuildError(RuntimeError):
+
+class ExtensionBuildError(RuntimeError, KsearchError):
     def __init__(self, name: str, log: str, cuda_sources: list[str], cpp_sources: list[str]) -> None:
         super().__init__(f"building the torch extension {name!r} failed:\n{log}")
         self.log = log

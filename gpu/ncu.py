@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
+from worldmodel.errors import KsearchError
 from worldmodel.models import ProfileSummary
 
 SECTIONS = [
@@ -33,7 +34,7 @@ _STALL_RATIO = re.compile(r"^smsp__average_warps?_issue_stalled_(?P<reason>\w+?)
 _STALL_SAMPLES = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(?P<reason>\w+)$")
 
 
-class ProfileError(RuntimeError):
+class ProfileError(RuntimeError, KsearchError):
     """Profiling could not run or produced nothing; the message says why and what to do."""
 
 

@@ -33,11 +33,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from worldmodel.errors import KsearchError
+
 _DYNAMIC_SMEM_DEFAULT = 48 * 1024
 _ATTR_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 
-class NvrtcError(RuntimeError):
+class NvrtcError(RuntimeError, KsearchError):
     """The CUDA source did not compile; `log` holds NVRTC's messages."""
 
     def __init__(self, name: str, log: str, source: str = "") -> None:

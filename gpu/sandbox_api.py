@@ -13,12 +13,13 @@ from collections.abc import Awaitable, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpu.task import Task
+from worldmodel.errors import KsearchError
 from worldmodel.models import Candidate, CompileReport, Environment, EvalSettings, Evaluation, ProfileSummary
 
 Progress = Callable[[str, float], Awaitable[None]]
 
 
-class SandboxError(RuntimeError):
+class SandboxError(RuntimeError, KsearchError):
     """A request the sandbox cannot serve (bad workload name, no ncu, ...); the message says why."""
 
 

@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from worldmodel.errors import KsearchError
+
 TaskStyle = Literal["kernelbench", "flashinfer", "gpumode"]
 Split = Literal["search", "heldout", "smoke"]
 
 
-class TaskError(ValueError):
+class TaskError(ValueError, KsearchError):
     """A task file or folder is malformed. The message names the file and the field."""
 
 

@@ -23,6 +23,7 @@ import torch
 
 from gpu import checking, faults, guard, hardware, timing
 from gpu.task import Task
+from worldmodel.errors import KsearchError
 
 
 def precision_snapshot() -> dict[str, Any]:
@@ -68,7 +69,7 @@ def restore_precision(snap: dict[str, Any]) -> None:
                 setattr(obj, attr, snap[key])
 
 
-class CandidateFailure(Exception):
+class CandidateFailure(KsearchError):
     """Candidate code raised; `fault` says what, in terms a model can act on."""
 
     def __init__(self, fault: faults.Fault) -> None:

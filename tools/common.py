@@ -115,14 +115,11 @@ async def resolve_candidate(ws: Workspace, ref: CandidateRef, task: Task | None 
 
 def solution_candidate(text: str, task: Task | None) -> tuple[str, Language]:
     """A FlashInfer-Bench Solution JSON as the candidate source and language the sandbox runs."""
-    from gpu.tasks.fib_solution import SolutionError, candidate_from_solution_text
+    from gpu.tasks.fib_solution import candidate_from_solution_text
 
     if task is None:
         raise ToolFailure("`solution_json` needs a task: a FlashInfer-Bench Solution is for one definition")
-    try:
-        c = candidate_from_solution_text(text, task, "solution_json")
-    except SolutionError as e:
-        raise ToolFailure(str(e)) from e
+    c = candidate_from_solution_text(text, task, "solution_json")  # a SolutionError names the bad field
     return c.source, c.language
 
 
@@ -152,10 +149,7 @@ async def task_for(ws: Workspace, search: int | str | None, task: str | None) ->
 
 async def node_in(ws: Workspace, s: Search, node_id: int) -> Node:
     """The node, checked to belong to the search (node ids are global: a typo can hit another search)."""
-    try:
-        node = await ws.store.get_node(node_id)
-    except NotFound as e:
-        raise ToolFailure(str(e)) from e
+    node = await ws.store.get_node(node_id)
     if node.search_id != s.id:
         raise ToolFailure(f"node {node_id} belongs to another search (id {node.search_id}), not {s.name!r}")
     return node

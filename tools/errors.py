@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from worldmodel.errors import KsearchError
 
-class ToolFailure(Exception):
+
+class ToolFailure(KsearchError):
     """A tool refused its input or could not do its work. `str(e)` is the whole user-facing message."""
 
     def __init__(self, message: str, *, problems: list[str] | None = None) -> None:

@@ -13,7 +13,6 @@ from tools.common import node_in
 from tools.errors import ToolFailure
 from tools.loop import LoopState
 from tools.workspace import Workspace
-from worldmodel.errors import InvalidTransition
 from worldmodel.models import Attempt, Node, Search
 from worldmodel.select import select_action as _select
 
@@ -66,10 +65,7 @@ async def select_action(
     if inp.node_id is not None:
         node_id, reason = await _named(ws, s, inp.node_id), "chosen by the caller"
         if inp.claim:
-            try:
-                await ws.store.set_node_status(node_id, "active")
-            except InvalidTransition as e:
-                raise ToolFailure(str(e)) from e
+            await ws.store.set_node_status(node_id, "active")
     else:
         # Selection and claim in one transaction: parallel lanes never get the same intent.
         sel = await _select(ws.store, s.id, claim=inp.claim)

@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu.sandbox import LocalSandbox, Sandbox
-from gpu.task import Task, TaskError
+from gpu.task import Task
 from gpu.tasks import load_task
-from tools.errors import ToolFailure
-from worldmodel.errors import NotFound
 from worldmodel.models import Search
 from worldmodel.store import Store
 
@@ -53,18 +51,14 @@ class Workspace:
             return self._sandbox
 
     def task(self, ref: str) -> Task:
+        """The task by built-in name or path, loaded once; a TaskError says why it cannot be."""
         if ref not in self._tasks:
-            try:
-                self._tasks[ref] = load_task(ref)
-            except TaskError as e:
-                raise ToolFailure(str(e)) from e
+            self._tasks[ref] = load_task(ref)
         return self._tasks[ref]
 
     async def search(self, ref: int | str) -> Search:
-        try:
-            return await self.store.get_search(ref)
-        except NotFound as e:
-            raise ToolFailure(str(e)) from e
+        """The search by id or name; NotFound names what exists."""
+        return await self.store.get_search(ref)
 
     async def close(self) -> None:
         if self._sandbox is not None:

@@ -1,4 +1,49 @@
-"""Errors raised by the world model. Each message says what was wrong and what is accepted."""
+"""ksearch's errors: the base every package's errors derive from, and the world model's own.
+
+`KsearchError` lives here because `worldmodel` is the leaf package: it imports no other ksearch
+package, and `gpu`, `tools` and `server` already import it, so every error class can derive from the
+base without an import cycle (this module imports only the standard library and pydantic). A caller
+that embeds ksearch catches `KsearchError` for every refusal ksearch makes; each message says what was
+wrong and what is accepted. Each class keeps the builtin base it had (ValueError, LookupError,
+RuntimeError, sqlite3.OperationalError), so code catching those still works.
+
+The tree (tests/test_errors.py checks it against the classes):
+
+    KsearchError
+    ├── NotFound                       worldmodel.errors  (LookupError)
+    ├── Conflict                       worldmodel.errors  (ValueError)
+    │   └── RunInProgress              worldmodel.runs
+    ├── InvalidTransition              worldmodel.errors  (ValueError)
+    ├── EditRejected                   worldmodel.errors  (ValueError)
+    ├── StoreBusy                      worldmodel.errors  (sqlite3.OperationalError)
+    ├── SchemaError                    worldmodel.errors  (RuntimeError)
+    ├── TaskError                      gpu.task           (ValueError)
+    │   └── ProbeFailed                gpu.tasks.probe
+    ├── TunableError                   gpu.tasks.tunables (ValueError)
+    ├── SolutionError                  gpu.tasks.fib_solution (ValueError)
+    ├── CandidateError                 gpu.tasks.rt_common (ValueError)
+    ├── NotLiteral                     gpu.tasks.literals
+    ├── CandidateFailure               gpu.worker_core
+    ├── SandboxError                   gpu.sandbox_api    (RuntimeError)
+    ├── WorkerError                    gpu.pool
+    ├── ProfileError                   gpu.ncu            (RuntimeError)
+    ├── ExtensionBuildError            gpu.cpp_ext        (RuntimeError)
+    ├── NvrtcError                     gpu.nvrtc          (RuntimeError)
+    ├── ToolFailure                    tools.errors
+    ├── PolicyError                    server.driver.policies.base (RuntimeError)
+    │   └── IntentDeclined             server.driver.policies.base
+    ├── ProviderError                  server.driver.policies.llm
+    ├── OutputInvalid                  server.driver.policies.llm
+    ├── HttpError                      server.web.app
+    └── Interrupted                    server.cli.interrupt
+
+One class stays outside on purpose: `gpu.dryrun.DryRunTimeout` derives from BaseException so that a
+candidate's own `except Exception` cannot swallow the dry run's deadline.
+
+Each face turns a `KsearchError` into its own kind of answer in one place: the CLI in
+`server/cli/common.py` (`refusals`), the MCP server in `server/mcp/server.py` (`KsearchServer._tool`),
+the driver in `server/driver/run_main.py`, the web page in `server/web/app.py` (`_guard`).
+"""
 
 from __future__ import annotations
 
@@ -7,24 +52,28 @@ import sqlite3
 from pydantic import BaseModel
 
 
-class NotFound(LookupError):
+class KsearchError(Exception):
+    """The base of every error ksearch raises on purpose; `str(e)` is the whole user-facing message."""
+
+
+class NotFound(LookupError, KsearchError):
     """A search, node, attempt or candidate that does not exist (or belongs to another search)."""
 
 
-class Conflict(ValueError):
+class Conflict(ValueError, KsearchError):
     """A write that would break a uniqueness rule, e.g. a second search with the same name."""
 
 
-class InvalidTransition(ValueError):
+class InvalidTransition(ValueError, KsearchError):
     """A node status change the lifecycle does not allow (e.g. closing a node with no correct attempt)."""
 
 
-class StoreBusy(sqlite3.OperationalError):
+class StoreBusy(sqlite3.OperationalError, KsearchError):
     """Another process held the database's write lock for longer than the busy timeout; nothing was
     written. (A subclass of sqlite3.OperationalError, which is what SQLite raised before.)"""
 
 
-class SchemaError(RuntimeError):
+class SchemaError(RuntimeError, KsearchError):
     """The database file was written by a newer ksearch, or is not a ksearch database."""
 
 
@@ -46,7 +95,7 @@ class EditProblem(BaseModel):
         return f"{where}: {self.problem}; accepted: {self.accepted}"
 
 
-class EditRejected(ValueError):
+class EditRejected(ValueError, KsearchError):
     """A batch of intents or edits was refused as a whole; nothing was written.
 
     `problems` holds one line per refused item ("item 2 field 'priority': …; accepted: …"), every

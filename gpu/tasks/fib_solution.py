@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpu.task import Task
+from worldmodel.errors import KsearchError
 
 # The line that starts the appended adapter of a Python/Triton solution (export cuts the file there).
 ADAPTER_MARK = "# ---- ksearch: FlashInfer-Bench entry point (generated from the Solution JSON) ----"
@@ -41,7 +42,7 @@ _ADAPTER_META = "_KSEARCH_FIB_SOLUTION"
 _COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
 
-class SolutionError(ValueError):
+class SolutionError(ValueError, KsearchError):
     """A Solution JSON that is malformed, or that ksearch cannot run for this task."""
 
 

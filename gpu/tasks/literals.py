@@ -7,6 +7,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from worldmodel.errors import KsearchError
+
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -18,7 +20,7 @@ _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 }
 
 
-class NotLiteral(Exception):
+class NotLiteral(KsearchError):
     """The expression needs more than literals, names of literals and arithmetic."""
 
 

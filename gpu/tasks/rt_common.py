@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from worldmodel.errors import KsearchError
+
 # Reference `Model` and candidate `ModelNew` are both built right after torch.manual_seed(INIT_SEED),
 # so parameters created in the same order get the same values.
 INIT_SEED = 42
 
 
-class CandidateError(ValueError):
+class CandidateError(ValueError, KsearchError):
     """The candidate module lacks what the task needs (e.g. no ModelNew), said in words a model can act on."""
 
 

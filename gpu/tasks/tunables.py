@@ -12,8 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from worldmodel.errors import KsearchError
 
-class TunableError(ValueError):
+
+class TunableError(ValueError, KsearchError):
     """The candidate's TUNABLES block or its assignment lines are malformed, or a value is not allowed."""
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -81,11 +82,31 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     nothing is half-written), closes the database and exits 130; a second Ctrl-C exits at once."""
     from server.cli.interrupt import Interrupted, run_stoppable
 
+    with refusals():
+        try:
+            return run_stoppable(coro, stopping="stopping: abandoning what is in flight", hint=lambda: "")
+        except Interrupted as e:
+            tell(f"stopped: interrupted ({e}) before the command finished")
+            raise typer.Exit(e.code) from None
+
+
+@contextlib.contextmanager
+def refusals() -> Iterator[None]:
+    """The CLI's one conversion of ksearch's errors (worldmodel/errors.py) into a message and an exit code:
+    1 for a busy database (the same command can simply be repeated), 2 for a refusal of the input."""
+    from pydantic import ValidationError
+
+    from tools.errors import describe_validation
+    from worldmodel.errors import KsearchError, StoreBusy
+
     try:
-        return run_stoppable(coro, stopping="stopping: abandoning what is in flight", hint=lambda: "")
-    except Interrupted as e:
-        tell(f"stopped: interrupted ({e}) before the command finished")
-        raise typer.Exit(e.code) from None
+        yield
+    except StoreBusy as e:
+        raise fail(str(e), code=1) from e
+    except KsearchError as e:
+        raise fail(str(e)) from e
+    except ValidationError as e:
+        raise fail(str(describe_validation(e, "arguments"))) from e
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

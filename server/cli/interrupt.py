@@ -23,13 +23,15 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
+from worldmodel.errors import KsearchError
+
 T = TypeVar("T")
 
 GRACE_S = 4.0  # how long the first Ctrl-C may take to stop cleanly
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Interrupted(Exception):
+class Interrupted(KsearchError):
     """The work was stopped by a signal and has cleaned up; exit with `code`."""
 
     def __init__(self, signum: int) -> None:

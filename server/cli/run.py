@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from server.cli.common import DEFAULT_DB, NewDbOption, console, fail, say
-from worldmodel.errors import StoreBusy
+from worldmodel.errors import KsearchError, StoreBusy
 from worldmodel.models import COMPILE_MODES, LANGUAGES
 
 
@@ -135,11 +135,11 @@ def run(
         else:
             say(f"stopped: interrupted ({e}) before a search was chosen; nothing was changed")
         raise typer.Exit(e.code) from None
-    except ValueError as e:
-        raise fail(str(e)) from e
     except StoreBusy as e:  # committed work is kept; only the step in flight is lost
         again = f"--resume {resume}" if resume else task
         raise fail(f"{e}. The search stopped here; continue it with `ksearch run {again}`", code=1) from e
+    except (KsearchError, ValueError) as e:  # ValueError: an argument pydantic refused
+        raise fail(str(e)) from e
     if as_json:
         console.print_json(json.dumps(res.model_dump(mode="json")))
     if res.stop_reason.startswith("policy stopped"):

@@ -18,8 +18,8 @@ import typer
 from pydantic import ValidationError
 
 from server.cli.common import DEFAULT_DB, DbOption, console, fail, run_async, say, tell
-from tools.errors import ToolFailure, describe_validation
-from worldmodel.errors import NotFound, SchemaError, StoreBusy
+from tools.errors import describe_validation
+from worldmodel.errors import NotFound, SchemaError
 from worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
 from worldmodel.render import no_best
 
@@ -78,20 +78,12 @@ async def open_store(db: Path) -> Store:
 
 @contextlib.asynccontextmanager
 async def workspace(db: Path) -> AsyncIterator[Workspace]:
-    """An open tools.Workspace on an existing database; store-level refusals become CLI errors."""
+    """An open tools.Workspace on an existing database (its refusals become CLI errors in `run_async`)."""
     from tools.workspace import Workspace
 
     ws = Workspace(await open_store(db))
     try:
         yield ws
-    except ToolFailure as e:
-        raise fail(str(e)) from e
-    except NotFound as e:
-        raise fail(str(e)) from e
-    except ValidationError as e:
-        raise fail(str(describe_validation(e, "arguments"))) from e
-    except StoreBusy as e:  # not the input's fault: the same command can simply be repeated
-        raise fail(str(e), code=1) from e
     finally:
         await ws.close()
 

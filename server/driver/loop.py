@@ -35,7 +35,7 @@ from tools.propose_intents import ProposeIntentsIn, propose_intents
 from tools.select_action import SelectActionIn, select_action
 from tools.workspace import Workspace
 from worldmodel import runs
-from worldmodel.errors import StoreBusy
+from worldmodel.errors import NotFound, StoreBusy
 from worldmodel.models import Attempt, EditSpec, Evaluation, IntentSpec, Node, Search
 
 MAX_EDIT_RETRIES = 2
@@ -304,7 +304,7 @@ class Driver:
                     author=self._author() if node_id is not None else "seed",
                 ),
             )
-        except ToolFailure as e:
+        except (ToolFailure, NotFound) as e:
             # Refused before anything was recorded (the phase is over, say): report it as a result.
             ev = Evaluation(status="error", error=str(e))
             return str(e), None, ev, None

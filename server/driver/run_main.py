@@ -88,24 +88,24 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
 
 
 async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None) -> DriverResult:
-    """Run the driver. Raises ValueError (nothing written) when the arguments cannot start a run.
+    """Run the driver. Raises a KsearchError (nothing written) when the arguments cannot start a run.
 
     `on_search` is told the search as soon as it is found or created (so an interrupted run can say
     how to resume it)."""
     a.db.parent.mkdir(parents=True, exist_ok=True)
     ws = await Workspace.open(a.db)
     try:
+        found = await _find(ws, a)
+        if found is not None and a.compile_mode and a.compile_mode != found.config.compile_mode:
+            raise ToolFailure(
+                f"search {found.name} measures its torch.compile baseline in mode "
+                f"{found.config.compile_mode!r}, fixed when it was created; --compile-mode {a.compile_mode} "
+                "needs a new search (--new)"
+            )
+        prev = found if a.resume is not None else None
+        name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
+        # The policy is built before a search is created: a bad name, model or key changes nothing.
         try:
-            found = await _find(ws, a)
-            if found is not None and a.compile_mode and a.compile_mode != found.config.compile_mode:
-                raise ValueError(
-                    f"search {found.name} measures its torch.compile baseline in mode "
-                    f"{found.config.compile_mode!r}, fixed when it was created; --compile-mode {a.compile_mode} "
-                    "needs a new search (--new)"
-                )
-            prev = found if a.resume is not None else None
-            name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
-            # The policy is built before a search is created: a bad name, model or key changes nothing.
             policy = make_policy(
                 name,
                 model=a.model or (found.config.model if found else None),
@@ -113,13 +113,10 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
                 replay=a.replay,
                 record=a.record,
             )
-        except (ToolFailure, PolicyError) as e:
-            raise ValueError(str(e)) from e
+        except ValueError as e:  # make_policy's refusal of a name, model or file
+            raise PolicyError(str(e)) from e
         try:
-            try:
-                s = found or await _create(ws, a, name)
-            except ToolFailure as e:
-                raise ValueError(str(e)) from e
+            s = found or await _create(ws, a, name)
             if found is not None:
                 await runs.check_free(ws.store, found)  # before saying it resumes: it may not
             if on_search is not None:

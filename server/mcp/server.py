@@ -28,7 +28,6 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
-from gpu.sandbox import SandboxError
 from server.mcp.args import RefuseUnknownArguments
 from server.mcp.record import HostRecorder
 from server.mcp.stdio_input import HostLines
@@ -36,7 +35,7 @@ from tools.benchmark import BenchmarkIn, benchmark
 from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from tools.create_search import CreateSearchIn, create_search
 from tools.edit_tree import EditTreeIn, edit_tree
-from tools.errors import ToolFailure, describe_validation
+from tools.errors import describe_validation
 from tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
 from tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
 from tools.get_tree import GetTreeIn, TreeOut, get_tree
@@ -48,7 +47,7 @@ from tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctne
 from tools.run_search import RunSearchIn, RunSearchOut, run_search
 from tools.select_action import SelectActionIn, SelectionOut, select_action
 from tools.workspace import Workspace
-from worldmodel.errors import NotFound, StoreBusy
+from worldmodel.errors import KsearchError
 from worldmodel.models import CPU_INTERPRETER, Node, Search, compile_label
 
 log = logging.getLogger("ksearch.mcp")
@@ -154,7 +153,7 @@ class KsearchServer:
                 if self.recorder is not None:
                     await self.recorder.observe(ws, name, inp, out)
                 return await self._with_next(ws, inp, out, returns)
-            except (ToolFailure, SandboxError, StoreBusy) as e:
+            except KsearchError as e:  # the one place a ksearch refusal becomes an MCP tool error
                 raise ToolError(str(e)) from e
             except ValidationError as e:
                 raise ToolError(str(describe_validation(e, name))) from e
@@ -191,7 +190,7 @@ class KsearchServer:
         if not nxt and search is not None:
             try:
                 nxt = (await loop_state(ws, search)).next
-            except ToolFailure:
+            except KsearchError:  # the search went away meanwhile: the answer stands without a next step
                 nxt = ""
         if nxt:
             content.append(TextContent(type="text", text=f"next: {nxt}"))
@@ -602,7 +601,7 @@ def _refusals(fn: Callable[..., Awaitable[str]], *, prompt: bool = False) -> Cal
     async def read(**params: str) -> str:
         try:
             return await fn(**params)
-        except (NotFound, ToolFailure, ValueError) as e:
+        except (KsearchError, ValueError) as e:
             if prompt or isinstance(e, ValueError):  # a malformed argument (a node id that is no number)
                 raise MCPError(code=INVALID_PARAMS, message=str(e)) from e
             raise ResourceNotFoundError(str(e)) from e

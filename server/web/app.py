@@ -36,12 +36,12 @@ from server.web.attempt_html import attempt_detail
 from server.web.search_html import chart, default_attempt, first_selection, node_detail, summary, tree
 from server.web.snapshot import SearchView, find_search, fingerprint, load_view, resolve_base
 from tools.edit_tree import EditTreeIn, edit_tree
-from tools.errors import ToolFailure, describe_validation
+from tools.errors import describe_validation
 from tools.list_searches import SearchRow, list_searches
 from tools.propose_intents import ProposeIntentsIn, propose_intents
 from tools.workspace import Workspace
 from worldmodel import runs
-from worldmodel.errors import NotFound
+from worldmodel.errors import KsearchError, NotFound, StoreBusy
 from worldmodel.models import EditSpec, IntentSpec, Node
 
 log = logging.getLogger("ksearch.ui")
@@ -76,7 +76,7 @@ class EditsIn(BaseModel):
     edits: list[EditSpec] = Field(min_length=1, max_length=100)
 
 
-class HttpError(Exception):
+class HttpError(KsearchError):
     def __init__(self, status: int, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
         self.status = status
@@ -168,11 +168,12 @@ def _guard(fn: Handler) -> Handler:
             return await fn(request)
         except HttpError as e:
             return _error(e.status, str(e), e.problems)
-        except ToolFailure as e:
-            first, *_ = str(e).split("\n", 1)
-            return _error(404 if first.startswith("no search") else 400, first, e.problems)
-        except NotFound as e:
-            return _error(404, str(e))
+        except KsearchError as e:  # the one place a ksearch refusal becomes an HTTP answer
+            first, *_ = str(e).split("\n", 1)  # the problems, when any, go in their own list
+            status = 404 if isinstance(e, NotFound) or first.startswith("no search") else 400
+            if isinstance(e, StoreBusy):  # not the request's fault: it can simply be sent again
+                status = 503
+            return _error(status, first, getattr(e, "problems", None))
         except ValidationError as e:
             tf = describe_validation(e, "request")
             return _error(400, "invalid request", tf.problems)
@@ -222,7 +223,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
     async def page(request: Request) -> Response:
         try:
             s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
-        except ToolFailure as e:
+        except NotFound as e:
             return HTMLResponse(pages.not_found_page(str(e)), 404)
         v = await state.view(s.id)
         return HTMLResponse(pages.live_page(v, await _first_view(v)))

@@ -10,7 +10,6 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from tools.errors import ToolFailure
 from worldmodel import runs
 from worldmodel.errors import NotFound
 from worldmodel.models import Attempt, Candidate, Node, Search
@@ -19,10 +18,8 @@ from worldmodel.store import LLMTotals, Store
 
 
 async def find_search(store: Store, ref: int | str) -> Search:
-    try:
-        return await store.get_search(ref)
-    except NotFound as e:
-        raise ToolFailure(str(e)) from e
+    """The search by id or name; NotFound names what exists."""
+    return await store.get_search(ref)
 
 
 async def fingerprint(store: Store, search_id: int) -> str:

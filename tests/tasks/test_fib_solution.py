@@ -321,7 +321,7 @@ def test_candidate_ref_takes_a_solution_json_as_one_of_its_forms() -> None:
         CandidateRef(source="x = 1\n", solution_json=FORWARD.read_text())
     with pytest.raises(ToolFailure, match="`solution_json` needs a task"):
         solution_candidate(FORWARD.read_text(), None)
-    with pytest.raises(ToolFailure, match=r"solution_json: spec\.entry_point"):
+    with pytest.raises(SolutionError, match=r"solution_json: spec\.entry_point"):
         solution_candidate(
             FORWARD.read_text().replace("kernels/rms.py::", "kernels/rms.py:"), load_task(str(RMSNORM))
         )

@@ -21,6 +21,7 @@ from tools.phase_models import (  # re-exported: policies and their tests read t
     UpdateResult,
     WriteContext,
 )
+from worldmodel.errors import KsearchError
 from worldmodel.models import LLMCallRecord
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-class PolicyError(RuntimeError):
+class PolicyError(RuntimeError, KsearchError):
     """The policy cannot go on (provider keeps failing, key rejected, replay exhausted). The driver stops cleanly."""
 
 

@@ -33,6 +33,7 @@ from server.driver.policies.base import (
 )
 from server.driver.policies.pricing import cost_usd, price_for
 from tools.prompting import Phase, render_prompt
+from worldmodel.errors import KsearchError
 
 
 class Message(TypedDict):
@@ -61,7 +62,7 @@ class Completion:
     stop_reason: str | None = None  # "max_tokens" / "length" means the answer was cut off
 
 
-class ProviderError(Exception):
+class ProviderError(KsearchError):
     """One failed request, classified so the retry loop can decide what to do."""
 
     def __init__(
@@ -82,7 +83,7 @@ class ProviderError(Exception):
         self.response_text = response_text
 
 
-class OutputInvalid(Exception):
+class OutputInvalid(KsearchError):
     """The model answered, but not with something usable; `problems` go back to it."""
 
     def __init__(self, problems: list[str]) -> None:

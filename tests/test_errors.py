@@ -1,0 +1,103 @@
+"""The error tree: every exception class ksearch defines derives from KsearchError, as drawn in
+worldmodel/errors.py's docstring."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+import sqlite3
+
+import pytest
+
+from worldmodel import errors
+from worldmodel.errors import KsearchError
+
+PACKAGES = ("worldmodel", "gpu", "tools", "server")
+# BaseException on purpose: a candidate's `except Exception` must not swallow the dry run's deadline.
+OUTSIDE = {"gpu.dryrun.DryRunTimeout"}
+
+
+def _modules() -> list[str]:
+    names = []
+    for pkg_name in PACKAGES:
+        pkg = importlib.import_module(pkg_name)
+        names.append(pkg_name)
+        for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg_name}."):
+            # built-in tasks are reference programs loaded from files; a __main__ runs on import
+            if ".tasks.builtin" in info.name or info.name.endswith(".__main__"):
+                continue
+            names.append(info.name)
+    return names
+
+
+def _defined_exceptions() -> dict[str, type[BaseException]]:
+    found: dict[str, type[BaseException]] = {}
+    for name in _modules():
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as e:  # an optional dependency (cupy, a GPU-only module) this machine lacks
+            if e.name is not None and e.name.split(".")[0] in PACKAGES:
+                raise
+            continue
+        for _, obj in inspect.getmembers(mod, inspect.isclass):
+            if issubclass(obj, BaseException) and obj.__module__ == name:
+                found[f"{name}.{obj.__qualname__}"] = obj
+    return found
+
+
+def _drawn_tree() -> dict[str, tuple[str, str | None]]:
+    """class name → (module, parent class name) as drawn in the docstring."""
+    doc = errors.__doc__ or ""
+    drawn: dict[str, tuple[str, str | None]] = {}
+    stack: list[str] = []
+    for line in doc.splitlines():
+        m = re.match(r"^\s{4}((?:[│ ]   )*)[├└]── (\w+)\s+([\w.]+)", line)
+        if m is None:
+            continue
+        depth = len(m.group(1)) // 4
+        del stack[depth:]
+        drawn[m.group(2)] = (m.group(3), stack[-1] if stack else "KsearchError")
+        stack.append(m.group(2))
+    return drawn
+
+
+@pytest.fixture(scope="module")
+def defined() -> dict[str, type[BaseException]]:
+    return _defined_exceptions()
+
+
+def test_every_exception_class_derives_from_ksearch_error(defined: dict[str, type[BaseException]]) -> None:
+    assert "gpu.sandbox_api.SandboxError" in defined  # the walk did reach the packages
+    outside = sorted(
+        q for q, cls in defined.items() if not issubclass(cls, KsearchError) and q not in OUTSIDE
+    )
+    assert outside == [], f"exception classes outside the KsearchError tree: {outside}"
+
+
+def test_the_drawn_tree_is_the_real_one(defined: dict[str, type[BaseException]]) -> None:
+    drawn = _drawn_tree()
+    assert len(drawn) >= 20, "the tree in worldmodel/errors.py's docstring was not found"
+    real = {q.rsplit(".", 1)[1]: (q.rsplit(".", 1)[0], cls) for q, cls in defined.items() if q not in OUTSIDE}
+    real.pop("KsearchError")
+    assert sorted(drawn) == sorted(real), "the drawn tree names other classes than the packages define"
+    for name, (module, parent) in drawn.items():
+        real_module, cls = real[name]
+        assert module == real_module, f"{name} is drawn in {module}, defined in {real_module}"
+        ksearch_parents = [b.__name__ for b in cls.__bases__ if issubclass(b, KsearchError)]
+        assert ksearch_parents == [parent], f"{name} is drawn under {parent}, derives from {ksearch_parents}"
+
+
+def test_builtin_bases_are_kept() -> None:
+    """Callers that caught the builtin kinds before the tree existed still catch them."""
+    from gpu.sandbox_api import SandboxError
+    from gpu.task import TaskError
+    from worldmodel.errors import NotFound, StoreBusy
+
+    assert issubclass(NotFound, LookupError)
+    assert issubclass(StoreBusy, sqlite3.OperationalError)
+    assert issubclass(TaskError, ValueError)
+    assert issubclass(SandboxError, RuntimeError)
+    with pytest.raises(KsearchError, match="no search 'x'"):
+        raise NotFound("no search 'x'")
