@@ -17,6 +17,8 @@ from worldmodel.errors import KsearchError
 
 TaskStyle = Literal["kernelbench", "flashinfer", "gpumode"]
 Split = Literal["search", "heldout", "smoke"]
+Bound = Literal["memory", "compute", "mixed", "unknown"]
+"""What limits the reference at its workloads' sizes (declared by the task, else derived)."""
 
 
 class TaskError(ValueError, KsearchError):
@@ -81,7 +83,7 @@ class Task(BaseModel):
     title: str = ""
     op: str = ""  # short op family, e.g. "softmax", "gemm"
     dtype: str = "float32"
-    bound: Literal["memory", "compute", "mixed", "unknown"] = "unknown"
+    bound: Bound = "unknown"
     # Which of op / dtype / bound / title the task stated itself (the others are defaults, and facts
     # derived by running the reference may replace them: gpu/tasks/facts.py).
     declared: list[str] = Field(default_factory=list)

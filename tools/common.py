@@ -6,10 +6,11 @@ import ast
 import secrets
 from collections.abc import Awaitable, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from gpu.task import Task
 from tools.errors import ToolFailure
+from tools.schema import ToolIn
 from tools.workspace import Workspace
 from worldmodel.errors import NotFound
 from worldmodel.models import (
@@ -27,10 +28,8 @@ Progress = Callable[[str, float], Awaitable[None]]
 MAX_SOURCE_CHARS = 200_000
 
 
-class CandidateRef(BaseModel):
+class CandidateRef(ToolIn):
     """A candidate given by its source (first submission) or by the id returned then."""
-
-    model_config = ConfigDict(extra="forbid")
 
     source: str | None = Field(
         None,
@@ -65,10 +64,8 @@ class CandidateRef(BaseModel):
         return self
 
 
-class CandidateJob(BaseModel):
+class CandidateJob(ToolIn):
     """A candidate to work on, for a search or for a free-standing task (exactly one of the two)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     search: int | str | None = Field(None, description="Search id or name. Exactly one of `search` or `task`")
     task: str | None = Field(

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from tools.common import CandidateJob, resolve_candidate, task_for
+from tools.schema import ToolModel
 from tools.workspace import Workspace
 from worldmodel.models import CompileReport
 
@@ -13,7 +12,7 @@ class CompileKernelIn(CandidateJob):
     """Compile a candidate (nothing runs)."""
 
 
-class CompileOut(BaseModel):
+class CompileOut(ToolModel):
     candidate_id: str
     report: CompileReport
 

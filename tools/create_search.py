@@ -5,16 +5,15 @@ from __future__ import annotations
 import re
 import secrets
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tools.errors import ToolFailure
+from tools.schema import ToolIn
 from tools.workspace import Workspace
 from worldmodel.models import Budgets, CompileMode, Language, Search, SearchConfig
 
 
-class CreateSearchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CreateSearchIn(ToolIn):
     task: str = Field(
         min_length=1,
         max_length=1000,

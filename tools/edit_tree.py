@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tools.errors import ToolFailure
+from tools.schema import ToolIn
 from tools.workspace import Workspace
 from worldmodel.edits import apply_edits
 from worldmodel.errors import EditRejected
 from worldmodel.models import EditSpec, Node
 
 
-class EditTreeIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class EditTreeIn(ToolIn):
     search: int | str = Field(description="Search id or name")
     edits: list[EditSpec] = Field(
         min_length=1,

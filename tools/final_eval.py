@@ -5,27 +5,25 @@ from __future__ import annotations
 
 import logging
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tools import loop
 from tools.common import summarize
+from tools.schema import ToolIn, ToolModel
 from tools.workspace import Workspace
-from worldmodel.models import Attempt, EvalSettings, Evaluation, FinalOutcome, Search
-from worldmodel.store import SearchStatus
+from worldmodel.models import Attempt, EvalSettings, Evaluation, FinalOutcome, Search, SearchStatus
 
 log = logging.getLogger(__name__)
 
 FINAL_TOP_K = 3
 
 
-class FinalEvalIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class FinalEvalIn(ToolIn):
     search: int | str = Field(description="Search id or name")
     top_k: int = Field(FINAL_TOP_K, ge=1, le=10, description="How many of the best distinct candidates")
 
 
-class FinalRow(BaseModel):
+class FinalRow(ToolModel):
     attempt_id: int
     node_id: int | None
     status: str
@@ -40,7 +38,7 @@ class FinalRow(BaseModel):
     summary: str
 
 
-class FinalOut(BaseModel):
+class FinalOut(ToolModel):
     rows: list[FinalRow] = Field(description="Best first on a GPU (correct ones by speedup vs eager)")
     chosen_by: str = Field("", description="How the candidates re-measured were chosen")
     workloads: list[str] = Field(default_factory=list, description="The workloads they were run on")

@@ -4,7 +4,7 @@ reflect prompt."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tools import contexts, loop
 from tools.common import node_in
@@ -12,20 +12,19 @@ from tools.errors import ToolFailure
 from tools.loop import LoopState, RefineState
 from tools.phase_models import UpdateContext
 from tools.phase_prompts import UPDATE_HINT, prompt_text
+from tools.schema import ToolIn, ToolModel
 from tools.workspace import Workspace
 from worldmodel.models import Node, NodeStatus, Search
 
 
-class FinishIntentIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class FinishIntentIn(ToolIn):
     search: int | str = Field(description="Search id or name")
     node_id: int | None = Field(
         None, ge=1, description="The intent being refined; default: the search's one active intent"
     )
 
 
-class FinishOut(BaseModel):
+class FinishOut(ToolModel):
     node: Node = Field(
         description="The intent, now closed (it has a correct attempt), failed, or open again (no correct "
         "attempt, but one the evaluator could not judge: the CPU interpreter ran out of time)"
@@ -50,9 +49,7 @@ async def close_refine(ws: Workspace, s: Search, node: Node) -> tuple[Node, loop
         # not shown to fail, so it is released (open), not failed
         closed = await ws.store.set_node_status(node.id, "open")
     else:
-        closed = await ws.store.close_node(
-            node.id, "closed" if cur.best_attempt_id is not None else "failed"
-        )
+        closed = await ws.store.close_node(node.id, "closed" if cur.best_attempt_id is not None else "failed")
     await loop.finished(ws, s, closed)
     return closed, refine, await contexts.update_context(ws, s, closed)
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from tools.schema import ToolIn, ToolModel
 from tools.workspace import Workspace
 from worldmodel.render import MIN_BUDGET, render_tree, tree_json, tree_mermaid
 
 
-class GetTreeIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class GetTreeIn(ToolIn):
     search: int | str = Field(description="Search id or name")
     format: Literal["text", "json", "mermaid"] = Field(
         "text",
@@ -22,7 +21,7 @@ class GetTreeIn(BaseModel):
     budget_chars: int = Field(6000, ge=500, le=200_000, description="Hard size budget of the text view")
 
 
-class TreeOut(BaseModel):
+class TreeOut(ToolModel):
     search_id: int
     search_name: str
     round: int

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
+from tools.schema import ToolModel
 from tools.workspace import Workspace
 from worldmodel import runs
 
 
-class SearchRow(BaseModel):
+class SearchRow(ToolModel):
     id: int
     name: str
     task: str

@@ -17,9 +17,10 @@ import time
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from gpu.compare import compare
+from tools.schema import ToolModel
 from tools.workspace import Workspace
 from worldmodel.models import Attempt, Evaluation, Node, Search
 
@@ -32,7 +33,7 @@ _REFINE_KEY = "refine:{node_id}"
 _FINISHED_KEY = "finished:{search_id}"
 
 
-class RefineState(BaseModel):
+class RefineState(ToolModel):
     """Where one intent's refine phase stands."""
 
     node_id: int
@@ -52,7 +53,7 @@ class RefineState(BaseModel):
     why: str = Field("", description="Why the phase is over (cap, stagnation window)")
 
 
-class BudgetState(BaseModel):
+class BudgetState(ToolModel):
     """The search's budgets (its configuration) against what it has used."""
 
     rounds_used: int
@@ -70,7 +71,7 @@ class BudgetState(BaseModel):
     )
 
 
-class LoopState(BaseModel):
+class LoopState(ToolModel):
     """The loop as the records show it, with the next step to take."""
 
     search_id: int

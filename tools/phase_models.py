@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from tools.schema import ToolIn
 from worldmodel.models import EditSpec, IntentSpec, Language
 
 
-class Ctx(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Ctx(ToolIn):
+    """A phase's context, as the policy and the prompt templates read it."""
 
 
 class TaskBrief(Ctx):

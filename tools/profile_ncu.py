@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tools.common import CandidateJob, resolve_candidate, task_for
 from tools.errors import ToolFailure
+from tools.schema import ToolModel
 from tools.workspace import Workspace
 from worldmodel.models import ProfileSummary
 
@@ -16,7 +17,7 @@ class ProfileIn(CandidateJob):
     )
 
 
-class ProfileOut(BaseModel):
+class ProfileOut(ToolModel):
     candidate_id: str
     profile: ProfileSummary
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tools.errors import ToolFailure
+from tools.schema import ToolIn
 from tools.workspace import Workspace
 from worldmodel.edits import apply_intents
 from worldmodel.errors import EditRejected
 from worldmodel.models import IntentSpec, Node
 
 
-class ProposeIntentsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ProposeIntentsIn(ToolIn):
     search: int | str = Field(description="Search id or name")
     intents: list[IntentSpec] = Field(
         min_length=1,

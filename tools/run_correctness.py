@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tools.common import (
     MeasuredJob,
@@ -14,6 +14,7 @@ from tools.common import (
     task_for,
 )
 from tools.loop import RefineState
+from tools.schema import ToolModel
 from tools.workspace import Workspace
 from worldmodel.models import Evaluation
 
@@ -22,7 +23,7 @@ class RunCorrectnessIn(MeasuredJob):
     """Check a candidate (no timing)."""
 
 
-class EvaluationOut(BaseModel):
+class EvaluationOut(ToolModel):
     candidate_id: str = Field(description="Id to refer to this candidate again instead of resending source")
     summary: str = Field(description="The evaluation in a few lines: status, errors, numbers")
     evaluation: Evaluation

@@ -9,18 +9,17 @@ import sys
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tools.common import Progress
 from tools.errors import ToolFailure
+from tools.schema import ToolIn, ToolModel
 from tools.workspace import Workspace
 
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-class RunSearchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RunSearchIn(ToolIn):
     search: int | str = Field(description="Search id or name")
     rounds: int | None = Field(
         None, ge=1, le=10_000, description="Round budget for this run (default: the search's)"
@@ -30,7 +29,7 @@ class RunSearchIn(BaseModel):
     )
 
 
-class RunSearchOut(BaseModel):
+class RunSearchOut(ToolModel):
     search_id: int
     pid: int
     log: str

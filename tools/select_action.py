@@ -6,20 +6,19 @@ the refine phase builds on is fixed. The answer carries the loop's state and wha
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tools import loop
 from tools.common import node_in
 from tools.errors import ToolFailure
 from tools.loop import LoopState
+from tools.schema import ToolIn, ToolModel
 from tools.workspace import Workspace
 from worldmodel.models import Attempt, Node, Search
 from worldmodel.select import select_action as _select
 
 
-class SelectActionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SelectActionIn(ToolIn):
     search: int | str = Field(description="Search id or name")
     node_id: int | None = Field(
         None,
@@ -34,7 +33,7 @@ class SelectActionIn(BaseModel):
     )
 
 
-class SelectionOut(BaseModel):
+class SelectionOut(ToolModel):
     node: Node | None = Field(description="The intent selected (None: nothing to select, see `reason`)")
     reason: str = Field(description="Why this intent (its score), or why none")
     claimed: bool = Field(False, description="True when the intent is now active: its refine phase started")

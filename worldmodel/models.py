@@ -20,7 +20,10 @@ def utcnow() -> datetime:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The base of every world-model record: unknown fields are refused, and each field's docstring (the
+    string literal after it) is its description in the JSON schema."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 # --------------------------------------------------------------------------- candidates
@@ -36,10 +39,16 @@ def candidate_id(source: str, language: str) -> str:
 
 
 class Candidate(Strict):
+    """One module defining `ModelNew`, identified by the hash of its source and language."""
+
     id: str
+    """Content address: "c" and 15 hex digits of the hash of language and source."""
     language: Language
+    """How the source is compiled and run."""
     source: str
+    """The whole Python module, defining `ModelNew`."""
     created_at: datetime = Field(default_factory=utcnow)
+    """When it was first stored."""
 
     @classmethod
     def of(cls, source: str, language: Language) -> Candidate:
@@ -49,52 +58,91 @@ class Candidate(Strict):
 # --------------------------------------------------------------------------- evaluations
 
 
+Severity = Literal["error", "warning", "note"]
+
+
 class Diagnostic(Strict):
     """One compiler message, mapped to a line of the candidate's own source when possible."""
 
-    severity: Literal["error", "warning", "note"]
+    severity: Severity
+    """How serious the compiler says it is."""
     message: str
-    line: int | None = None  # 1-based line in the candidate source
+    """The compiler's message."""
+    line: int | None = None
+    """1-based line in the candidate source."""
     column: int | None = None
+    """1-based column in the candidate source."""
     kernel: str | None = None
+    """The kernel it is about, when known."""
 
 
 class KernelOccupancy(Strict):
     """Resident blocks and warps per SM that a kernel's resources allow (the occupancy calculator's rule)."""
 
-    arch: str  # e.g. "sm_90": the limits used
+    arch: str
+    """E.g. "sm_90": the limits used."""
     threads_per_block: int
-    blocks_per_sm: int  # 0: the block does not fit on an SM at all (the launch fails)
+    """Threads of one block, from the launch configuration."""
+    blocks_per_sm: int
+    """0: the block does not fit on an SM at all (the launch fails)."""
     warps_per_sm: int
+    """Resident warps per SM: blocks_per_sm times the warps of a block."""
     max_warps_per_sm: int
-    occupancy: float  # warps_per_sm / max_warps_per_sm
-    limiter: str  # the resource(s) that bound blocks_per_sm: "registers", "shared memory", "warps", "blocks"
-    limits: dict[str, int] = Field(default_factory=dict)  # blocks per SM each resource alone allows
+    """The architecture's limit of resident warps per SM."""
+    occupancy: float
+    """warps_per_sm / max_warps_per_sm."""
+    limiter: str
+    """The resource(s) that bound blocks_per_sm: "registers", "shared memory", "warps", "blocks"."""
+    limits: dict[str, int] = Field(default_factory=dict)
+    """Blocks per SM each resource alone allows."""
 
 
 class KernelResources(Strict):
+    """One compiled kernel's resources, as the compiler reports them."""
+
     name: str
+    """The kernel's name."""
     registers: int | None = None
+    """Registers per thread."""
     spill_stores_bytes: int | None = None
+    """Bytes spilled to local memory by stores."""
     spill_loads_bytes: int | None = None
+    """Bytes read back from local memory after a spill."""
     shared_bytes: int | None = None
+    """Shared memory per block, static and dynamic."""
     stack_bytes: int | None = None
+    """Stack frame per thread."""
     num_warps: int | None = None
+    """Triton's `num_warps`."""
     num_stages: int | None = None
+    """Triton's `num_stages`."""
     threads_per_block: int | None = None
-    config: str | None = None  # what this build was specialised for, e.g. "BLOCK_N=2048; smoke workload"
+    """Threads of one block."""
+    config: str | None = None
+    """What this build was specialised for, e.g. "BLOCK_N=2048; smoke workload"."""
     occupancy: KernelOccupancy | None = None
+    """What these resources allow resident per SM."""
 
 
 class CompileReport(Strict):
+    """What compiling a candidate said: success, diagnostics on its own lines, and each kernel's resources."""
+
     ok: bool
+    """True when every kernel compiled."""
     language: Language
+    """The candidate's language."""
     seconds: float
+    """Wall time of the compile."""
     diagnostics: list[Diagnostic] = Field(default_factory=list)
+    """Compiler messages, mapped to lines of the candidate source."""
     kernels: list[KernelResources] = Field(default_factory=list)
-    log: str = ""  # raw compiler output, truncated
+    """Each compiled kernel's resources."""
+    log: str = ""
+    """Raw compiler output, truncated."""
     cached: bool = False
-    mode: str = ""  # e.g. "nvcc sm_90 (compile-only)", "triton interpreter (syntax/AST only)"
+    """Answered from the compile cache."""
+    mode: str = ""
+    """E.g. "nvcc sm_90 (compile-only)", "triton interpreter (syntax/AST only)"."""
 
 
 CorrectnessKind = Literal[
@@ -125,19 +173,34 @@ task's tolerance; `task_check`: the task's own check (GPU MODE, FlashInfer-Bench
 
 
 class WorkloadCorrectness(Strict):
+    """A candidate's output checked against the reference on one workload."""
+
     workload: str
+    """The workload's name."""
     passed: bool
+    """Every trial matched the reference within tolerance."""
     kind: CorrectnessKind
+    """What was found (`ok` when it passed)."""
     trials: int
+    """How many fresh input sets were checked."""
     max_abs_err: float | None = None
+    """Largest absolute difference from the reference."""
     max_rel_err: float | None = None
+    """Largest relative difference from the reference."""
     mismatches: int | None = None
+    """Elements outside the tolerance."""
     numel: int | None = None
+    """Elements compared."""
     first_mismatch_index: list[int] | None = None
+    """Index of the first element outside the tolerance."""
     expected_at_first: float | None = None
+    """The reference's value there."""
     got_at_first: float | None = None
+    """The candidate's value there."""
     message: str = ""
-    caught_by: CaughtBy | None = None  # for a failure in the output's values; other kinds name their check
+    """What failed, in words a model can act on."""
+    caught_by: CaughtBy | None = None
+    """For a failure in the output's values; other kinds name their check."""
 
 
 CPU_INTERPRETER = "cpu-interpreter"
@@ -179,69 +242,127 @@ class WorkloadTiming(Strict):
     """Timing of one workload. All times in microseconds of device time per call."""
 
     workload: str
-    device: str  # "NVIDIA H200" or "cpu-interpreter": CPU timings are never compared with GPU ones
+    """The workload's name."""
+    device: str
+    """The GPU's name (e.g. "NVIDIA H200") or "cpu-interpreter": CPU timings are never compared with GPU ones."""
     median_us: float
-    mean_us: float | None = None  # what GPU MODE's evaluator reports (the `gpumode` timing protocol)
+    """Median time per call."""
+    mean_us: float | None = None
+    """What GPU MODE's evaluator reports (the `gpumode` timing protocol)."""
     iqr_us: float
-    ci_low_us: float  # confidence interval of the median
+    """Interquartile range of the per-call times."""
+    ci_low_us: float
+    """Lower end of the confidence interval of the median."""
     ci_high_us: float
+    """Upper end of the confidence interval of the median."""
     n: int
-    host_median_us: float | None = None  # host-clock cross-check
+    """Timed calls."""
+    host_median_us: float | None = None
+    """Host-clock cross-check."""
     eager_median_us: float | None = None
-    compile_median_us: float | None = None  # torch.compile baseline
-    compile_mode: CompileMode | None = None  # how that baseline was compiled (None: not recorded)
+    """Median of the reference in eager PyTorch, measured the same way."""
+    compile_median_us: float | None = None
+    """Median of the torch.compile baseline, measured the same way."""
+    compile_mode: CompileMode | None = None
+    """How that baseline was compiled (None: not recorded)."""
     speedup_vs_eager: float | None = None
+    """eager_median_us / median_us."""
     speedup_vs_compile: float | None = None
-    roofline_fraction: float | None = None  # achieved / attainable, from the task's cost model
+    """compile_median_us / median_us."""
+    roofline_fraction: float | None = None
+    """Achieved / attainable throughput, from the task's cost model."""
     flags: list[str] = Field(default_factory=list)
+    """Plausibility notes on this timing (e.g. a launch-bound call)."""
 
 
 class ProfileSummary(Strict):
+    """Nsight Compute metrics of the main kernel of one workload, with advice in words."""
+
     workload: str
+    """The workload's name."""
     kernel: str
-    duration_us: float | None = None  # median over `launches` profiled calls (gpu__time_duration)
+    """The profiled kernel."""
+    duration_us: float | None = None
+    """Median over `launches` profiled calls (gpu__time_duration)."""
     launches: int = 1
-    duration_range_us: tuple[float, float] | None = None  # fastest and slowest profiled launch
+    """Calls profiled."""
+    duration_range_us: tuple[float, float] | None = None
+    """Fastest and slowest profiled launch."""
     dram_throughput_pct: float | None = None
+    """DRAM throughput, percent of peak."""
     sm_throughput_pct: float | None = None
+    """SM throughput, percent of peak."""
     achieved_occupancy_pct: float | None = None
+    """Achieved occupancy, percent."""
     registers_per_thread: int | None = None
+    """Registers per thread."""
     shared_bytes_per_block: int | None = None
+    """Shared memory per block."""
     l1_hit_rate_pct: float | None = None
+    """L1 hit rate, percent."""
     l2_hit_rate_pct: float | None = None
+    """L2 hit rate, percent."""
     top_stalls: list[tuple[str, float]] = Field(default_factory=list)
+    """The largest warp stall reasons and their share."""
     advice: list[str] = Field(default_factory=list)
+    """What the metrics suggest, in words."""
     metrics: dict[str, str] = Field(default_factory=dict)
+    """The raw metrics, by Nsight Compute name."""
 
 
 class Environment(Strict):
-    device: str  # GPU name or "cpu-interpreter"
+    """The machine and software an evaluation ran on; timings compare only within one `key()`."""
+
+    device: str
+    """The GPU's name, or "cpu-interpreter"."""
     cpu_mode: bool
+    """No GPU: Triton ran in its CPU interpreter."""
     sm_count: int | None = None
+    """Streaming multiprocessors of the GPU."""
     driver: str | None = None
+    """NVIDIA driver version."""
     cuda: str | None = None
+    """CUDA version torch was built with."""
     torch: str | None = None
+    """The torch version."""
     triton: str | None = None
+    """Triton version."""
     python: str | None = None
+    """Python version."""
 
     def key(self) -> str:
         return f"{self.device}|{self.driver}|{self.cuda}|{self.torch}|{self.triton}"
 
 
 class EvalSettings(Strict):
+    """How an evaluation is run: inputs, workloads, repetitions and the timing protocol."""
+
     seed: int
+    """Seed of the inputs, derived from the search's secret."""
     trials: int = 3
+    """Fresh input sets the correctness check runs."""
     workloads: list[str] = Field(default_factory=list)
+    """Workloads to run (empty: the search split)."""
     input_sets: int = 4
+    """Input sets the timed calls rotate among."""
     warmup: int = 3
+    """Untimed calls before timing."""
     min_reps: int = 10
+    """Fewest timed calls."""
     max_reps: int = 200
+    """Most timed calls."""
     time_budget_s: float = 2.0
+    """Seconds of timing per workload, once min_reps calls are timed."""
     target_rel_ci: float = 0.01
+    """Stop timing once the confidence interval is this narrow, relative to the median."""
     flush_l2: bool = True
-    final: bool = False  # final-evaluation mode: fresh inputs for each timed call, re-checked
-    compile_mode: CompileMode = "default"  # the torch.compile baseline's mode (static, per workload)
+    """Flush the L2 cache before each timed call."""
+    final: bool = False
+    """Final-evaluation mode: fresh inputs for each timed call, re-checked."""
+    compile_mode: CompileMode = "default"
+    """The torch.compile baseline's mode (static, per workload)."""
     timing_protocol: TimingProtocol = "ksearch"
+    """How calls are timed."""
 
 
 EvaluationStatus = Literal[
@@ -262,21 +383,34 @@ class Evaluation(Strict):
     """Everything measured about one candidate. Written only by the evaluator."""
 
     status: EvaluationStatus
+    """The outcome, in one word."""
     compile: CompileReport | None = None
+    """What compiling said."""
     correctness: list[WorkloadCorrectness] = Field(default_factory=list)
+    """One check per workload."""
     timings: list[WorkloadTiming] = Field(default_factory=list)
-    speedup_vs_eager: float | None = None  # geometric mean over timed workloads
+    """One timing per timed workload."""
+    speedup_vs_eager: float | None = None
+    """Geometric mean over timed workloads."""
     speedup_vs_compile: float | None = None
+    """Geometric mean over timed workloads, against torch.compile."""
     roofline_fraction: float | None = None
+    """Geometric mean of the workloads' roofline fractions."""
     profile: ProfileSummary | None = None
+    """Nsight Compute summary, when profiled."""
     env: Environment | None = None
+    """Where it ran."""
     settings: EvalSettings | None = None
-    flags: list[str] = Field(default_factory=list)  # cheat / plausibility flags, with reasons
-    error: str | None = None  # one paragraph a model can act on
-    seconds: float = 0.0  # wall time of the whole evaluation
-    # The kernel audit saw no kernel of the candidate's own run (no Triton JIT, NVRTC or extension kernel):
-    # it computes with PyTorch ops. Its numbers are kept, but it is never a node's or the search's best.
+    """How it ran."""
+    flags: list[str] = Field(default_factory=list)
+    """Cheat / plausibility flags, with reasons."""
+    error: str | None = None
+    """One paragraph a model can act on."""
+    seconds: float = 0.0
+    """Wall time of the whole evaluation."""
     pure_pytorch: bool = False
+    """The kernel audit saw no kernel of the candidate's own run (no Triton JIT, NVRTC or extension kernel):
+    it computes with PyTorch ops. Its numbers are kept, but it is never a node's or the search's best."""
 
     @property
     def correct(self) -> bool:
@@ -318,71 +452,135 @@ class NodeStatus(StrEnum):
 
 
 class Budgets(Strict):
+    """Limits after which the driver stops a search (None: no limit)."""
+
     rounds: int | None = 10
+    """Rounds (one intent each)."""
     attempts: int | None = None
+    """Attempts in all."""
     wall_s: float | None = None
+    """Wall time, seconds."""
     tokens: int | None = None
+    """LLM tokens, in and out."""
     usd: float | None = None
+    """LLM spend in US dollars."""
     target_speedup: float | None = None
+    """Stop once the best is this much faster than eager."""
 
 
 class SearchConfig(Strict):
+    """A search's configuration, fixed at creation except where the driver's options change it."""
+
     language: Language = "triton"
-    policy: str = "tuner"  # anthropic | openai | tuner | replay
+    """The language candidates are written in."""
+    policy: str = "tuner"
+    """The policy that decides: anthropic | openai | tuner | replay."""
     model: str | None = None
+    """The policy's model (None: the policy's default)."""
     base_url: str | None = None
-    seed: int = 0  # per-search secret for input generation, drawn at creation
+    """An OpenAI-compatible server's URL, for the openai policy."""
+    seed: int = 0
+    """Per-search secret for input generation, drawn at creation."""
     stagnation: int = 5
+    """Attempts in a row without a gain beyond noise before the search stops."""
     max_attempts_per_intent: int = 8
+    """Attempts of one refine phase."""
     branching: int = 1
+    """Intents refined at once (lanes, one per GPU)."""
     difficulty_cap: int = 4
+    """Intents harder than this are not selected."""
     budgets: Budgets = Field(default_factory=Budgets)
-    compile_mode: CompileMode = "default"  # the torch.compile baseline its evaluations divide by
+    """When the driver stops."""
+    compile_mode: CompileMode = "default"
+    """The torch.compile baseline its evaluations divide by."""
+
+
+SearchStatus = Literal["new", "running", "stopped", "done"]
+"""A search's stored status (the views add `interrupted`: worldmodel.runs.ShownStatus)."""
+NodeKind = Literal["root", "intent"]
 
 
 class Search(Strict):
+    """One campaign on one task: configuration, budgets, its tree, its attempts, its best."""
+
     id: int
+    """Database id."""
     name: str
-    task: str  # built-in task name or path
+    """Unique name, used on the command line."""
+    task: str
+    """Built-in task name or path."""
     config: SearchConfig
-    status: Literal["new", "running", "stopped", "done"] = "new"
+    """Its configuration."""
+    status: SearchStatus = "new"
+    """Where the search is in its life."""
     round: int = 0
+    """Rounds begun."""
     best_attempt_id: int | None = None
+    """The best correct attempt, set only by the evaluator."""
     created_at: datetime = Field(default_factory=utcnow)
+    """When it was created."""
     updated_at: datetime = Field(default_factory=utcnow)
+    """When it last changed."""
 
 
 class Node(Strict):
+    """The root (the kernel analysis) or an optimization intent of a search's tree."""
+
     id: int
+    """Database id (global across searches)."""
     search_id: int
+    """The search it belongs to."""
     parent_id: int | None
-    kind: Literal["root", "intent"]
+    """Its parent (None for the root)."""
+    kind: NodeKind
+    """The root or an intent."""
     title: str
+    """Short imperative idea, e.g. "keep Q in registers"."""
     rationale: str = ""
+    """Why it should help: the hypothesis."""
     priority: float = Field(0.5, ge=0.0, le=1.0)
+    """0 (least) to 1 (most promising)."""
     difficulty: int = Field(3, ge=1, le=5)
+    """1 (a parameter change) to 5 (a rewrite)."""
     expected_speedup: float | None = Field(None, gt=0)
+    """Predicted speedup over the code the intent builds on."""
     notes: str = ""
-    author: str = "human"  # llm:<model> | human | tuner
+    """Beliefs to re-read later."""
+    author: str = "human"
+    """Who proposed it: llm:<model> | human | tuner."""
     status: NodeStatus = NodeStatus.open
+    """Where the intent is in its lifecycle."""
     pinned: bool = False
+    """Selected before any unpinned open intent."""
     vetoed: bool = False
+    """Never selected; nothing grows under it."""
     round_created: int = 0
+    """Round it was added in."""
     round_updated: int = 0
+    """Round it last changed in."""
     visits: int = 0
+    """Refine phases it had."""
     best_attempt_id: int | None = None
-    base_attempt_id: int | None = None  # code the intent starts from, if the proposer named one
-    params: dict[str, Any] = Field(default_factory=dict)  # e.g. tuner settings for this intent
+    """Its best correct attempt, set only by the evaluator."""
+    base_attempt_id: int | None = None
+    """Code the intent starts from, if the proposer named one."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """E.g. tuner settings for this intent."""
 
 
 class FinalOutcome(Strict):
     """One candidate's result in a search's final evaluation (every workload, held-out included)."""
 
     attempt_id: int
+    """The re-measured attempt."""
     candidate_id: str
-    passed: bool  # ok on every workload (not incorrect, not flagged) and a kernel of its own
+    """Its candidate."""
+    passed: bool
+    """Status `ok` on every workload (not incorrect, not flagged) and a kernel of its own."""
     status: str
-    why: str = ""  # what failed, for one that did not pass
+    """The final evaluation's status."""
+    why: str = ""
+    """What failed, for one that did not pass."""
 
 
 class FinalVerdict(Strict):
@@ -391,9 +589,13 @@ class FinalVerdict(Strict):
     evaluation loses its place to the first re-measured attempt that passed it, or to none."""
 
     outcomes: list[FinalOutcome] = Field(default_factory=list)
+    """One outcome per re-measured candidate."""
     best_before: int | None = None
+    """The search's best before the final evaluation."""
     best_after: int | None = None
-    lost_because: str = ""  # why `best_before` failed the final evaluation; "" when it kept its place
+    """The search's best after it."""
+    lost_because: str = ""
+    """Why `best_before` failed the final evaluation; "" when it kept its place."""
 
     def note(self) -> str:
         """One line for the views when the best lost its place ("" when it did not)."""
@@ -411,15 +613,26 @@ class FinalVerdict(Strict):
 
 
 class Attempt(Strict):
+    """One candidate tried for one node in one round, with its evaluation (written by the evaluator)."""
+
     id: int
+    """Database id."""
     search_id: int
+    """The search it belongs to."""
     node_id: int | None
+    """The node it was tried for (None: a free-standing attempt, e.g. a seed)."""
     candidate_id: str
+    """The candidate measured."""
     base_attempt_id: int | None = None
+    """The attempt whose code it built on."""
     round: int = 0
+    """The round it was made in."""
     author: str = "human"
+    """Who wrote it: human | llm:<model> | tuner | seed."""
     evaluation: Evaluation | None = None
+    """What the evaluator measured."""
     created_at: datetime = Field(default_factory=utcnow)
+    """When it was recorded."""
 
     @property
     def speedup(self) -> float | None:
@@ -441,25 +654,42 @@ class AttemptSpeedups(dict[int, float | None]):
         self.cpu_interpreted: frozenset[int] = frozenset(cpu_interpreted)
 
 
-EditOp = Literal["insert", "update", "move", "prune", "reopen", "pin", "unpin", "veto", "unveto"]
+NodeEditOp = Literal["update", "move", "prune", "reopen", "pin", "unpin", "veto", "unveto"]
+"""The changes an `EditSpec` makes to an existing node."""
+EditOp = Literal["insert", NodeEditOp]
+"""Every kind of entry in the edit log: a new intent, or a change to a node."""
 
 
 class Edit(Strict):
+    """One validated change to the tree, in the append-only edit log."""
+
     id: int
+    """Database id."""
     search_id: int
+    """The search whose tree changed."""
     op: EditOp
+    """The kind of change."""
     node_id: int | None
+    """The node changed."""
     payload: dict[str, Any] = Field(default_factory=dict)
+    """The fields the change set."""
     author: str
+    """Who asked: human | llm:<model> | tuner."""
     round: int
+    """The round it was made in."""
     reason: str = ""
+    """Why, in the asker's words."""
     created_at: datetime = Field(default_factory=utcnow)
+    """When it was applied."""
+
+
+LLMPhase = Literal["init", "write_code", "update", "other"]
 
 
 class LLMCallRecord(Strict):
     """One model call as its policy reports it: what the driver accounts."""
 
-    phase: Literal["init", "write_code", "update", "other"]
+    phase: LLMPhase
     provider: str
     model: str
     tokens_in: int = 0
@@ -515,7 +745,7 @@ class EditSpec(Strict):
     A field left out (or null, except `base_attempt_id` on `update`) is not changed.
     """
 
-    op: Literal["update", "move", "prune", "reopen", "pin", "unpin", "veto", "unveto"] = Field(
+    op: NodeEditOp = Field(
         description=(
             "update: change the fields given below; move: put the node (with its subtree) under "
             "`parent_id`; prune: close the node and its subtree for good; reopen: a closed, failed or "

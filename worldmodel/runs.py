@@ -26,13 +26,13 @@ from pydantic import BaseModel
 
 from worldmodel import rows
 from worldmodel.errors import Conflict
-from worldmodel.models import Search
+from worldmodel.models import Search, SearchStatus
 from worldmodel.store import Store
 
 HEARTBEAT_S = 10.0  # how often a run says it is alive
 STALE_S = 60.0  # a holder not seen for this long (and not checkable on this host) is gone
 
-ShownStatus = Literal["new", "running", "stopped", "done", "interrupted"]
+ShownStatus = Literal[SearchStatus, "interrupted"]
 
 _COLUMNS = "search_id, pid, host, proc_start, started_at, heartbeat_at"
 

@@ -38,16 +38,15 @@ from worldmodel.models import (
     FinalOutcome,
     FinalVerdict,
     LLMCall,
+    LLMPhase,
     Node,
     NodeStatus,
     Search,
     SearchConfig,
+    SearchStatus,
     candidate_id,
 )
 from worldmodel.schema import migrate
-
-SearchStatus = Literal["new", "running", "stopped", "done"]
-LLMPhase = Literal["init", "write_code", "update", "other"]
 
 Better = Callable[[Attempt, Attempt], bool]
 """`better(a, b)` is True when attempt `a` should replace `b` as a best attempt."""

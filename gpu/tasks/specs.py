@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gpu.task import TaskError, Tolerance, Workload
+from gpu.task import Bound, Split, TaskError, Tolerance, Workload
 from gpu.tasks.dtypes import FLOAT_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
 
 
@@ -32,7 +32,7 @@ class WorkloadSpec(BaseModel):
 
     name: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
-    split: Literal["search", "heldout", "smoke"] = "search"
+    split: Split = "search"
 
 
 def parse_workloads(raw: Any, path: Path | str, field: str = "WORKLOADS") -> list[Workload]:
@@ -114,7 +114,7 @@ class MetaSpec(BaseModel):
 
     op: str = ""
     dtype: str = "float32"
-    bound: Literal["memory", "compute", "mixed", "unknown"] = "unknown"
+    bound: Bound = "unknown"
     title: str = ""
 
     @field_validator("dtype")
