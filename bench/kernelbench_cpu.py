@@ -7,6 +7,12 @@ Writes a table: file, ok, seconds, peak RSS of the process tree, error (and its 
 
 Derived facts (the smoke workload's sizes) are cached per file content; by default every run starts from
 an empty cache, so the seconds include deriving them, as a first `task show` on a new machine does.
+
+    python bench/kernelbench_cpu.py .ext/kb/KernelBench --levels level1,level2,level3 \\
+        --redo bench/results/kernelbench-cpu.json --out bench/results/kernelbench-cpu.json
+
+checks again only the files an earlier result did not pass, under the same limits, and writes that result
+with those rows replaced: `runs` lists every command the rows come from, and each row names its run.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class Row(BaseModel):
     )
     error: str | None = None
     cause: str | None = Field(None, description="timeout | memory | load | reference | crash | other")
+    run: int = Field(0, description="index in the report's `runs` of the command that checked this file")
 
 
 class Limits(BaseModel):
@@ -53,9 +60,20 @@ class Limits(BaseModel):
     facts_cache: str
 
 
-class Report(BaseModel):
+Machine = dict[str, str | int | None]
+
+
+class Run(BaseModel):
+    """One command whose rows a report holds."""
+
     command: str
-    machine: dict[str, str | int | None]
+    machine: Machine
+    checked: int  # files it checked
+
+
+class Report(BaseModel):
+    command: str  # the command that wrote this file (with --redo: the last of `runs`)
+    machine: Machine
     limits: Limits
     folder: str
     files: int
@@ -66,6 +84,52 @@ class Report(BaseModel):
     seconds_max: float
     peak_rss_mb_max: float | None
     rows: list[Row]
+    runs: list[Run] = Field(default_factory=list)  # empty in a file written before --redo existed: `command`
+
+
+def build_report(
+    rows: list[Row], runs: list[Run], limits: Limits, folder: str, sampled: str | None
+) -> Report:
+    """The totals over `rows`; the last of `runs` is the command writing it."""
+    failed = Counter(r.cause or "other" for r in rows if not r.ok)
+    for r in rows:
+        r.seconds = round(r.seconds, 2)
+    return Report(
+        command=runs[-1].command,
+        machine=runs[-1].machine,
+        limits=limits,
+        folder=folder,
+        files=len(rows),
+        sampled=sampled,
+        passed=sum(r.ok for r in rows),
+        failed_by_cause=dict(failed.most_common()),
+        seconds_total=round(sum(r.seconds for r in rows), 1),
+        seconds_max=round(max(r.seconds for r in rows), 1),
+        peak_rss_mb_max=max((r.peak_rss_mb for r in rows if r.peak_rss_mb is not None), default=None),
+        rows=rows,
+        runs=runs,
+    )
+
+
+def to_redo(earlier: Report) -> list[str]:
+    """The files (relative to the folder) an earlier result did not pass, in its order."""
+    return [r.file for r in earlier.rows if not r.ok]
+
+
+def merged(earlier: Report, redone: list[Row], run: Run) -> Report:
+    """`earlier` with the rows of the files checked again replaced by `redone`, and `run` added to its runs.
+
+    Rows keep the earlier order; a passed row is kept as it was, with the run that checked it."""
+    runs = list(earlier.runs) or [
+        Run(command=earlier.command, machine=earlier.machine, checked=earlier.files)
+    ]
+    index = len(runs)
+    fresh = {r.file: r.model_copy(update={"run": index}) for r in redone}
+    unknown = sorted(set(fresh) - {r.file for r in earlier.rows})
+    if unknown:
+        raise ValueError(f"rows for files the earlier result does not have: {', '.join(unknown)}")
+    rows = [fresh.get(r.file, r) for r in earlier.rows]
+    return build_report(rows, [*runs, run], earlier.limits, earlier.folder, earlier.sampled)
 
 
 def _cores(n: int) -> list[int]:
@@ -157,6 +221,38 @@ def check_one(path: Path, env: dict[str, str], mem_kb: int, cores: list[int], ti
     )
 
 
+def _machine(load_at_start: str) -> Machine:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_avg_1m_at_start": load_at_start,
+        "load_avg_1m_at_end": f"{os.getloadavg()[0]:.2f}",
+    }
+
+
+def check_files(files: list[Path], folder: Path, args: argparse.Namespace, cores: list[int]) -> list[Row]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ksearch-facts-") as fresh:
+        if not args.warm:
+            env["KSEARCH_FACTS_CACHE"] = fresh
+        for i, f in enumerate(files, 1):
+            row = check_one(f, env, args.mem_kb, cores, args.timeout)
+            try:
+                row.file = str(f.relative_to(folder))
+            except ValueError:
+                row.file = str(f)
+            rows.append(row)
+            mark = "ok " if row.ok else f"FAIL ({row.cause})"
+            print(
+                f"[{i}/{len(files)}] {mark} {row.seconds:5.1f}s {row.peak_rss_mb or 0:7.0f} MB  {row.file}",
+                flush=True,
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", type=Path)
@@ -170,66 +266,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mem-kb", type=int, default=MEM_KB, help="virtual memory limit (as ulimit -v)")
     ap.add_argument("--cores", type=int, default=CORES)
     ap.add_argument("--warm", action="store_true", help="reuse the facts cache instead of a fresh one")
-    args = ap.parse_args(argv)
-
-    roots = [args.folder / lv for lv in args.levels.split(",") if lv] or [args.folder]
-    files = sorted(p for r in roots for p in r.rglob("*.py") if p.is_file())
-    if not files:
-        ap.error(f"no .py files under {', '.join(map(str, roots))}")
-    sampled = None
-    if args.sample and args.sample < len(files):
-        sampled = f"{args.sample} of {len(files)} files, random.Random({args.seed}).sample"
-        files = sorted(random.Random(args.seed).sample(files, args.sample))
-    cores = _cores(args.cores)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    load_at_start = f"{os.getloadavg()[0]:.2f}"  # other work on the machine slows every row
-    with tempfile.TemporaryDirectory(prefix="ksearch-facts-") as fresh:
-        if not args.warm:
-            env["KSEARCH_FACTS_CACHE"] = fresh
-        rows = []
-        for i, f in enumerate(files, 1):
-            row = check_one(f, env, args.mem_kb, cores, args.timeout)
-            try:
-                row.file = str(f.relative_to(args.folder))
-            except ValueError:
-                row.file = str(f)
-            rows.append(row)
-            mark = "ok " if row.ok else f"FAIL ({row.cause})"
-            print(
-                f"[{i}/{len(files)}] {mark} {row.seconds:5.1f}s {row.peak_rss_mb or 0:7.0f} MB  {row.file}",
-                flush=True,
-            )
-    failed = Counter(r.cause or "other" for r in rows if not r.ok)
-    report = Report(
-        command=" ".join(
-            ["python", "bench/kernelbench_cpu.py", *(argv if argv is not None else sys.argv[1:])]
-        ),
-        machine={
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_avg_1m_at_start": load_at_start,
-            "load_avg_1m_at_end": f"{os.getloadavg()[0]:.2f}",
-        },
-        limits=Limits(
-            virtual_memory_kb=args.mem_kb,
-            timeout_s=args.timeout,
-            cores=cores,
-            facts_cache="warm (reused)" if args.warm else "fresh per run",
-        ),
-        folder=str(args.folder),
-        files=len(rows),
-        sampled=sampled,
-        passed=sum(r.ok for r in rows),
-        failed_by_cause=dict(failed.most_common()),
-        seconds_total=round(sum(r.seconds for r in rows), 1),
-        seconds_max=round(max(r.seconds for r in rows), 1),
-        peak_rss_mb_max=max((r.peak_rss_mb for r in rows if r.peak_rss_mb is not None), default=None),
-        rows=rows,
+    ap.add_argument(
+        "--redo",
+        type=Path,
+        metavar="FAILED_FROM.json",
+        help="check again only the files this earlier result did not pass (those under --levels, if "
+        "given) and write it with their rows replaced",
     )
-    for r in report.rows:
-        r.seconds = round(r.seconds, 2)
+    args = ap.parse_args(argv)
+    command = " ".join(["python", "bench/kernelbench_cpu.py", *(argv if argv is not None else sys.argv[1:])])
+    cores = _cores(args.cores)
+    limits = Limits(
+        virtual_memory_kb=args.mem_kb,
+        timeout_s=args.timeout,
+        cores=cores,
+        facts_cache="warm (reused)" if args.warm else "fresh per run",
+    )
+    levels = [lv for lv in args.levels.split(",") if lv]
+    load_at_start = f"{os.getloadavg()[0]:.2f}"  # other work on the machine slows every row
+
+    if args.redo is not None:
+        if args.sample:
+            ap.error("--redo checks the earlier result's failed files: --sample does not apply")
+        earlier = Report.model_validate_json(args.redo.read_text())
+        same = earlier.limits.model_dump(exclude={"cores"}) == limits.model_dump(exclude={"cores"})
+        if not same or len(earlier.limits.cores) != len(cores):
+            ap.error(
+                f"--redo: {args.redo} was checked under other limits ({earlier.limits.model_dump()}); "
+                "pass the same --timeout, --mem-kb, --cores and --warm"
+            )
+        if Path(earlier.folder).resolve() != args.folder.resolve():
+            ap.error(f"--redo: {args.redo} checked {earlier.folder}, not {args.folder}")
+        names = [n for n in to_redo(earlier) if not levels or Path(n).parts[0] in levels]
+        missing = [n for n in names if not (args.folder / n).is_file()]
+        if missing:
+            ap.error(f"--redo: no longer in {args.folder}: {', '.join(missing)}")
+        rows = check_files([args.folder / n for n in names], args.folder, args, cores)
+        run = Run(command=command, machine=_machine(load_at_start), checked=len(rows))
+        report = merged(earlier, rows, run)
+    else:
+        roots = [args.folder / lv for lv in levels] or [args.folder]
+        files = sorted(p for r in roots for p in r.rglob("*.py") if p.is_file())
+        if not files:
+            ap.error(f"no .py files under {', '.join(map(str, roots))}")
+        sampled = None
+        if args.sample and args.sample < len(files):
+            sampled = f"{args.sample} of {len(files)} files, random.Random({args.seed}).sample"
+            files = sorted(random.Random(args.seed).sample(files, args.sample))
+        rows = check_files(files, args.folder, args, cores)
+        run = Run(command=command, machine=_machine(load_at_start), checked=len(rows))
+        report = build_report(rows, [run], limits, str(args.folder), sampled)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report.model_dump_json(indent=1) + "\n")
     print(f"{report.passed} of {report.files} passed; failures by cause: {report.failed_by_cause or 'none'}")

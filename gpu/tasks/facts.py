@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpu.task import Task, Workload
 from gpu.tasks.probe import ProbeFailed, run_probe
 
-FACTS_VERSION = 1
+FACTS_VERSION = 2  # part of the cache key: raised when what a probe reports changes
 PROBE_TIMEOUT_S = 180.0
 ESTIMATE_FLOPS_PER_ELEMENT = 1.0  # for ops the counter has no formula for: a lower bound
 Bound = Literal["memory", "compute", "mixed", "unknown"]
@@ -155,6 +155,7 @@ class SmokeProbe(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     changes: list[str] = Field(default_factory=list)  # "dim 16384->256"
     verified: bool = False  # the reference ran for real on it
+    over_budget: bool = False  # nothing that ran fit the smoke budget: the cheapest sizes that ran
     seconds: float = 0.0  # that real call's wall time on the CPU
     elements: int = 0
     note: str = ""

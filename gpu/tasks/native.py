@@ -209,4 +209,6 @@ def _with_small_smoke(task: Task, source: str) -> Task:
         f"{base.name!r} with smaller sizes ({', '.join(found.changes)}); "
         f"the reference ran on it in {found.seconds:.2f} s"
     )
+    if found.over_budget:
+        task.extras["smoke_note"] += "; the smallest sizes that ran, still over the smoke budget"
     return task

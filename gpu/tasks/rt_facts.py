@@ -4,9 +4,9 @@
 
 Run by gpu.tasks.facts.probe_task through gpu/tasks/probe.py (scrubbed environment, jail, no GPU).
 Each workload runs under FakeTensorMode: inputs, weights and outputs have shapes and dtypes but no
-storage, so a many-GB workload costs nothing. FlopCounterMode counts FLOPs; a recorder beside it
-notes every other compute op, whose FLOPs the counter does not know. Where the fake run fails, the
-smallest workload runs for real on the CPU, under a memory cap. For a KernelBench file without a
+storage, so a many-GB workload costs nothing. FLOPs are counted as FlopCounterMode counts them, by
+a mode that also notes every other compute op, whose FLOPs the counter does not know. Where the fake
+run fails, the smallest workload runs for real on the CPU, under a memory cap. For a KernelBench file without a
 smoke workload, a smaller one is searched for (gpu/tasks/shrink.py) and checked by a real run.
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._C import DispatchKey
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -68,38 +69,95 @@ def _dtype(t: torch.Tensor) -> str:
 
 
 class _OpRecorder(TorchDispatchMode):
-    """Every aten compute op of a forward: its calls, counted FLOPs (or None), elements touched."""
+    """Counts a forward's FLOPs as torch.utils.flop_counter.FlopCounterMode does (its formulas, and its
+    rule of decomposing an op where torch can), and notes every aten compute op: its calls, counted
+    FLOPs (or None), elements touched. One dispatch mode rather than a recorder stacked on the
+    counter: a recurrent model dispatches tens of thousands of ops per forward under fake tensors,
+    and each mode in the stack costs every one of them."""
 
-    def __init__(self, registry: dict[Any, Callable[..., Any]]) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.registry = registry
+        self.registry = FlopCounterMode(display=False, custom_mapping=EXTRA_FORMULAS).flop_registry
+        self.flops = 0
         self.tallies: dict[str, OpTally] = {}
+        # per overload: None (not noted) or its name and FLOP formula, looked up once
+        self._kinds: dict[Any, tuple[str, Callable[..., Any] | None] | None] = {}
+        self._decomposable: dict[Any, bool] = {}
+        self._depth = 0  # > 0 inside an op's decomposition: its parts count FLOPs, the op is what is noted
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        self._tally(func, args, kwargs, out)
+        out: Any = NotImplemented
+        # as the counter: an overload is never a key of its registry (packets are), so every op but
+        # prim.device is offered to torch's decomposition first (asked only of ops that have one)
+        if func not in self.registry and func is not torch.ops.prim.device.default and self._decomposes(func):
+            self._depth += 1
+            try:
+                with self:
+                    out = func.decompose(*args, **kwargs)
+            finally:
+                self._depth -= 1
+        counted = None
+        if out is NotImplemented:
+            out = func(*args, **kwargs)
+            formula = self.registry.get(func._overloadpacket)
+            if formula is not None:
+                counted = formula(*args, **kwargs, out_val=out)
+                self.flops += counted
+        if self._depth == 0:
+            self._tally(func, args, kwargs, out, counted)
         return out
 
-    def _tally(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        if func.namespace != "aten" or func.is_view:
-            return
+    def _decomposes(self, func: Any) -> bool:
+        """Whether `func.decompose` would do anything (it returns NotImplemented otherwise)."""
+        known = self._decomposable.get(func)
+        if known is None:
+            key = DispatchKey.CompositeImplicitAutograd
+            known = key in getattr(func, "py_kernels", {}) or torch._C._dispatch_has_kernel_for_dispatch_key(
+                func.name(), key
+            )
+            self._decomposable[func] = known
+        return known
+
+    def _kind(self, func: Any) -> tuple[str, Callable[..., Any] | None] | None:
+        if func in self._kinds:
+            return self._kinds[func]
         packet = func._overloadpacket
         name = packet.__name__
-        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        if not tensors or name in ZERO_FLOP_OPS:
-            return  # a factory (randn) or data movement
-        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        formula = self.registry.get(packet)
+        skip = func.namespace != "aten" or func.is_view or name in ZERO_FLOP_OPS  # data movement
+        kind = None if skip else (name, self.registry.get(packet))
+        self._kinds[func] = kind
+        return kind
+
+    def _tally(self, func: Any, args: Any, kwargs: Any, out: Any, counted: float | None) -> None:
+        kind = self._kind(func)
+        if kind is None:
+            return
+        name, formula = kind
+        tensors = _tensors_in(args, kwargs)
+        if not tensors:
+            return  # a factory (randn)
         tally = self.tallies.get(name)
         if tally is None:
             tally = OpTally(op=name, dtype=_dtype(tensors[0]), flops=0.0 if formula else None)
             self.tallies[name] = tally
         tally.calls += 1
         if formula is not None and tally.flops is not None:
-            tally.flops += float(formula(*args, **kwargs, out_val=out))
+            tally.flops += float(counted if counted is not None else formula(*args, **kwargs, out_val=out))
         else:
+            outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
             tally.elements += float(max(t.numel() for t in [*tensors, *outs]))
+
+
+def _tensors_in(args: Any, kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The tensors among an op's arguments, in order (nested lists flattened)."""
+    out: list[torch.Tensor] = []
+    for v in (*args, *kwargs.values()):
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, list | tuple | dict):
+            out += [t for t in tree_flatten(v)[0] if isinstance(t, torch.Tensor)]
+    return out
 
 
 def _forward_names(model: Any, n: int) -> list[str]:
@@ -218,22 +276,33 @@ class Prober:
                         p.params_elements += t.numel()
                         p.params_dtypes[_dtype(t)] = p.params_dtypes.get(_dtype(t), 0) + nbytes
                 stage = "running the forward"
-                with (
-                    torch.no_grad(),
-                    FlopCounterMode(display=False, custom_mapping=EXTRA_FORMULAS) as counter,
-                    _OpRecorder(counter.flop_registry) as recorder,
-                ):
+                with torch.no_grad(), _OpRecorder() as recorder:
                     out = fn(inputs)
                 leaves = [out] if isinstance(out, torch.Tensor) else list(tree_flatten(out)[0])
                 names = ["out"] if len(leaves) == 1 else [f"out{i}" for i in range(len(leaves))]
                 p.outputs = _describe(leaves, names, "out", set())
-                p.flops_counted = float(counter.get_total_flops())
+                p.flops_counted = float(recorder.flops)
                 p.ops = list(recorder.tallies.values())
         except Exception as exc:  # task code may raise anything: it is reported, per workload
             p.error = f"{stage} {how}: {_first_line(exc)}"
             if not p.inputs:
                 p.method = "none"
         return p
+
+    def run_plain(self, wl: Workload) -> str | None:
+        """One real CPU call of the reference, nothing counted (what a smoke check does): None, or the
+        error. Dispatching every op through the counting modes costs a recurrent model seconds."""
+        stage = "making the inputs"
+        try:
+            inputs = self.impl.make_inputs(wl, 0, "cpu")
+            stage = "building the Model"
+            _, fn = self._reference(wl)
+            stage = "running the forward"
+            with torch.no_grad():
+                fn(inputs)
+        except Exception as exc:  # task code may raise anything: the caller reports it
+            return f"{stage} in a real CPU run: {_first_line(exc)}"
+        return None
 
     def cost(self, wl: Workload) -> dict[str, Any] | None:
         try:
@@ -249,8 +318,13 @@ def _footprint(p: WorkloadProbe) -> int | None:
     return sum(t.bytes for t in p.inputs) + p.params_bytes
 
 
+def _budget_ratio(p: WorkloadProbe) -> float:
+    """How far over the smoke budget a run is: 1.0 at the budget, below it inside."""
+    return max(p.elements() / SMOKE_ELEMENTS, (p.flops_counted or 0.0) / SMOKE_FLOPS)
+
+
 def _small(p: WorkloadProbe) -> bool:
-    return p.elements() <= SMOKE_ELEMENTS and (p.flops_counted or 0.0) <= SMOKE_FLOPS
+    return _budget_ratio(p) <= 1.0
 
 
 def _timed(prober: Prober, wl: Workload) -> tuple[WorkloadProbe, float]:
@@ -288,12 +362,25 @@ def derive_smoke(prober: Prober, probes: dict[str, WorkloadProbe]) -> tuple[Smok
     return found
 
 
+class _Ran:
+    """A candidate whose fake run worked."""
+
+    def __init__(self, knobs: SizeKnobs, label: str, factor: int, probe: WorkloadProbe) -> None:
+        self.knobs, self.label, self.factor, self.probe = knobs, label, factor, probe
+        self.ratio = _budget_ratio(probe)
+
+
 class _SmokeSearch:
     """Smaller sizes whose fake run works and fits the smoke budget, confirmed by a real run.
 
-    First one common factor for every size (keeps their relations); where every factor small enough
-    breaks the model (a size that must stay large, like an image that is pooled three times), single
-    sizes are halved from the last factor that worked, as long as the model still runs.
+    One common factor for every size first (keeps their relations), tried from the smallest sizes up:
+    a fake run's cost grows with the sizes (a recurrent model's with its sequence length), so the
+    runs near the file's GPU sizes, the slowest, are never made. The sizes grow while they fit the
+    budget, and the largest that fits is used. Where no common factor both runs and fits (a size that
+    must stay large, like an image that is pooled three times), single sizes are halved from the
+    smallest that ran, as long as the model still runs. Where nothing fits at all (weights the
+    constructor sizes by itself, as a ResNet's channel widths), the cheapest sizes that ran are used:
+    still over the budget, but never the file's GPU sizes when anything smaller ran.
     """
 
     MAX_FAKE_RUNS = 120
@@ -304,13 +391,17 @@ class _SmokeSearch:
         self.prober, self.base, self.name, self.knobs = prober, base, name, knobs
         # a forward that fails under fake tensors anyway (an .item()) cannot tell a broken size: inputs only
         self.judge_forward = base_probe.outputs is not None
+        self.base_ratio = _budget_ratio(base_probe)
         self.tried: set[str] = set()
         self.failures: list[str] = []
+        self.ran: dict[str, _Ran] = {}  # by candidate
+        self.rejected: set[str] = set()  # candidates whose real run failed
         self.fake_runs = 0
         self.reals = 0
 
-    def _fake(self, cand: SizeKnobs, label: str) -> WorkloadProbe | None:
-        """The fake run of a candidate, or None where the model does not run at these sizes."""
+    def _fake(self, cand: SizeKnobs, label: str, *, factor: int, ran_as: str = "") -> WorkloadProbe | None:
+        """The fake run of a candidate, or None where the model does not run at these sizes (or it
+        ran before). `ran_as`: how a report would describe these sizes (default: `label`)."""
         sig = cand.model_dump_json()
         if sig in self.tried or cand == self.knobs or self.fake_runs >= self.MAX_FAKE_RUNS:
             return None
@@ -326,63 +417,117 @@ class _SmokeSearch:
         if not fake.inputs or (self.judge_forward and fake.outputs is None):
             self.failures.append(f"{label}: {fake.error}")
             return None
+        self.ran[sig] = _Ran(cand, ran_as or label, factor, fake)
         return fake
 
-    def _confirm(self, cand: SizeKnobs, label: str) -> tuple[SmokeProbe, WorkloadProbe] | None:
+    def _confirm(
+        self, cand: SizeKnobs, label: str, factor: int, *, over_budget: bool = False
+    ) -> tuple[SmokeProbe, WorkloadProbe] | None:
         self.reals += 1
         wl = _smoke_workload(self.name, self.base, self.knobs, cand)
-        real, seconds = _timed(self.prober, wl)
-        if real.outputs is None:
-            self.failures.append(f"{label}: {real.error}")
+        sig = cand.model_dump_json()
+        ran = self.ran.get(sig)
+        if ran is not None and ran.probe.outputs is not None:
+            # the fake run gave the facts at these sizes: the real run only has to work
+            t0 = time.perf_counter()
+            error = self.prober.run_plain(wl)
+            seconds = time.perf_counter() - t0
+            real = ran.probe
+        else:
+            real, seconds = _timed(self.prober, wl)
+            error = real.error if real.outputs is None else None
+        if error is not None:
+            self.failures.append(f"{label}: {error}")
+            self.rejected.add(sig)
             return None
         report = SmokeProbe(
             derived_from=self.base.name,
+            factor=factor,
             constants=wl.constants,
             params={k: v for k, v in wl.params.items() if self.base.params.get(k) != v},
             changes=self.knobs.changes(cand),
             verified=True,
+            over_budget=over_budget,
             seconds=seconds,
             elements=real.elements(),
             note=f"sizes of {self.base.name!r} {label}; the reference ran on it",
         )
         return report, real
 
-    def run(self) -> tuple[SmokeProbe, WorkloadProbe] | None:
-        last_ok: tuple[SizeKnobs, int] | None = (self.knobs, 1) if self.judge_forward else None
+    def _ladder(self) -> list[tuple[int, SizeKnobs]]:
+        """Each distinct common-factor candidate once (under its smallest factor), smallest sizes first."""
+        out: list[tuple[int, SizeKnobs]] = []
+        seen = {self.knobs.model_dump_json()}
         for factor in FACTORS[1:]:
             cand = shrunk(self.knobs, factor)
-            label = f"divided by {factor}"
-            fake = self._fake(cand, label)
+            sig = cand.model_dump_json()
+            if sig not in seen:
+                seen.add(sig)
+                out.append((factor, cand))
+        return out[::-1]
+
+    def run(self) -> tuple[SmokeProbe, WorkloadProbe] | None:
+        fits: list[tuple[int, SizeKnobs]] = []
+        smallest_ran: tuple[SizeKnobs, int] | None = None
+        prev_ratio: float | None = None  # of the next smaller candidate, where it ran
+        for factor, cand in self._ladder():
+            fake = self._fake(cand, f"divided by {factor}", factor=factor)
             if fake is None:
+                prev_ratio = None
                 continue
-            last_ok = (cand, factor)
-            if _small(fake):
-                found = self._confirm(cand, label)
-                if found is not None:
-                    found[0].factor = factor
-                    return found
-                if self.reals >= MAX_REAL_TRIES:
-                    return None
-        if last_ok is not None and self.judge_forward:
-            return self._halve_from(*last_ok)
-        return None
+            if smallest_ran is None:
+                smallest_ran = (cand, factor)
+            ratio = _budget_ratio(fake)
+            if ratio > 1.0:
+                break  # larger sizes only cost more
+            fits.append((factor, cand))
+            # the cost grew by prev -> ratio in the last step; where one more step at that rate leaves
+            # the budget, the (slowest) fake run that would show it is not made
+            if prev_ratio and ratio * ratio / prev_ratio > 1.0:
+                break
+            prev_ratio = ratio
+        for factor, cand in reversed(fits):  # the largest that fits first
+            found = self._confirm(cand, f"divided by {factor}", factor)
+            if found is not None or self.reals >= MAX_REAL_TRIES:
+                return found
+        if not fits and self.judge_forward:
+            found = self._halve_from(*(smallest_ran or (self.knobs, 1)))
+            if found is not None:
+                return found
+        return self._cheapest_that_ran()
 
     def _halve_from(self, current: SizeKnobs, factor: int) -> tuple[SmokeProbe, WorkloadProbe] | None:
+        label = f"divided by {factor}, then some halved" if factor > 1 else "partly halved"
         while self.reals < MAX_REAL_TRIES and self.fake_runs < self.MAX_FAKE_RUNS:
             for refs in halving_moves(current):
                 cand = halved(current, refs)
-                fake = self._fake(cand, f"halving {', '.join(n for _, n in refs)}")
+                fake = self._fake(
+                    cand, f"halving {', '.join(n for _, n in refs)}", factor=factor, ran_as=label
+                )
                 if fake is not None:
                     current = cand
                     break
             else:
                 return None  # no single step keeps the model running
             if _small(fake):
-                label = f"divided by {factor}, then some halved" if factor > 1 else "partly halved"
-                found = self._confirm(current, label)
+                found = self._confirm(current, label, factor)
                 if found is not None:
-                    found[0].factor = factor
                     return found
+        return None
+
+    def _cheapest_that_ran(self) -> tuple[SmokeProbe, WorkloadProbe] | None:
+        """Nothing fit the budget: the cheapest sizes that ran (and cost less than the file's), if any."""
+        left = sorted(
+            (r for sig, r in self.ran.items() if r.ratio < self.base_ratio and sig not in self.rejected),
+            key=lambda r: r.ratio,
+        )
+        for r in left:
+            if self.reals >= MAX_REAL_TRIES:
+                break
+            found = self._confirm(r.knobs, r.label, r.factor, over_budget=True)
+            if found is not None:
+                found[0].note += f" (the cheapest sizes that ran, {r.ratio:.3g}x the smoke budget)"
+                return found
         return None
 
 
