@@ -1,4 +1,4 @@
-"""The driver's decision-makers (DESIGN.md §4): pick one by name with `make_policy`.
+"""The driver's decision-makers (docs/architecture.md, "One loop, three drivers"): pick one by name with `make_policy`.
 
 - `anthropic` — Claude through the Messages API (the default when ANTHROPIC_API_KEY is set);
 - `openai` — any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, OpenRouter, OpenAI);

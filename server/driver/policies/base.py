@@ -1,6 +1,6 @@
 """The policy interface: what the driver asks a decision-maker (an LLM, the offline tuner, a replay).
 
-Three decisions, one per phase of the loop (DESIGN.md §4): `init` analyses the kernel and seeds the
+Three decisions, one per phase of the loop (docs/architecture.md, "One loop, three drivers"): `init` analyses the kernel and seeds the
 tree, `write_code` implements an intent, `update` reflects on an outcome and edits the tree. Contexts
 carry everything a decision needs as data (tools/phase_models.py); prompts render them (tools/prompts/*.md).
 """
