@@ -91,10 +91,10 @@ def caught_by_probe(
         return f"the reference failed on signed inputs ({type(e).__name__}: {str(e)[:200]})"
     out = []
     for f in fakes:
-        e = exp[f.output] if f.output < len(exp) else None
-        if not isinstance(e, torch.Tensor) or not e.is_floating_point() or e.numel() < 2:
+        want = exp[f.output] if f.output < len(exp) else None
+        if not isinstance(want, torch.Tensor) or not want.is_floating_point() or want.numel() < 2:
             out.append(False)
             continue
-        fake = fake_answer(f, e, probe)
-        out.append(fake is not None and not accepted_by(fake, e, tol))
+        fake = fake_answer(f, want, probe)
+        out.append(fake is not None and not accepted_by(fake, want, tol))
     return out

@@ -162,14 +162,14 @@ def recording(rec: Recorder) -> Iterator[Recorder]:
     def nvrtc_compile(source: str, name: str, options: Any = (), **kw: Any) -> _RecordedNvrtcKernel:
         return _RecordedNvrtcKernel(rec, name)
 
-    JITFunction.run = run  # type: ignore[method-assign]
-    Autotuner.run = tune  # type: ignore[method-assign]
+    JITFunction.run = run
+    Autotuner.run = tune
     nvrtc.compile = nvrtc_compile  # type: ignore[assignment]
     try:
         yield rec
     finally:
-        JITFunction.run = orig_run  # type: ignore[method-assign]
-        Autotuner.run = orig_tune  # type: ignore[method-assign]
+        JITFunction.run = orig_run
+        Autotuner.run = orig_tune
         nvrtc.compile = orig_nvrtc
 
 

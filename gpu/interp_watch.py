@@ -136,9 +136,9 @@ class Watch:
             watch._write()
             return set_idx(x, y, z)
 
-        interpreter.InterpretedFunction.run = run  # type: ignore[method-assign]
-        builder.set_grid_dim = grid_dim  # type: ignore[method-assign]
-        builder.set_grid_idx = grid_idx  # type: ignore[method-assign]
+        interpreter.InterpretedFunction.run = run
+        builder.set_grid_dim = grid_dim
+        builder.set_grid_idx = grid_idx
 
 
 def read(directory: Path, now: float | None = None) -> InterpreterState | None:

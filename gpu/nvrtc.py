@@ -31,7 +31,7 @@ import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from worldmodel.errors import KsearchError
 
@@ -101,7 +101,7 @@ def _to_ctype(arg: Any) -> Any:
     if np is not None and isinstance(arg, np.generic):
         if arg.dtype == np.float16:
             return ctypes.c_uint16(int(arg.view(np.uint16)))
-        return np.ctypeslib.as_ctypes(arg)
+        return np.ctypeslib.as_ctypes(cast(Any, arg))  # a numpy scalar; its stubs list each dtype apart
     raise TypeError(
         f"cannot pass {type(arg).__name__} to a CUDA kernel; use a tensor, int, float, bool, "
         "a numpy scalar or nvrtc.i64/u32/u64/f64"
@@ -157,7 +157,7 @@ class Kernel:
         c_args = [_to_ctype(a) for a in args]
         ptrs = (ctypes.c_void_p * max(len(c_args), 1))(*[ctypes.addressof(a) for a in c_args])
         s = stream if stream is not None else torch.cuda.current_stream()
-        handle = s.cuda_stream if hasattr(s, "cuda_stream") else int(s)
+        handle = s.cuda_stream if hasattr(s, "cuda_stream") else int(cast(Any, s))  # a raw stream handle
         driver.launchKernel(
             self.ptr, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_mem), handle, ctypes.addressof(ptrs), 0
         )

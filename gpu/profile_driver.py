@@ -32,8 +32,8 @@ def main(spec_path: str) -> int:
     try:
         module = load_candidate_module(cand["source"], f"ksearch_{cand['id']}")
         with torch.no_grad():
-            fn = rt.build_candidate(module, wl, device)
-            inputs = rt.make_inputs(wl, int(spec.get("seed", 0)), device)
+            fn = rt.build_candidate(module, wl, str(device))
+            inputs = rt.make_inputs(wl, int(spec.get("seed", 0)), str(device))
             for _ in range(int(spec.get("warmup", 3))):
                 fn(inputs)
             torch.cuda.synchronize()

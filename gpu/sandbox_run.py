@@ -204,7 +204,7 @@ def finish(
         status=status,
         compile=report,
         correctness=run.correctness,
-        timings=run.timings,  # type: ignore[arg-type]
+        timings=run.timings,
         speedup_vs_eager=sp_e,
         speedup_vs_compile=sp_c,
         roofline_fraction=roof,

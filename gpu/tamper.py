@@ -94,6 +94,7 @@ def scan(source: str) -> list[tuple[int | None, str]]:
             targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = list(node.targets)
+        line: int = getattr(node, "lineno", 0)  # every statement has one; ast.walk types nodes as AST
         for t in targets:
             if isinstance(t, (ast.Attribute, ast.Subscript)):
                 full = resolve(_dotted(t))
@@ -108,11 +109,9 @@ def scan(source: str) -> list[tuple[int | None, str]]:
                             "allow_bf16_reduced_precision_reduction",
                         )
                     ):
-                        found.append((node.lineno, f"sets `{full}`: lowers precision for the reference too"))
+                        found.append((line, f"sets `{full}`: lowers precision for the reference too"))
                     else:
-                        found.append(
-                            (node.lineno, f"assigns to `{full}` (patches a library the harness uses)")
-                        )
+                        found.append((line, f"assigns to `{full}` (patches a library the harness uses)"))
         if isinstance(node, ast.Call):
             full = resolve(_dotted(node.func))
             if full in _BAD_CALLS:

@@ -17,6 +17,7 @@ GPU MODE's eval.py, so that a time can be compared with what that evaluator repo
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,12 +93,12 @@ class Preamble:
                 _sync()
                 per_us = probe / max(s.elapsed_time(e) * 1000.0, 1e-3)
             self.cycles = int(cover_us * per_us)
-        self._sleep = sleep
+        self._sleep: Callable[[int], None] | None = sleep
 
     def __call__(self) -> None:
         if self.buf is not None:
             self.buf.zero_()
-        if self.cycles:
+        if self.cycles and self._sleep is not None:  # cycles are set only where torch.cuda._sleep exists
             self._sleep(self.cycles)
 
 
@@ -276,7 +277,7 @@ def _host_check(
     host, dev, issue = [], [], []
     for i in range(reps):
         inputs = input_sets[i % len(input_sets)] if input_sets else before_each(-100 - i)  # type: ignore[misc]
-        h, d, q = _synced(lambda inputs=inputs: fn(inputs))
+        h, d, q = _synced(functools.partial(fn, inputs))
         host.append(h)
         dev.append(d)
         issue.append(q)

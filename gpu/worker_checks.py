@@ -28,7 +28,7 @@ class CorrectnessChecks(KernelAudit):
             fn = self._candidate_fn(wl)
         except CandidateFailure as cf:
             return self._failure(base, cf.fault)
-        agg = {"max_abs_err": 0.0, "max_rel_err": None, "mismatches": 0, "numel": 0}
+        agg: dict[str, Any] = {"max_abs_err": 0.0, "max_rel_err": None, "mismatches": 0, "numel": 0}
         for t in range(trials):
             inputs = self.rt.make_inputs(wl, seed + t, self.device)
             exp = self._reference(wl, inputs)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh) and run the whole test suite. Works on a fresh machine without a GPU:
+# Set up (scripts/setup.sh), type-check (mypy) and run the whole test suite. Works on a fresh machine without a GPU:
 # GPU tests carry the `gpu` marker and skip; Triton kernels run under the Triton interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +9,7 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "test.sh: could not install chromium; browser tests will skip" >&2
 fi
-exec "${KSEARCH_VENV:-.venv}/bin/python" -m pytest "$@"
+PY="${KSEARCH_VENV:-.venv}/bin/python"
+# The type check first: packages, strictness and third-party exceptions are in [tool.mypy] (pyproject.toml).
+"$PY" -m mypy
+exec "$PY" -m pytest "$@"

@@ -61,6 +61,7 @@ async def select_action(
     s = await ws.search(inp.search)
     if inp.claim:
         await _may_claim(ws, s, parallel=parallel, budget_checked=budget_checked)
+    node_id: int | None
     if inp.node_id is not None:
         node_id, reason = await _named(ws, s, inp.node_id), "chosen by the caller"
         if inp.claim:

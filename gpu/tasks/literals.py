@@ -36,11 +36,11 @@ def const_eval(node: ast.AST, env: dict[str, Any]) -> Any:
             return tuple(items) if isinstance(node, ast.Tuple) else items
         case ast.Dict(keys=keys, values=values):
             out: dict[Any, Any] = {}
-            for k, v in zip(keys, values, strict=True):
-                if k is None:  # {**other}
-                    out.update(const_eval(v, env))
+            for key, val in zip(keys, values, strict=True):
+                if key is None:  # {**other}
+                    out.update(const_eval(val, env))
                 else:
-                    out[const_eval(k, env)] = const_eval(v, env)
+                    out[const_eval(key, env)] = const_eval(val, env)
             return out
         case ast.UnaryOp(op=ast.USub(), operand=x):
             return -const_eval(x, env)

@@ -64,9 +64,9 @@ def select(
     search: SearchArg, node: NodeOpt = None, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
 ) -> None:
     """Phase 1: claim the next open intent by the selection rule (or --node): a new round starts."""
-    from tools.select_action import SelectActionIn, select_action
+    from tools.select_action import SelectActionIn, SelectionOut, select_action
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> SelectionOut:
         async with workspace(db) as ws:
             return await select_action(ws, SelectActionIn(search=search, node_id=node))
 
@@ -87,9 +87,9 @@ def finish(
 ) -> None:
     """End the refine phase of the intent being refined (closed with a correct attempt, else failed) and
     print the reflect prompt (stdout) for phase 3."""
-    from tools.finish_intent import FinishIntentIn, finish_intent
+    from tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> FinishOut:
         async with workspace(db) as ws:
             return await finish_intent(ws, FinishIntentIn(search=search, node_id=node))
 
@@ -104,9 +104,9 @@ def finish(
 
 def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
     """Re-measure the search's best candidates on every workload (held-out ones too) and end the search."""
-    from tools.final_eval import FinalEvalIn, final_evaluation
+    from tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> FinalOut:
         async with workspace(db) as ws:
             return await final_evaluation(ws, FinalEvalIn(search=search))
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
 from gpu.task import TaskError
 from server.cli.common import console, err_console, fail, run_async
-from worldmodel.models import LANGUAGES, Candidate, EvalSettings, Evaluation
+from worldmodel.models import LANGUAGES, Candidate, EvalSettings, Evaluation, Language
 
 
 def register(app: typer.Typer) -> None:
@@ -154,7 +154,7 @@ def eval_file(
                 seed=seed if seed is not None else secrets.randbits(31),
                 trials=trials,
                 workloads=chosen,
-                timing_protocol=timing_protocol,  # type: ignore[arg-type]
+                timing_protocol=timing_protocol,
             )
 
             async def progress(msg: str, frac: float) -> None:
@@ -162,10 +162,10 @@ def eval_file(
                     err_console.print(f"[dim]{frac:4.0%} {msg}[/dim]")
 
             ev = await sb.evaluate(
-                Candidate.of(source, lang),
+                Candidate.of(source, cast(Language, lang)),  # checked against LANGUAGES above
                 t,
                 settings,
-                timing=not no_timing,  # type: ignore[arg-type]
+                timing=not no_timing,
                 profile_workload=chosen[0] if profile else None,
                 progress=progress,
             )

@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -184,7 +184,7 @@ def intent_edit(
         "notes": notes,
         "expected_speedup": expected,
     }
-    given = {k: v for k, v in fields.items() if v is not None}
+    given: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     if not given:
         raise fail(
             "nothing to change; give at least one of --priority --difficulty --title --why --notes --expected"

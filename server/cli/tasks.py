@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.table import Table
@@ -209,16 +209,17 @@ def _print_check(checked: dict[str, object]) -> None:
         what = "check not run" if checked.get("needs_gpu") else "check failed"
         err_console.print(f"[red]{what}:[/red] {checked.get('error')}")
         return
-    outs = ", ".join(f"{o['dtype']}{o['shape']}" for o in checked.get("outputs", []))  # type: ignore[union-attr]
+    outputs = cast("list[dict[str, object]]", checked.get("outputs") or [])
+    outs = ", ".join(f"{o['dtype']}{o['shape']}" for o in outputs)
     where = "the GPU" if checked.get("device") == "cuda" else "the CPU"
     console.print(
         f"check: reference ran on {where} on {checked['workload']!r} in {checked['seconds']:.3f} s → {outs}"
     )
-    warnings = checked.get("warnings") or []
-    probed = checked.get("probed") or []
-    for w in warnings:  # type: ignore[union-attr]
+    warnings = cast("list[str]", checked.get("warnings") or [])
+    probed = cast("list[str]", checked.get("probed") or [])
+    for w in warnings:
         err_console.print(f"[yellow]degenerate rule:[/yellow] {w}")
-    for w in probed:  # type: ignore[union-attr]
+    for w in probed:
         console.print(f"check: {w}", markup=False, highlight=False)
     if not warnings:
         console.print(

@@ -68,11 +68,11 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
             name=a.name,
             language=a.language,
             policy=policy_name,
-            model=a.model,  # type: ignore[arg-type]
+            model=a.model,
             rounds=a.rounds or 10,
             stagnation=a.stagnation,
             seed=a.seed,
-            compile_mode=a.compile_mode or "default",  # type: ignore[arg-type]
+            compile_mode=a.compile_mode or "default",
         ),
     )
     return await ws.store.set_search_fields(

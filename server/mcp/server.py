@@ -72,7 +72,10 @@ Refer to candidates by the candidate_id returned on first submission instead of 
 
 def _annotations(read_only: bool, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
     return ToolAnnotations(
-        readOnlyHint=read_only, destructiveHint=destructive, idempotentHint=idempotent, openWorldHint=False
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +153,7 @@ def _int(raw: str, what: str) -> int:
     return int(raw)
 
 
-def _error(status: int, message: str, problems: list[object] | None = None) -> JSONResponse:
+def _error(status: int, message: str, problems: Sequence[object] | None = None) -> JSONResponse:
     return JSONResponse({"error": message, "problems": [str(p) for p in problems or []]}, status_code=status)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, cast
 
 import anthropic
 
@@ -66,20 +67,24 @@ class AnthropicPolicy(LLMPolicy):
         return f"Answer by calling the `{schema.name}` tool once, with the complete answer as its input."
 
     async def complete(self, system: str, messages: list[Message], schema: OutputSchema) -> Completion:
-        extra = {} if self.temperature is None else {"temperature": self.temperature}
+        # Any: the SDK's overloads want its TypedDicts; these dicts have their shapes
+        extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
         try:
             msg = await self._client.messages.create(
                 model=self.model,
                 max_tokens=self.max_tokens,
                 system=system,
-                messages=[{"role": m["role"], "content": m["content"]} for m in messages],
-                tools=[
-                    {
-                        "name": schema.name,
-                        "description": schema.description,
-                        "input_schema": schema.json_schema,
-                    }
-                ],
+                messages=cast(Any, [{"role": m["role"], "content": m["content"]} for m in messages]),
+                tools=cast(
+                    Any,
+                    [
+                        {
+                            "name": schema.name,
+                            "description": schema.description,
+                            "input_schema": schema.json_schema,
+                        }
+                    ],
+                ),
                 tool_choice={"type": "tool", "name": schema.name},
                 **extra,
             )

@@ -58,6 +58,7 @@ def prior(name: str, current: Any, new: Any, allowed: list[Any], bound: str) -> 
     """How promising a one-at-a-time move looks before anything is measured: near moves first, and
     moves to larger tiles / more warps / more stages first for compute-bound work."""
     order = ordered(allowed)
+    step: float
     if current in order:
         step = order.index(new) - order.index(current)
     else:
@@ -396,7 +397,7 @@ class TunerPolicy(Policy):
                         node_id=int(i["id"]),
                         priority=pri,
                         expected_speedup=self._over_base(
-                            i, space, model, by_attempt.get(i.get("base_attempt_id")), best
+                            i, space, model, by_attempt.get(i.get("base_attempt_id") or 0), best
                         ),
                         reason=f"effect model: predicted {math.exp(pred):.3f}x vs eager (best {math.exp(best_y):.3f}x)",
                     )
@@ -419,7 +420,7 @@ class TunerPolicy(Policy):
         proposals: list[tuple[Config, str, str]] = []
         combo = dict(best.cfg)
         for n in space:
-            scored = [(model.effect(n, v), v) for v in ordered(space[n]) if model.effect(n, v) is not None]
+            scored = [(eff, v) for v in ordered(space[n]) if (eff := model.effect(n, v)) is not None]
             if scored:
                 combo[n] = max(scored, key=lambda t: t[0])[1]
         where = f"attempt {best.outcome.attempt_id}" if best.outcome.attempt_id else "the best so far"
