@@ -101,3 +101,39 @@ def test_builtin_bases_are_kept() -> None:
     assert issubclass(SandboxError, RuntimeError)
     with pytest.raises(KsearchError, match="no search 'x'"):
         raise NotFound("no search 'x'")
+
+
+def test_the_cli_turns_a_ksearch_error_into_an_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+
+    from server.cli.common import refusals
+    from worldmodel.errors import NotFound, StoreBusy
+
+    with pytest.raises(typer.Exit) as refused, refusals():
+        raise NotFound("no search 'x'; accepted: an id or a name from `ksearch searches`")
+    assert refused.value.exit_code == 2
+    with pytest.raises(typer.Exit) as busy, refusals():
+        raise StoreBusy("the database is busy")
+    assert busy.value.exit_code == 1  # the same command can simply be repeated
+    assert "no search 'x'" in capsys.readouterr().err
+
+
+def test_the_web_page_turns_a_ksearch_error_into_a_status() -> None:
+    import asyncio
+    import json
+
+    from server.web.app import _guard
+    from tools.errors import ToolFailure
+    from worldmodel.errors import NotFound, StoreBusy
+
+    async def answer(error: Exception) -> tuple[int, dict[str, object]]:
+        async def handler(request: object) -> None:
+            raise error
+
+        response = await _guard(handler)(None)  # the request is read only for an unexpected error
+        return response.status_code, json.loads(bytes(response.body))
+
+    assert asyncio.run(answer(NotFound("no node 7")))[0] == 404
+    assert asyncio.run(answer(StoreBusy("busy")))[0] == 503
+    status, body = asyncio.run(answer(ToolFailure("invalid edit", problems=["item 0: bad priority"])))
+    assert status == 400 and body == {"error": "invalid edit", "problems": ["item 0: bad priority"]}

@@ -41,8 +41,9 @@ One class stays outside on purpose: `gpu.dryrun.DryRunTimeout` derives from Base
 candidate's own `except Exception` cannot swallow the dry run's deadline.
 
 Each face turns a `KsearchError` into its own kind of answer in one place: the CLI in
-`server/cli/common.py` (`refusals`), the MCP server in `server/mcp/server.py` (`KsearchServer._tool`),
-the driver in `server/driver/run_main.py`, the web page in `server/web/app.py` (`_guard`).
+`server/cli/common.py` (`refusals`, around every command's `run_async`), the MCP server in
+`server/mcp/server.py` (`KsearchServer._tool`), the web page in `server/web/app.py` (`_guard`). The driver's
+`run_main` raises them as they are, and `ksearch run` (`server/cli/run.py`) turns them into its exit.
 """
 
 from __future__ import annotations
