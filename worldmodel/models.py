@@ -468,6 +468,11 @@ class Budgets(Strict):
     """Stop once the best is this much faster than eager."""
 
 
+PolicyName = Literal["anthropic", "openai", "tuner", "replay"]
+POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
+"""The built-in driver's decision-makers (server/driver/policies), by the name `config.policy` stores."""
+
+
 class SearchConfig(Strict):
     """A search's configuration, fixed at creation except where the driver's options change it."""
 

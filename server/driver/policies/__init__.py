@@ -24,8 +24,7 @@ from server.driver.policies.base import (
     WriteContext,
 )
 from tools.prompting import PHASES, render_prompt
-
-POLICY_NAMES: tuple[str, ...] = ("anthropic", "openai", "tuner", "replay")
+from worldmodel.models import POLICY_NAMES
 
 __all__ = [
     "PHASES",
