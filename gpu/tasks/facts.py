@@ -32,13 +32,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpu.task import Task, Workload
+from gpu.task import Bound, Task, Workload
 from gpu.tasks.probe import ProbeFailed, run_probe
 
 FACTS_VERSION = 2  # part of the cache key: raised when what a probe reports changes
 PROBE_TIMEOUT_S = 180.0
 ESTIMATE_FLOPS_PER_ELEMENT = 1.0  # for ops the counter has no formula for: a lower bound
-Bound = Literal["memory", "compute", "mixed", "unknown"]
+FactSource = Literal["declared", "derived", "none"]
+"""Where a fact comes from: the task stated it, a run of the reference derived it, or neither."""
 Method = Literal["fake", "real", "none"]
 
 # ---------------------------------------------------------------------------------------- ceilings
@@ -186,10 +187,10 @@ class WorkloadFacts(BaseModel):
     params: int = 0
     params_bytes: int = 0
     bytes: float | None = None  # minimum bytes moved
-    bytes_source: Literal["declared", "derived", "none"] = "none"
+    bytes_source: FactSource = "none"
     flops: float | None = None  # None: unknown (some op is not counted)
     flops_counted: float = 0.0  # what the counter did count (matmul, conv, attention)
-    flops_source: Literal["declared", "derived", "none"] = "none"
+    flops_source: FactSource = "none"
     uncounted_ops: list[str] = Field(default_factory=list)
     compute_dtype: str = ""  # the dtype most counted FLOPs ran in
     intensity: float | None = None  # FLOP per byte (a lower bound when flops is unknown)
@@ -204,11 +205,11 @@ class TaskFacts(BaseModel):
     task: str
     key: str  # content hash the facts are cached under
     dtype: str = "unknown"
-    dtype_source: Literal["declared", "derived", "none"] = "none"
+    dtype_source: FactSource = "none"
     bound: Bound = "unknown"
-    bound_source: Literal["declared", "derived", "none"] = "none"
+    bound_source: FactSource = "none"
     op: str = ""
-    op_source: Literal["declared", "derived", "none"] = "none"
+    op_source: FactSource = "none"
     workloads: list[WorkloadFacts] = Field(default_factory=list)
     ceilings: Ceilings = Field(default_factory=Ceilings)
     smoke: SmokeProbe | None = None
