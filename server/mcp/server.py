@@ -605,7 +605,9 @@ def _refusals(fn: Callable[..., Awaitable[str]], *, prompt: bool = False) -> Cal
         try:
             return await fn(**params)
         except (KsearchError, ValueError) as e:
-            if prompt or isinstance(e, ValueError):  # a malformed argument (a node id that is no number)
+            # a plain ValueError is a malformed argument (a node id that is no number); ksearch's own refusals
+            # (an unknown search, a task that cannot be loaded) say the resource is not there
+            if prompt or not isinstance(e, KsearchError):
                 raise MCPError(code=INVALID_PARAMS, message=str(e)) from e
             raise ResourceNotFoundError(str(e)) from e
 
