@@ -531,7 +531,6 @@ ALLOWED: dict[str, str] = {
     "exit 130 within 5 s": "the bound tests/faults/test_fault_driver_interrupt.py asserts",
     "answered within 30 s": "the bound tests/mcp/test_ts_client.py asserts",
     "at 22 random points": "where tests/faults/test_fault_driver_kill.py kills the run, a test setting",
-    "60 of the 250 files": "the sample bench/kernelbench_cpu.py was asked for (--sample 60), a setting",
 }
 
 _MARKER = re.compile(r"<!-- figures:(?P<name>[\w-]+) -->(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
