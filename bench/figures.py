@@ -479,8 +479,8 @@ def mcp_after_cancel(r: Results) -> str:
     a = _mcp(r)["after_cancel"]
     first = _span(a["first_after_cancel_s"], lambda v: f"{v:.1f}")
     return (
-        f"it took {first} s where the same call takes {a['ordinary_s']['median']:.1f} s, as long as a fresh "
-        f"server's first call ({a['first_call_of_a_fresh_server_s']:.1f} s"
+        f"it took {first} s where the same call takes {a['ordinary_s']['median']:.1f} s (a fresh server's "
+        f"first call: {a['first_call_of_a_fresh_server_s']:.1f} s"
     )
 
 
