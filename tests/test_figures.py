@@ -103,13 +103,13 @@ def test_a_changed_result_fails_until_the_readme_is_written(results) -> None:  #
 def test_a_new_compile_baseline_file_joins_its_row(results) -> None:  # type: ignore[no-untyped-def]
     """A later compile-baseline-h200-N.json is read with the others: its tasks and ratios enter the row."""
     first = json.loads((results.root / "compile-baseline-h200-1.json").read_text())
-    row = dict(first["tasks"]["rmsnorm"]["rows"][0], task="gemm_fp32", workload="4096x4096x2048", ratio=1.021)
-    new = {"tasks": {"gemm_fp32": {"status": "ok", "rows": [row], "notes": []}}}
-    (results.root / "compile-baseline-h200-3.json").write_text(json.dumps(new))
+    row = dict(first["tasks"]["rmsnorm"]["rows"][0], task="causal_attention", workload="b8h16s2048d64", ratio=1.021)
+    new = {"tasks": {"causal_attention": {"status": "ok", "rows": [row], "notes": []}}}
+    (results.root / "compile-baseline-h200-9.json").write_text(json.dumps(new))
     got = figures.row_compile_baseline(results)
-    assert "ratio 0.995–1.021 on all 25 workloads of 9 built-in tasks" in got
-    assert "gemm_fp32" in got and "the other 4 tasks not yet measured" in got
-    assert "`compile-baseline-h200-{1,2,3}.json`" in got
+    assert "workloads of 13 built-in tasks" in got and "causal_attention" in got, got
+    assert "–1.021 on all" in got and "not yet measured" not in got, got
+    assert "`compile-baseline-h200-{1,2,3,9}.json`" in got, got
     (problem,) = figures.check(README.read_text(), results)
     assert "region row-compile-baseline differs" in problem
 
