@@ -548,7 +548,7 @@ class Node(Strict):
     difficulty: int = Field(3, ge=1, le=5)
     """1 (a parameter change) to 5 (a rewrite)."""
     expected_speedup: float | None = Field(None, gt=0)
-    """Predicted speedup over the code the intent builds on."""
+    """How much faster the intent should make the code; the one definition is this module's EXPECTED_SPEEDUP."""
     notes: str = ""
     """Beliefs to re-read later."""
     author: str = "human"
