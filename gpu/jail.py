@@ -28,6 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from ksearch.about import IMPORT_ROOT
+
 IsolationMode = Literal["auto", "namespaces", "none"]
 ISOLATION_MODES: tuple[str, ...] = ("auto", "namespaces", "none")
 ISOLATED = "namespaces: own PID namespace; filesystem read-only except scratch and compiler caches"
@@ -191,7 +193,7 @@ def unavailable_reason() -> str | None:
             capture_output=True,
             text=True,
             timeout=30,
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=IMPORT_ROOT,
             start_new_session=True,  # its own group: a Ctrl-C at the terminal is the driver's, not the probe's
         )
     except (OSError, subprocess.TimeoutExpired) as e:

@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from ksearch.about import IMPORT_ROOT
+
 # Exact names passed through.
 _ALLOW_NAMES = {
     "PATH",
@@ -26,7 +28,9 @@ _ALLOW_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "CUPY_", "NCC
 # Whatever the prefix, a name that looks like a credential is dropped.
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.I)
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The directory holding the `ksearch` package (a checkout's root, or site-packages): on the worker's
+# PYTHONPATH it makes `python -m ksearch.gpu.worker` import this very copy of ksearch.
+PROJECT_ROOT = IMPORT_ROOT
 
 
 def is_secret_name(name: str) -> bool:

@@ -10,7 +10,22 @@ from __future__ import annotations
 import ast
 
 # Modules whose attributes a candidate must not reassign: the harness relies on them.
-_PROTECTED_ROOTS = {"torch", "time", "triton", "gpu", "sys", "os", "builtins", "numpy", "np", "cupy", "gc"}
+# `ksearch` is the harness's package; `gpu` the top-level name older candidates import it by (the worker
+# aliases it to ksearch.gpu, so patching one patches the other).
+_PROTECTED_ROOTS = {
+    "ksearch",
+    "gpu",
+    "torch",
+    "time",
+    "triton",
+    "sys",
+    "os",
+    "builtins",
+    "numpy",
+    "np",
+    "cupy",
+    "gc",
+}
 # Calls that reach into the interpreter or the process around the candidate.
 _BAD_CALLS = {
     "sys._getframe": "inspects the caller's frames",
@@ -36,14 +51,13 @@ _BENIGN_SETTINGS = (
     "torch._inductor.config.",
     "triton.Config",
 )
-_HARNESS_MODULES = (
-    "gpu.worker",
-    "gpu.timing",
-    "gpu.checking",
-    "gpu.protocol",
-    "gpu.pool",
-    "gpu.sandbox",
-    "gpu.hardware",
+# The harness's package under both its names (see _PROTECTED_ROOTS), and its modules a candidate must not
+# import (prefixes: gpu.worker covers worker_core, worker_timing, ...).
+_HARNESS_PACKAGES = ("ksearch.gpu", "gpu")
+_HARNESS_MODULES = tuple(
+    f"{pkg}.{mod}"
+    for pkg in _HARNESS_PACKAGES
+    for mod in ("worker", "timing", "checking", "protocol", "pool", "sandbox", "hardware")
 )
 
 
@@ -122,8 +136,8 @@ def scan(source: str) -> list[tuple[int | None, str]]:
                     found.append((node.lineno, f"{full} on `{obj}` (patches a library the harness uses)"))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            if isinstance(node, ast.ImportFrom) and node.module == "gpu":
-                mods = [f"gpu.{a.name}" for a in node.names]
+            if isinstance(node, ast.ImportFrom) and node.module in _HARNESS_PACKAGES:
+                mods = [f"{node.module}.{a.name}" for a in node.names]
             for m in mods:
                 if m.startswith(_HARNESS_MODULES):
                     found.append((node.lineno, f"imports the harness module `{m}`"))

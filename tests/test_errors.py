@@ -14,7 +14,7 @@ import pytest
 from worldmodel import errors
 from worldmodel.errors import KsearchError
 
-PACKAGES = ("worldmodel", "gpu", "tools", "server")
+PACKAGES = tuple(f"ksearch.{room}" for room in ("worldmodel", "gpu", "tools", "server"))
 # BaseException on purpose: a candidate's `except Exception` must not swallow the dry run's deadline.
 OUTSIDE = {"gpu.dryrun.DryRunTimeout"}
 
@@ -38,7 +38,7 @@ def _defined_exceptions() -> dict[str, type[BaseException]]:
         try:
             mod = importlib.import_module(name)
         except ImportError as e:  # an optional dependency (cupy, a GPU-only module) this machine lacks
-            if e.name is not None and e.name.split(".")[0] in PACKAGES:
+            if e.name is not None and e.name.startswith(PACKAGES):
                 raise
             continue
         for _, obj in inspect.getmembers(mod, inspect.isclass):

@@ -11,12 +11,11 @@ from pathlib import Path
 
 from pydantic import Field
 
+from ksearch.about import IMPORT_ROOT
 from tools.common import Progress
 from tools.errors import ToolFailure
 from tools.schema import ToolIn, ToolModel
 from tools.workspace import Workspace
-
-_ROOT = Path(__file__).resolve().parent.parent
 
 
 class RunSearchIn(ToolIn):
@@ -57,7 +56,7 @@ async def run_search(
             stdout=fd,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            cwd=str(_ROOT),
+            cwd=str(IMPORT_ROOT),  # `python -m` imports from its cwd first: this copy of ksearch
             env=dict(os.environ),
         )
     finally:

@@ -477,16 +477,20 @@ def _from_compiled(tree: ast.Module, who: Identity) -> Solution | None:
     return sol if _unchanged(sol, meta) else _renamed(sol, who)
 
 
+# ksearch's package, and `gpu`: the top-level name older candidates import ksearch.gpu by
+_KSEARCH_ROOTS = ("ksearch", "gpu")
+
+
 def _imports_ksearch(tree: ast.Module) -> str | None:
-    """The first ksearch `gpu` module the candidate imports (`from gpu import nvrtc` names gpu.nvrtc)."""
+    """The first ksearch module the candidate imports (`from ksearch.gpu import nvrtc` names ksearch.gpu.nvrtc)."""
     for node in ast.walk(tree):
         mods: list[str] = []
         if isinstance(node, ast.Import):
             mods = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            mods = [f"{node.module}.{a.name}" if node.module == "gpu" else node.module for a in node.names]
+            mods = [f"{node.module}.{a.name}" for a in node.names]
         for m in mods:
-            if m == "gpu" or m.startswith("gpu."):
+            if m.split(".")[0] in _KSEARCH_ROOTS:
                 return m
     return None
 

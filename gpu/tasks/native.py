@@ -43,6 +43,7 @@ def _probe(path: Path, names: list[str]) -> dict[str, Any]:
     """Run the file in a subprocess (it may import torch) and return the named extras as JSON."""
     code = (
         "import importlib.util, json, sys\n"
+        "from gpu import former_names; former_names.install()\n"  # a task file may use the old imports
         "spec = importlib.util.spec_from_file_location('_ksearch_probe', sys.argv[1])\n"
         "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
         "print(json.dumps({n: getattr(mod, n) for n in sys.argv[2:] if hasattr(mod, n)}))\n"

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gpu import former_names
 from worldmodel.errors import KsearchError
 
 # Reference `Model` and candidate `ModelNew` are both built right after torch.manual_seed(INIT_SEED),
@@ -39,6 +40,8 @@ def exec_module(source: str, name: str, filename: Path) -> types.ModuleType:
 
 def exec_code(code: types.CodeType, name: str, filename: Path) -> types.ModuleType:
     """Run compiled module code as module `name` (registered in sys.modules while it lives)."""
+    # user code (a candidate, a task's reference) written before the `ksearch` package imports it as `gpu`
+    former_names.install()
     module = types.ModuleType(name)
     module.__file__ = str(filename)
     sys.modules[name] = module

@@ -16,6 +16,7 @@ from typing import Annotated, cast
 import typer
 from rich.table import Table
 
+from ksearch.about import IMPORT_ROOT
 from gpu.task import Task, TaskError, Workload
 from server.cli.common import console, err_console, fail, print_table
 
@@ -93,9 +94,8 @@ def _warnings(task: Task) -> list[str]:
 def _run_check(ref: str, workloads: str | None) -> dict[str, object]:
     from gpu.tasks.check import CheckReport
 
-    root = Path(__file__).resolve().parents[1]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as for the workers (gpu/scrub.py): busy cores, small ops
     cmd = [sys.executable, "-m", "gpu.tasks.check", ref] + (["--workloads", workloads] if workloads else [])
     try:

@@ -28,6 +28,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
+from ksearch.about import __version__
 from server.mcp.args import RefuseUnknownArguments
 from server.mcp.record import HostRecorder
 from server.mcp.stdio_input import HostLines
@@ -105,7 +106,7 @@ class KsearchServer:
         # The host's decisions as a replay file for `ksearch run --policy replay` (server/mcp/record.py).
         self.recorder = HostRecorder(record) if record is not None else None
         self._ws: Workspace | None = None
-        self.mcp = MCPServer(name="ksearch", title="ksearch", instructions=INSTRUCTIONS, version="0.1.0")
+        self.mcp = MCPServer(name="ksearch", title="ksearch", instructions=INSTRUCTIONS, version=__version__)
         self._arguments: dict[str, set[str]] = {}  # tool -> its parameter names
         self._models: dict[str, type[BaseModel]] = {}  # tool -> its input model
         self.mcp.middleware.append(RefuseUnknownArguments(self._arguments, self._models))
