@@ -5,12 +5,18 @@ over), the operations with their input and output models, the task loader, the w
 the errors. Everything else lives in the rooms `ksearch.worldmodel`, `ksearch.gpu`, `ksearch.tools` and
 `ksearch.server` (docs/architecture.md).
 
-    import asyncio, ksearch
+    import asyncio
+    from pathlib import Path
+
+    import ksearch
 
     async def main() -> None:
         async with await ksearch.Workspace.open(Path("k.db")) as ws:
             s = await ksearch.create_search(ws, ksearch.CreateSearchIn(task="softmax"))
             ev = await ksearch.benchmark(ws, ksearch.BenchmarkIn(search=s.id, candidate={"seed": True}))
+            print(ev.summary)
+
+    asyncio.run(main())
 
 Names are imported on first use: `import ksearch` stays cheap (no torch, no store, no sandbox).
 """
