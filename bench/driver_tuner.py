@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worldmodel.store import Store  # noqa: E402
+from ksearch.worldmodel.store import Store  # noqa: E402
 
 
 async def _summary(db: Path, search_id: int) -> dict[str, Any]:
@@ -62,7 +62,7 @@ async def _summary(db: Path, search_id: int) -> dict[str, Any]:
 
 
 def _params(cand: Any) -> dict[str, Any]:
-    from gpu.tasks.tunables import read_tunables
+    from ksearch.gpu.tasks.tunables import read_tunables
 
     return {k: t.current for k, t in read_tunables(cand.source).items()}
 
@@ -82,7 +82,7 @@ def main() -> None:
         cmd = [
             sys.executable,
             "-m",
-            "server.cli",
+            "ksearch.server.cli",
             "run",
             task,
             "--policy",

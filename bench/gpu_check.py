@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from sandbox import Bench, cuda_variant, source, summary  # noqa: E402
 
-from gpu.sandbox import LocalSandbox  # noqa: E402
-from worldmodel.models import Candidate, EvalSettings  # noqa: E402
+from ksearch.gpu.sandbox import LocalSandbox  # noqa: E402
+from ksearch.worldmodel.models import Candidate, EvalSettings  # noqa: E402
 
 
 async def targeted(bench: Bench, sb: LocalSandbox) -> dict[str, Any]:

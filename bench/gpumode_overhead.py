@@ -93,8 +93,8 @@ def run_plain(folder: Path, source: str, benchmarks: dict[str, dict[str, Any]]) 
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from gpu.sandbox import LocalSandbox
-    from gpu.tasks import load_task
+    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.tasks import load_task
 
     folder = Path(args.task)
     task = load_task(folder)

@@ -159,7 +159,7 @@ def language_of(source: str) -> str:
         return "cpp_ext"
     if re.search(r"^\s*(import triton|from triton)", source, re.M):
         return "triton"
-    if "cupy" in source or "gpu.nvrtc" in source:
+    if "cupy" in source or "ksearch.gpu.nvrtc" in source:
         return "cuda"
     return "triton"  # pure PyTorch (the reference): no kernel of its own
 
@@ -167,7 +167,7 @@ def language_of(source: str) -> str:
 async def run_ksearch(
     sb: Any, task: Any, source: str, protocol: str, names: list[str], timeout_s: float
 ) -> dict[str, Any]:
-    from worldmodel.models import Candidate, EvalSettings
+    from ksearch.worldmodel.models import Candidate, EvalSettings
 
     t0 = time.perf_counter()
     st = EvalSettings(seed=20_251_101, trials=1, workloads=names, timing_protocol=protocol)  # type: ignore[arg-type]
@@ -313,7 +313,7 @@ def probe_worker(work: Path, cfg_path: Path, out_path: Path) -> None:
 
 
 def run_probe(folder: Path, candidates: dict[str, Path], timeout_s: float) -> dict[str, Any]:
-    from gpu.tasks.gpumode import spec_value
+    from ksearch.gpu.tasks.gpumode import spec_value
 
     t0 = time.perf_counter()
     raw = task_yml(folder)
@@ -391,7 +391,7 @@ def summarize(entry: dict[str, Any], names: list[str]) -> None:
 
 def plan(args: argparse.Namespace) -> tuple[Path, Any, list[Path], dict[str, str]]:
     """The task folder, its ksearch task, the candidate files and every candidate's source by name."""
-    from gpu.tasks import load_task
+    from ksearch.gpu.tasks import load_task
 
     folder = Path(args.task).resolve()
     files = (
@@ -406,7 +406,7 @@ def plan(args: argparse.Namespace) -> tuple[Path, Any, list[Path], dict[str, str
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox import LocalSandbox
 
     t_start = time.perf_counter()
     deadline = t_start + args.budget_s

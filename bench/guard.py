@@ -29,9 +29,9 @@ def main() -> None:
 
     import torch
 
-    from gpu import guard
-    from gpu.runtime import TaskRuntime
-    from gpu.tasks import load_task
+    from ksearch.gpu import guard
+    from ksearch.gpu.runtime import TaskRuntime
+    from ksearch.gpu.tasks import load_task
 
     guard.prepare()
     reference = TaskRuntime(load_task("softmax")).reference_module

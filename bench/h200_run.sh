@@ -10,8 +10,8 @@ mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   uname -r
   echo "lsm: $(cat /sys/kernel/security/lsm 2>/dev/null)"
-  echo "jail: $(python3 -c 'from gpu import jail; print(jail.unavailable_reason() or "available")' 2>&1)"
-  python3 -m gpu.jail -- nvidia-smi -L 2>&1 | head -3
+  echo "jail: $(python3 -c 'from ksearch.gpu import jail; print(jail.unavailable_reason() or "available")' 2>&1)"
+  python3 -m ksearch.gpu.jail -- nvidia-smi -L 2>&1 | head -3
 } >"$OUT/env.txt" 2>&1
 step() {  # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2

@@ -158,7 +158,7 @@ def _cause(error: str, returncode: int | None) -> str:
 
 
 def check_one(path: Path, env: dict[str, str], mem_kb: int, cores: list[int], timeout_s: float) -> Row:
-    cmd = [sys.executable, "-m", "server.cli", "task", "show", str(path), "--check", "--json"]
+    cmd = [sys.executable, "-m", "ksearch.server.cli", "task", "show", str(path), "--check", "--json"]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(

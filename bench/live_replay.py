@@ -33,7 +33,7 @@ TASKS = {
 
 def replay(name: str, db: Path, timeout_s: float) -> dict[str, Any]:
     seed = json.loads((LIVE / f"{name}.records.json").read_text())["search"]["seed"]
-    cmd = [sys.executable, "-m", "server.cli", "run", TASKS[name], "--policy", "replay"]
+    cmd = [sys.executable, "-m", "ksearch.server.cli", "run", TASKS[name], "--policy", "replay"]
     cmd += ["--replay", str(LIVE / f"{name}.jsonl"), "--rounds", "2", "--stagnation", "2"]
     cmd += ["--seed", str(seed), "--plain", "--json", "--db", str(db)]
     t0 = time.monotonic()
@@ -69,7 +69,7 @@ def table(results: Path) -> str:
             continue
         best = rows[0]
         heldout = {w for w in best["workloads"]}  # marked below from the task's splits
-        from gpu.tasks import load_task
+        from ksearch.gpu.tasks import load_task
 
         split = {w.name: w.split for w in load_task(TASKS[name]).workloads}
         for line in best["summary"].splitlines():

@@ -44,10 +44,10 @@ from mcp.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.types import CallToolResult  # noqa: E402
 
-from gpu.tasks import load_task  # noqa: E402
-from worldmodel.edits import apply_intents  # noqa: E402
-from worldmodel.models import IntentSpec  # noqa: E402
-from worldmodel.store import Store  # noqa: E402
+from ksearch.gpu.tasks import load_task  # noqa: E402
+from ksearch.worldmodel.edits import apply_intents  # noqa: E402
+from ksearch.worldmodel.models import IntentSpec  # noqa: E402
+from ksearch.worldmodel.store import Store  # noqa: E402
 
 
 async def build(db: Path, n: int) -> None:
@@ -75,7 +75,10 @@ def params(db: Path) -> StdioServerParameters:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "server.cli", "serve", "--db", str(db)], env=env, cwd=str(ROOT)
+        command=sys.executable,
+        args=["-m", "ksearch.server.cli", "serve", "--db", str(db)],
+        env=env,
+        cwd=str(ROOT),
     )
 
 

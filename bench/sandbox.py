@@ -31,11 +31,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpu.compare import compare  # noqa: E402
-from gpu.sandbox import LocalSandbox  # noqa: E402
-from gpu.task import Task  # noqa: E402
-from gpu.tasks import load_task  # noqa: E402
-from worldmodel.models import Candidate, EvalSettings, Evaluation  # noqa: E402
+from ksearch.gpu.compare import compare  # noqa: E402
+from ksearch.gpu.sandbox import LocalSandbox  # noqa: E402
+from ksearch.gpu.task import Task  # noqa: E402
+from ksearch.gpu.tasks import load_task  # noqa: E402
+from ksearch.worldmodel.models import Candidate, EvalSettings, Evaluation  # noqa: E402
 
 CANDS = Path(__file__).parent / "sandbox_candidates"
 DEFAULT_OUT = Path(__file__).parent / "results" / "sandbox-h200.json"

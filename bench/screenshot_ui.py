@@ -38,7 +38,7 @@ def start_ui(db: Path, search: str, timeout_s: float = 30.0) -> tuple[subprocess
     cmd = [
         sys.executable,
         "-c",
-        "from server.cli import main; main()",
+        "from ksearch.server.cli import main; main()",
         "ui",
         search,
         "--db",

@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiosqlite
 
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.models import Evaluation
-from worldmodel.render import render_search, render_tree
-from worldmodel.select import select_action, select_next
-from worldmodel.store import Store
+from ksearch.worldmodel.edits import apply_edits, apply_intents
+from ksearch.worldmodel.models import Evaluation
+from ksearch.worldmodel.render import render_search, render_tree
+from ksearch.worldmodel.select import select_action, select_next
+from ksearch.worldmodel.store import Store
 
 WORDS = (
     "tile split fuse vectorize unroll pipeline swizzle prefetch persistent warp shuffle reduce "

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gpu.task import Tolerance
+from ksearch.gpu.task import Tolerance
 
 # Written into freshly allocated, not-yet-written memory during correctness runs.
 NAN_POISON = float("nan")
@@ -142,7 +142,7 @@ class OutputCheck:
     got_at_first: float | None = None
     output_index: int | None = None
     nan_positions: Any = field(default=None, repr=False)  # bool mask of unexpected NaNs (for the re-run)
-    caught_by: str | None = None  # a worldmodel.models.CaughtBy, for a failure in the output's values
+    caught_by: str | None = None  # a ksearch.worldmodel.models.CaughtBy, for a failure in the output's values
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -12,7 +12,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldmodel.models import Evaluation, WorkloadTiming
+from ksearch.worldmodel.models import Evaluation, WorkloadTiming
 
 _Z95 = 1.959963984540054
 # Timings quantize and medians drift between runs more than one run's CI admits; this floor

@@ -20,10 +20,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu import cudasrc, jail, occupancy, tamper
-from gpu.procs import communicate_or_kill
-from gpu.scrub import scrubbed_env
-from worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
+from ksearch.gpu import cudasrc, jail, occupancy, tamper
+from ksearch.gpu.procs import communicate_or_kill
+from ksearch.gpu.scrub import scrubbed_env
+from ksearch.worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
 
 LOG_LIMIT = 20_000
 
@@ -279,7 +279,7 @@ class StaticCompiler:
     ) -> None:
         self.scratch = scratch
         # candidate sources are hostile even at compile time (`#include "/proc/self/environ"`): nvcc
-        # runs with a scrubbed environment, and inside gpu.jail where the machine allows it
+        # runs with a scrubbed environment, and inside ksearch.gpu.jail where the machine allows it
         self.jailed = jailed
         self.arch = arch
         self.timeout_s = timeout_s

@@ -2,7 +2,7 @@
 
 Use from a candidate that needs host-side C++::
 
-    from gpu import cpp_ext
+    from ksearch.gpu import cpp_ext
 
     ext = cpp_ext.load("softmax", cpp_sources=CPP, cuda_sources=CUDA, functions=["softmax"])
     y = ext.softmax(x)
@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from types import ModuleType
 
-from worldmodel.errors import KsearchError
+from ksearch.worldmodel.errors import KsearchError
 
 
 class ExtensionBuildError(RuntimeError, KsearchError):

@@ -1,7 +1,7 @@
 """Find the CUDA C sources inside a candidate's Python text, without running it.
 
-A CUDA candidate passes source strings to `gpu.nvrtc.compile(src, name, options=...)`, to
-`torch.utils.cpp_extension.load_inline(cuda_sources=...)` or `gpu.cpp_ext.load(...)`, or keeps them
+A CUDA candidate passes source strings to `ksearch.gpu.nvrtc.compile(src, name, options=...)`, to
+`torch.utils.cpp_extension.load_inline(cuda_sources=...)` or `ksearch.gpu.cpp_ext.load(...)`, or keeps them
 in a module-level constant (e.g. `CUDA_SRC`). We evaluate those expressions with a tiny constant
 folder (literals, module constants such as `BLOCK = 256`, f-strings, `.format`, `.replace`, `%`,
 `+`) and remember where each literal sits so compiler messages can point at the candidate's own
@@ -239,7 +239,7 @@ def extract_cuda(py_source: str) -> Extraction:
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
             env_nodes[stmt.target.id] = stmt.value
 
-    # names under which the helpers were imported: `from gpu.nvrtc import compile as nv_compile`, etc.
+    # names under which the helpers were imported: `from ksearch.gpu.nvrtc import compile as nv_compile`, etc.
     nvrtc_funcs, inline_funcs = set(), {"load_inline"}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:

@@ -4,7 +4,7 @@ KernelBench draws inputs with `torch.rand`: on [0, 1) ReLU is the identity, so a
 its input passes a ReLU task, as zeros or a constant pass a task whose output sits near one value. The
 task's inputs stay what they are. When they are that weak (`checking.degenerate_answers` on the first
 trial), the candidate and the reference also run once on *probe* inputs: the same inputs with every
-floating-point tensor redrawn signed (`gpu.inputs.signed`, same shape, dtype and device; integer tensors
+floating-point tensor redrawn signed (`ksearch.gpu.inputs.signed`, same shape, dtype and device; integer tensors
 and other values kept). The candidate fails (kind `degenerate`) when its output there is such a trivial
 answer while the reference's is not, and differs from the reference's. Nothing else about the probe is
 judged: an op may be defined only on the task's input range (a logarithm, a square root), so correctness
@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from gpu.checking import clone_inputs, compare_tensor, finite_mean, flatten, trivial_answers
-from gpu.inputs import Fake, accepted_by, as_outputs, fake_answer, signed
-from gpu.task import Tolerance
+from ksearch.gpu.checking import clone_inputs, compare_tensor, finite_mean, flatten, trivial_answers
+from ksearch.gpu.inputs import Fake, accepted_by, as_outputs, fake_answer, signed
+from ksearch.gpu.task import Tolerance
 
 PROBE_SALT = 0x5EED_D1CE  # probe inputs come from their own seed, never the trials' ones
 

@@ -7,7 +7,7 @@ is captured with the arguments Triton would specialise on (pointer dtypes, 16-by
 values, constexprs, num_warps/num_stages) and no kernel runs. Each distinct specialisation is then
 compiled with `triton.compile(ASTSource, target=GPUTarget("cuda", 90, 32))` down to a cubin: ptxas's
 own report gives registers, spills and stack; Triton's metadata gives shared memory. Launches of
-`gpu.nvrtc` kernels are recorded too (block size, dynamic shared memory) for their occupancy.
+`ksearch.gpu.nvrtc` kernels are recorded too (block size, dynamic shared memory) for their occupancy.
 
 Everything that goes wrong becomes a diagnostic on a line of the candidate's file, never a traceback.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu import faults
+from ksearch.gpu import faults
 
 MAX_BUILDS = 12  # distinct specialisations compiled per call: a loop of launches is one build, not many
 
@@ -111,14 +111,14 @@ def _record_triton(rec: Recorder, jf: Any, args: tuple[Any, ...], grid: Any, kwa
 
 
 class _RecordedNvrtcKernel:
-    """Stands in for `gpu.nvrtc.Kernel` in the dry run: a launch is recorded, nothing runs."""
+    """Stands in for `ksearch.gpu.nvrtc.Kernel` in the dry run: a launch is recorded, nothing runs."""
 
     def __init__(self, rec: Recorder, name: str) -> None:
         self._rec = rec
         self.name = name
 
     def launch(self, grid: Any, block: Any, args: Any = (), shared_mem: int = 0, stream: Any = None) -> None:
-        from gpu.nvrtc import _dim3
+        from ksearch.gpu.nvrtc import _dim3
 
         b = _dim3(block)
         _dim3(grid)  # the same argument checks as a real launch
@@ -131,11 +131,11 @@ class _RecordedNvrtcKernel:
 
 @contextlib.contextmanager
 def recording(rec: Recorder) -> Iterator[Recorder]:
-    """Replace Triton's launch paths and gpu.nvrtc's compile with recorders while the block runs."""
+    """Replace Triton's launch paths and ksearch.gpu.nvrtc's compile with recorders while the block runs."""
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
-    from gpu import nvrtc
+    from ksearch.gpu import nvrtc
 
     orig_run, orig_tune, orig_nvrtc = JITFunction.run, Autotuner.run, nvrtc.compile
 
@@ -324,9 +324,9 @@ def run(
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
 
-    from gpu.compiler import parse_nvcc_output
-    from gpu.runtime import load_candidate_module
-    from gpu.tasks.rt_common import module_name
+    from ksearch.gpu.compiler import parse_nvcc_output
+    from ksearch.gpu.runtime import load_candidate_module
+    from ksearch.gpu.tasks.rt_common import module_name
 
     t0 = time.perf_counter()
     capability = int(re.sub(r"\D", "", arch) or 90)

@@ -11,7 +11,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu.cudasrc import CPP_EXT_PRELUDE, locate_line
+from ksearch.gpu.cudasrc import CPP_EXT_PRELUDE, locate_line
 
 _CUDA_MSG = re.compile(
     r"\((?P<line>\d+)\): (?P<sev>error|warning|catastrophic error)(?: #[\w-]+)?: (?P<msg>.*)"

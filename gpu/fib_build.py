@@ -14,7 +14,7 @@ A candidate converted from a Solution JSON (gpu/tasks/fib_solution.py) calls
   FlashInfer-Bench's do.
 
 It returns the entry symbol; the candidate calls it positionally. A failed build raises
-`gpu.cpp_ext.ExtensionBuildError`, which the sandbox reports as the candidate's compile error.
+`ksearch.gpu.cpp_ext.ExtensionBuildError`, which the sandbox reports as the candidate's compile error.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from gpu.cpp_ext import ExtensionBuildError
+from ksearch.gpu.cpp_ext import ExtensionBuildError
 
 _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _LOADED: dict[str, Callable[..., Any]] = {}

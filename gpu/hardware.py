@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from gpu.stats import summarize
+from ksearch.gpu.stats import summarize
 
 
 def environment(device: torch.device) -> dict[str, Any]:

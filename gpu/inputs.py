@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gpu.checking import constant_like, finite_mean, pieces
-from gpu.task import TaskError, Tolerance, Workload
-from gpu.tasks.dtypes import FP8_DTYPES, accepted_dtypes, canonical_dtype
+from ksearch.gpu.checking import constant_like, finite_mean, pieces
+from ksearch.gpu.task import TaskError, Tolerance, Workload
+from ksearch.gpu.tasks.dtypes import FP8_DTYPES, accepted_dtypes, canonical_dtype
 
 if TYPE_CHECKING:
-    from gpu.task import Task
+    from ksearch.gpu.task import Task
 
 DTypeLike = str | torch.dtype
 ShapeArg = int | Sequence[int]
@@ -271,7 +271,7 @@ def degenerate_outputs(task: Task, seed: int = 0, device: str = "cpu") -> list[s
 
     Runs the reference once on the smoke workload; an empty list means the rule rejects all fakes.
     """
-    from gpu.runtime import TaskRuntime  # the runtime imports this module
+    from ksearch.gpu.runtime import TaskRuntime  # the runtime imports this module
 
     rt = TaskRuntime(task)
     wl = task.smoke()

@@ -1,7 +1,7 @@
 """Run a command (a worker, nvcc, ncu) where candidate code cannot see other processes or write outside
 the directories it is given.
 
-    python -m gpu.jail --rw DIR [--rw DIR ...] -- COMMAND ARGS...
+    python -m ksearch.gpu.jail --rw DIR [--rw DIR ...] -- COMMAND ARGS...
 
 Linux namespaces, no privileges needed (unprivileged user namespaces):
 - a new user + mount namespace: every mount is made read-only (recursively), except bind mounts of the
@@ -146,10 +146,10 @@ def main(argv: list[str]) -> None:
             writable.append(os.path.realpath(argv[i + 1]))
             i += 2
         else:
-            sys.exit(f"gpu.jail: unexpected argument {argv[i]!r}; usage: --rw DIR ... -- COMMAND ...")
+            sys.exit(f"ksearch.gpu.jail: unexpected argument {argv[i]!r}; usage: --rw DIR ... -- COMMAND ...")
     cmd = argv[i + 1 :]
     if not cmd:
-        sys.exit("gpu.jail: no command after --")
+        sys.exit("ksearch.gpu.jail: no command after --")
     uid, gid = os.getuid(), os.getgid()
     try:
         for d in writable:
@@ -159,7 +159,7 @@ def main(argv: list[str]) -> None:
         _map_ids(uid, gid)
         _build_mounts(writable)
     except OSError as e:
-        print(f"gpu.jail: cannot isolate the command: {e}", file=sys.stderr, flush=True)
+        print(f"ksearch.gpu.jail: cannot isolate the command: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_SETUP_FAILED)
     r, w = os.pipe()
     pid = os.fork()
@@ -168,7 +168,7 @@ def main(argv: list[str]) -> None:
         try:
             _init(cmd, w)
         except BaseException as e:  # the command never ran: say why, as the launcher would
-            print(f"gpu.jail: cannot start the command: {e}", file=sys.stderr, flush=True)
+            print(f"ksearch.gpu.jail: cannot start the command: {e}", file=sys.stderr, flush=True)
             os._exit(EXIT_SETUP_FAILED)
     os.close(w)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # pass polite stops on to init
@@ -188,7 +188,7 @@ def unavailable_reason() -> str | None:
         return f"process isolation needs Linux namespaces; this is {platform.system()}"
     try:
         p = subprocess.run(
-            [sys.executable, "-m", "gpu.jail", "--", sys.executable, "-c", _PROBE],
+            [sys.executable, "-m", "ksearch.gpu.jail", "--", sys.executable, "-c", _PROBE],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -224,7 +224,7 @@ def resolve(mode: str) -> tuple[bool, str]:
 
 def wrap(cmd: list[str], writable: list[Path]) -> list[str]:
     """`cmd` run inside a jail where only `writable` can be written."""
-    out = [sys.executable, "-m", "gpu.jail"]
+    out = [sys.executable, "-m", "ksearch.gpu.jail"]
     for d in writable:
         out += ["--rw", str(d)]
     return [*out, "--", *cmd]

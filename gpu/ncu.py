@@ -1,6 +1,6 @@
 """Nsight Compute: build the command, parse its CSV "details" page into a ProfileSummary.
 
-The profiled program is `python -m gpu.profile_driver SPEC`, which runs one workload of a candidate
+The profiled program is `python -m ksearch.gpu.profile_driver SPEC`, which runs one workload of a candidate
 with the profiler range opened around a single call (after warm-up), so only the candidate's own
 launches are measured. GPU clocks are left alone (`--clock-control none`), like in timing.
 """
@@ -16,8 +16,8 @@ import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
-from worldmodel.errors import KsearchError
-from worldmodel.models import ProfileSummary
+from ksearch.worldmodel.errors import KsearchError
+from ksearch.worldmodel.models import ProfileSummary
 
 SECTIONS = [
     "SpeedOfLight",

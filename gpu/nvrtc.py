@@ -2,7 +2,7 @@
 
 Use from a candidate::
 
-    from gpu import nvrtc
+    from ksearch.gpu import nvrtc
 
     SRC = r'''
     extern "C" __global__ void scale(const float* x, float* y, float a, int n) {
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from worldmodel.errors import KsearchError
+from ksearch.worldmodel.errors import KsearchError
 
 _DYNAMIC_SMEM_DEFAULT = 48 * 1024
 _ATTR_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worldmodel.models import Diagnostic, KernelOccupancy, KernelResources
+from ksearch.worldmodel.models import Diagnostic, KernelOccupancy, KernelResources
 
 WARP = 32
 

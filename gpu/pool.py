@@ -2,7 +2,7 @@
 
 One worker slot per visible GPU (one in CPU mode), each process pinned with CUDA_VISIBLE_DEVICES,
 started with a scrubbed environment in its own scratch directory and process group, inside
-gpu.jail where the machine allows it (own PID namespace, read-only filesystem but for its scratch
+ksearch.gpu.jail where the machine allows it (own PID namespace, read-only filesystem but for its scratch
 directory and compiler caches). A call that does not answer within its timeout, a worker that dies
 (segfault, abort, CUDA context lost), one that grows past the host-memory limit or one whose caller
 gave up is killed; the caller gets a `WorkerError` saying which, and the slot gets a fresh process
@@ -32,9 +32,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
-from gpu import jail
-from gpu.scrub import scrubbed_env
-from worldmodel.errors import KsearchError
+from ksearch.gpu import jail
+from ksearch.gpu.scrub import scrubbed_env
+from ksearch.worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")
 
@@ -398,7 +398,9 @@ class WorkerProcess:
         spare: bool = False,
     ) -> None:
         self.slot = slot
-        self.jailed = jailed  # run inside gpu.jail: own PID namespace, read-only outside scratch/caches
+        self.jailed = (
+            jailed  # run inside ksearch.gpu.jail: own PID namespace, read-only outside scratch/caches
+        )
         self.gpu = gpu
         self.root = root  # this sandbox's own directory: scratch dirs of its workers
         self.shared = shared  # compiler caches shared by every sandbox on the machine
@@ -473,7 +475,7 @@ class WorkerProcess:
         p = _Process(self.slot, scratch, mode, self.memory_limit_bytes)
         caches = self._caches(mode)
         caches.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "gpu.worker"]
+        cmd = [sys.executable, "-m", "ksearch.gpu.worker"]
         if self.jailed:
             cmd = jail.wrap(cmd, [scratch, caches])
         p.launch(cmd, self._env(scratch, mode), self.start_timeout_s, jailed=self.jailed, after=after)

@@ -1,6 +1,6 @@
 """The program Nsight Compute profiles: one workload of one candidate, a few profiled calls.
 
-    python -m gpu.profile_driver SPEC.json
+    python -m ksearch.gpu.profile_driver SPEC.json
 
 SPEC holds the task (as JSON), the candidate (id, language, source), the workload name and a seed.
 Warm-up calls run first (Triton compiles, caches fill); only the `calls` calls between
@@ -20,8 +20,8 @@ def main(spec_path: str) -> int:
     spec = json.loads(open(spec_path).read())
     import torch
 
-    from gpu.runtime import TaskRuntime, load_candidate_module
-    from gpu.task import Task
+    from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
+    from ksearch.gpu.task import Task
 
     task = Task.model_validate(spec["task"])
     rt = TaskRuntime(task)

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpu.task import Cost, Task, Tolerance, Workload
-from gpu.tasks.rt_common import INIT_SEED, CandidateError, exec_module, module_name
-from worldmodel.models import WorkloadCorrectness
+from ksearch.gpu.task import Cost, Task, Tolerance, Workload
+from ksearch.gpu.tasks.rt_common import INIT_SEED, CandidateError, exec_module, module_name
+from ksearch.worldmodel.models import WorkloadCorrectness
 
 __all__ = ["INIT_SEED", "CandidateError", "TaskRuntime", "load_candidate_module"]
 
@@ -32,15 +32,15 @@ class TaskRuntime:
     def __init__(self, task: Task) -> None:
         self.task = task
         if task.style == "flashinfer":
-            from gpu.tasks.rt_flashinfer import FlashInferRuntime
+            from ksearch.gpu.tasks.rt_flashinfer import FlashInferRuntime
 
             self._impl: Any = FlashInferRuntime(task)
         elif task.style == "gpumode":
-            from gpu.tasks.rt_gpumode import GpuModeRuntime
+            from ksearch.gpu.tasks.rt_gpumode import GpuModeRuntime
 
             self._impl = GpuModeRuntime(task)
         else:
-            from gpu.tasks.rt_native import NativeRuntime
+            from ksearch.gpu.tasks.rt_native import NativeRuntime
 
             self._impl = NativeRuntime(task)
 
@@ -54,7 +54,7 @@ class TaskRuntime:
 
     @property
     def reference_module(self) -> types.ModuleType | None:
-        """The module the reference's code lives in (watched by gpu.guard), if the format has one."""
+        """The module the reference's code lives in (watched by ksearch.gpu.guard), if the format has one."""
         for attr in ("module", "reference"):  # native; GPU MODE and FlashInfer-Bench
             mod = getattr(self._impl, attr, None)
             if isinstance(mod, types.ModuleType):

@@ -25,17 +25,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu import jail, ncu
-from gpu.compiler import StaticCompiler
-from gpu.kvcache import JsonFileCache, KVCache
-from gpu.pool import WorkerError, WorkerPool, WorkerProcess
-from gpu.sandbox_api import HardwareFacts, Progress, Sandbox, SandboxError
-from gpu.sandbox_dryrun import DryRun
-from gpu.sandbox_profile import profile_on
-from gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json
-from gpu.sandbox_steps import BASELINE_VERSION, EvalSteps
-from gpu.task import Task
-from worldmodel.models import Candidate, CompileReport, Environment, EvalSettings, Evaluation, ProfileSummary
+from ksearch.gpu import jail, ncu
+from ksearch.gpu.compiler import StaticCompiler
+from ksearch.gpu.kvcache import JsonFileCache, KVCache
+from ksearch.gpu.pool import WorkerError, WorkerPool, WorkerProcess
+from ksearch.gpu.sandbox_api import HardwareFacts, Progress, Sandbox, SandboxError
+from ksearch.gpu.sandbox_dryrun import DryRun
+from ksearch.gpu.sandbox_profile import profile_on
+from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json
+from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps
+from ksearch.gpu.task import Task
+from ksearch.worldmodel.models import (
+    Candidate,
+    CompileReport,
+    Environment,
+    EvalSettings,
+    Evaluation,
+    ProfileSummary,
+)
 
 # the names callers import from here
 __all__ = [

@@ -1,7 +1,7 @@
 """The sandbox's interface: what the tools and the driver call (`Sandbox`), the facts it gives about the
 machine it measures on (`HardwareFacts`) and the error for a request it cannot serve (`SandboxError`).
 
-A cluster backend can implement `Sandbox`; `gpu.sandbox.LocalSandbox` is the one on this machine.
+A cluster backend can implement `Sandbox`; `ksearch.gpu.sandbox.LocalSandbox` is the one on this machine.
 Importing this module does not import torch.
 """
 
@@ -12,9 +12,16 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpu.task import Task
-from worldmodel.errors import KsearchError
-from worldmodel.models import Candidate, CompileReport, Environment, EvalSettings, Evaluation, ProfileSummary
+from ksearch.gpu.task import Task
+from ksearch.worldmodel.errors import KsearchError
+from ksearch.worldmodel.models import (
+    Candidate,
+    CompileReport,
+    Environment,
+    EvalSettings,
+    Evaluation,
+    ProfileSummary,
+)
 
 Progress = Callable[[str, float], Awaitable[None]]
 

@@ -3,7 +3,7 @@ tensors, recording its launches, and compiles its Triton kernels for the target 
 spills, shared memory, warps, stages, occupancy); for NVRTC launches (anywhere) it records their block sizes.
 
 A process running Triton's interpreter cannot give real JITFunctions (Triton's own library functions are
-interpreted there too), hence a worker of its own, jailed like the others (see gpu.dryrun for its side).
+interpreted there too), hence a worker of its own, jailed like the others (see ksearch.gpu.dryrun for its side).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu import occupancy
-from gpu.pool import WorkerError, WorkerProcess
-from gpu.sandbox_run import diag, params_text, smoke_name, task_json
-from gpu.task import Task
-from worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
+from ksearch.gpu import occupancy
+from ksearch.gpu.pool import WorkerError, WorkerProcess
+from ksearch.gpu.sandbox_run import diag, params_text, smoke_name, task_json
+from ksearch.gpu.task import Task
+from ksearch.worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
 
 DRYRUN_SLACK_S = 30.0  # beyond a dry run's own budget before its worker is killed
 

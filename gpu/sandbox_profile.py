@@ -9,14 +9,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from gpu import jail, ncu
-from gpu.pool import WorkerProcess, compiler_cache_env
-from gpu.procs import communicate_or_kill
-from gpu.sandbox_api import SandboxError
-from gpu.sandbox_run import task_json
-from gpu.scrub import scrubbed_env
-from gpu.task import Task
-from worldmodel.models import Candidate, ProfileSummary
+from ksearch.gpu import jail, ncu
+from ksearch.gpu.pool import WorkerProcess, compiler_cache_env
+from ksearch.gpu.procs import communicate_or_kill
+from ksearch.gpu.sandbox_api import SandboxError
+from ksearch.gpu.sandbox_run import task_json
+from ksearch.gpu.scrub import scrubbed_env
+from ksearch.gpu.task import Task
+from ksearch.worldmodel.models import Candidate, ProfileSummary
 
 PROFILED_CALLS = 5  # ncu's duration is the median of this many profiled calls (one alone varies ~4%)
 
@@ -54,7 +54,7 @@ async def profile_on(
     (work / "spec.json").write_text(json.dumps(spec))
     report = str(work / "profile.ncu-rep")
     cmd = ncu.ncu_command(
-        exe, [sys.executable, "-m", "gpu.profile_driver", str(work / "spec.json")], report, kernel
+        exe, [sys.executable, "-m", "ksearch.gpu.profile_driver", str(work / "spec.json")], report, kernel
     )
     if jailed:  # the candidate runs under ncu here: the same walls as in a worker
         await asyncio.to_thread(shared.mkdir, parents=True, exist_ok=True)

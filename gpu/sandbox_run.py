@@ -7,10 +7,10 @@ import json
 import time
 from typing import Any
 
-from gpu import occupancy
-from gpu.stats import geomean
-from gpu.task import Task, TaskError
-from worldmodel.models import (
+from ksearch.gpu import occupancy
+from ksearch.gpu.stats import geomean
+from ksearch.gpu.task import Task, TaskError
+from ksearch.worldmodel.models import (
     Candidate,
     CompileReport,
     Diagnostic,

@@ -2,7 +2,7 @@
 kernels' resources, time it and measure the baselines it is compared with. Each failure is recorded on the
 evaluation's `Run` (a status and a message a model can act on), never raised.
 
-`EvalSteps` is a base class of `gpu.sandbox.LocalSandbox`, which sets the attributes it declares.
+`EvalSteps` is a base class of `ksearch.gpu.sandbox.LocalSandbox`, which sets the attributes it declares.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from gpu import interp_watch
-from gpu.kvcache import KVCache
-from gpu.pool import WorkerError, WorkerProcess
-from gpu.sandbox_api import SandboxError
-from gpu.sandbox_run import Run, params_text, task_json
-from gpu.task import Task, TaskError
-from worldmodel.models import Environment, EvalSettings, WorkloadCorrectness, WorkloadTiming
+from ksearch.gpu import interp_watch
+from ksearch.gpu.kvcache import KVCache
+from ksearch.gpu.pool import WorkerError, WorkerProcess
+from ksearch.gpu.sandbox_api import SandboxError
+from ksearch.gpu.sandbox_run import Run, params_text, task_json
+from ksearch.gpu.task import Task, TaskError
+from ksearch.worldmodel.models import Environment, EvalSettings, WorkloadCorrectness, WorkloadTiming
 
 # v3: the torch.compile baseline is compiled static and fresh per workload, and its key names the mode
 # (before, one compile served every workload: dynamically shaped after the first)
@@ -166,7 +166,7 @@ class EvalSteps:
     ) -> str | None:
         """The message for a timeout that the Triton CPU interpreter's slowness explains, else None.
 
-        The killed worker's record (gpu.interp_watch) says whether its time went into interpreted kernels;
+        The killed worker's record (ksearch.gpu.interp_watch) says whether its time went into interpreted kernels;
         a candidate whose own host code loops forever still gets "timeout"."""
         if e.kind != "timeout" or not self.cpu_mode or run.candidate.language != "triton":
             return None

@@ -47,7 +47,7 @@ def scrubbed_env(
 
     HOME and TMPDIR point into the worker's scratch directory; PYTHONPATH keeps the parent's
     entries and adds the project root so the worker can import `gpu` and candidates can import
-    `gpu.nvrtc`.
+    `ksearch.gpu.nvrtc`.
     """
     src = os.environ if parent is None else parent
     env: dict[str, str] = {}

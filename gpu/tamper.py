@@ -52,7 +52,7 @@ _BENIGN_SETTINGS = (
     "triton.Config",
 )
 # The harness's package under both its names (see _PROTECTED_ROOTS), and its modules a candidate must not
-# import (prefixes: gpu.worker covers worker_core, worker_timing, ...).
+# import (prefixes: ksearch.gpu.worker covers worker_core, worker_timing, ...).
 _HARNESS_PACKAGES = ("ksearch.gpu", "gpu")
 _HARNESS_MODULES = tuple(
     f"{pkg}.{mod}"

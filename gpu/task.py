@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldmodel.errors import KsearchError
+from ksearch.worldmodel.errors import KsearchError
 
 TaskStyle = Literal["kernelbench", "flashinfer", "gpumode"]
 Split = Literal["search", "heldout", "smoke"]

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from gpu.stats import Summary, summarize
+from ksearch.gpu.stats import Summary, summarize
 
 _perf = time.perf_counter  # bound now: a candidate patching time.perf_counter later does not reach us
 MIN_WARMUP_S = 0.025  # warm-up lasts at least this long (and at least `warmup` calls)

@@ -1,6 +1,6 @@
 """A sandbox worker process: loads candidates, checks and times them on one GPU (or the CPU).
 
-Started by `gpu.pool` as `python -m gpu.worker` with a scrubbed environment, its scratch
+Started by `ksearch.gpu.pool` as `python -m ksearch.gpu.worker` with a scrubbed environment, its scratch
 directory as cwd, CUDA_VISIBLE_DEVICES pinned to one GPU. Protocol: one JSON object per line;
 requests on stdin ({"id", "op", "args"}), replies on the original stdout ({"id", "ok", "result"} or
 {"id", "ok": false, "error"}), a {"id": 0, "hello": {...}} line at start. The candidate's own prints
@@ -44,7 +44,7 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing candidate leaves no core file
     import torch  # after the fd juggling: CUDA/triton banners go to stderr
 
-    from gpu.worker_state import WorkerState
+    from ksearch.gpu.worker_state import WorkerState
 
     cpu_mode = bool(cfg.get("cpu_mode")) or not torch.cuda.is_available()
     device = torch.device("cpu" if cpu_mode else "cuda:0")

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from gpu.kernel_names import ran_own_kernel
-from gpu.worker_core import CandidateFailure, WorkerCore
+from ksearch.gpu.kernel_names import ran_own_kernel
+from ksearch.gpu.worker_core import CandidateFailure, WorkerCore
 
 _GLOBAL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[^(;{]*?(\w+)\s*\(")
 
@@ -38,7 +38,7 @@ class KernelAudit(WorkerCore):
         return out
 
     def own_kernel_names(self) -> set[str]:
-        from gpu import nvrtc
+        from ksearch.gpu import nvrtc
 
         names = {
             getattr(f, "__name__", None) or getattr(getattr(f, "fn", None), "__name__", "")
@@ -145,7 +145,7 @@ class KernelAudit(WorkerCore):
                         "num_stages": getattr(md, "num_stages", None),
                     }
                 )
-        from gpu import nvrtc
+        from ksearch.gpu import nvrtc
 
         seen = set()
         for k in nvrtc.REQUESTED:

@@ -9,9 +9,9 @@ from typing import Any
 
 import torch
 
-from gpu import checking, faults
-from gpu.worker_audit import KernelAudit
-from gpu.worker_core import CandidateFailure
+from ksearch.gpu import checking, faults
+from ksearch.gpu.worker_audit import KernelAudit
+from ksearch.gpu.worker_core import CandidateFailure
 
 
 class CorrectnessChecks(KernelAudit):
@@ -77,7 +77,7 @@ class CorrectnessChecks(KernelAudit):
         """Trivial answers the task's rule accepts on these inputs (see checking.degenerate_answers)."""
         if not self.rt.has_own_check:
             return checking.degenerate_answers(exp, inputs, tol)
-        from gpu.inputs import as_outputs, degenerate_findings
+        from ksearch.gpu.inputs import as_outputs, degenerate_findings
 
         return [
             f"degenerate_reference: output {f.output} would pass the task's own check as {f.label}; this "
@@ -150,9 +150,9 @@ class CorrectnessChecks(KernelAudit):
         tol: Any,
         notes: list[str],
     ) -> dict[str, Any] | None:
-        """The workload's own inputs accept a trivial answer: run once more on signed inputs (gpu.degenerate)
+        """The workload's own inputs accept a trivial answer: run once more on signed inputs (ksearch.gpu.degenerate)
         and fail a candidate whose output there is trivial where the reference's is not."""
-        from gpu import degenerate
+        from ksearch.gpu import degenerate
 
         probe = degenerate.signed_inputs(inputs, seed)
         try:

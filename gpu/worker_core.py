@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from gpu import checking, faults, guard, hardware, timing
-from gpu.task import Task
-from worldmodel.errors import KsearchError
+from ksearch.gpu import checking, faults, guard, hardware, timing
+from ksearch.gpu.task import Task
+from ksearch.worldmodel.errors import KsearchError
 
 
 def precision_snapshot() -> dict[str, Any]:
@@ -112,7 +112,7 @@ class WorkerCore:
 
         if not knobs.runtime.interpret:
             return
-        from gpu.interp_watch import Watch
+        from ksearch.gpu.interp_watch import Watch
 
         self.watch = Watch(Path.cwd())
         self.watch.install()
@@ -156,7 +156,7 @@ class WorkerCore:
         key = hashlib.sha256(json.dumps(task_dict, sort_keys=True, default=str).encode()).hexdigest()
         if key == self._task_key:
             return
-        from gpu.runtime import TaskRuntime
+        from ksearch.gpu.runtime import TaskRuntime
 
         self.task = Task.model_validate(task_dict)
         self.rt = TaskRuntime(self.task)
@@ -188,8 +188,8 @@ class WorkerCore:
         if cand["id"] == self._cand_id and self.module is not None:
             return {"ok": True, "cached": True, "seconds": 0.0, "flags": []}
         self._unload()
-        from gpu import nvrtc
-        from gpu.runtime import load_candidate_module
+        from ksearch.gpu import nvrtc
+        from ksearch.gpu.runtime import load_candidate_module
 
         nvrtc.REQUESTED.clear()
         self._audit_result = None

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpu import hardware
-from gpu.worker_checks import CorrectnessChecks
-from gpu.worker_timing import Timing
+from ksearch.gpu import hardware
+from ksearch.gpu.worker_checks import CorrectnessChecks
+from ksearch.gpu.worker_timing import Timing
 
 
 class WorkerState(CorrectnessChecks, Timing):
@@ -40,8 +40,8 @@ class WorkerState(CorrectnessChecks, Timing):
 
     def dryrun(self, args: dict[str, Any]) -> dict[str, Any]:
         """Record the candidate's launches on CPU tensors and compile its Triton kernels for a GPU target
-        (a worker started with TRITON_INTERPRET=0 and no GPU; see gpu.dryrun)."""
-        from gpu import dryrun
+        (a worker started with TRITON_INTERPRET=0 and no GPU; see ksearch.gpu.dryrun)."""
+        from ksearch.gpu import dryrun
 
         return dryrun.run(
             self,

@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from gpu import checking, guard, hardware, timing
-from gpu.tasks.rt_common import clone_data
-from gpu.worker_core import CandidateFailure, WorkerCore, restore_precision
-from worldmodel.models import EvalSettings
+from ksearch.gpu import checking, guard, hardware, timing
+from ksearch.gpu.tasks.rt_common import clone_data
+from ksearch.gpu.worker_core import CandidateFailure, WorkerCore, restore_precision
+from ksearch.worldmodel.models import EvalSettings
 
 # Achieved / attainable above this is implausible: the ceilings are measured library rates, and the
 # hardware's true peak lies only a little above them.

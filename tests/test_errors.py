@@ -11,12 +11,12 @@ import sqlite3
 
 import pytest
 
-from worldmodel import errors
-from worldmodel.errors import KsearchError
+from ksearch.worldmodel import errors
+from ksearch.worldmodel.errors import KsearchError
 
 PACKAGES = tuple(f"ksearch.{room}" for room in ("worldmodel", "gpu", "tools", "server"))
 # BaseException on purpose: a candidate's `except Exception` must not swallow the dry run's deadline.
-OUTSIDE = {"gpu.dryrun.DryRunTimeout"}
+OUTSIDE = {"ksearch.gpu.dryrun.DryRunTimeout"}
 
 
 def _modules() -> list[str]:
@@ -69,7 +69,7 @@ def defined() -> dict[str, type[BaseException]]:
 
 
 def test_every_exception_class_derives_from_ksearch_error(defined: dict[str, type[BaseException]]) -> None:
-    assert "gpu.sandbox_api.SandboxError" in defined  # the walk did reach the packages
+    assert "ksearch.gpu.sandbox_api.SandboxError" in defined  # the walk did reach the packages
     outside = sorted(
         q for q, cls in defined.items() if not issubclass(cls, KsearchError) and q not in OUTSIDE
     )
@@ -91,9 +91,9 @@ def test_the_drawn_tree_is_the_real_one(defined: dict[str, type[BaseException]])
 
 def test_builtin_bases_are_kept() -> None:
     """Callers that caught the builtin kinds before the tree existed still catch them."""
-    from gpu.sandbox_api import SandboxError
-    from gpu.task import TaskError
-    from worldmodel.errors import NotFound, StoreBusy
+    from ksearch.gpu.sandbox_api import SandboxError
+    from ksearch.gpu.task import TaskError
+    from ksearch.worldmodel.errors import NotFound, StoreBusy
 
     assert issubclass(NotFound, LookupError)
     assert issubclass(StoreBusy, sqlite3.OperationalError)
@@ -106,8 +106,8 @@ def test_builtin_bases_are_kept() -> None:
 def test_the_cli_turns_a_ksearch_error_into_an_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     import typer
 
-    from server.cli.common import refusals
-    from worldmodel.errors import NotFound, StoreBusy
+    from ksearch.server.cli.common import refusals
+    from ksearch.worldmodel.errors import NotFound, StoreBusy
 
     with pytest.raises(typer.Exit) as refused, refusals():
         raise NotFound("no search 'x'; accepted: an id or a name from `ksearch searches`")
@@ -122,9 +122,9 @@ def test_the_web_page_turns_a_ksearch_error_into_a_status() -> None:
     import asyncio
     import json
 
-    from server.web.app import _guard
-    from tools.errors import ToolFailure
-    from worldmodel.errors import NotFound, StoreBusy
+    from ksearch.server.web.app import _guard
+    from ksearch.tools.errors import ToolFailure
+    from ksearch.worldmodel.errors import NotFound, StoreBusy
 
     async def answer(error: Exception) -> tuple[int, dict[str, object]]:
         async def handler(request: object) -> None:

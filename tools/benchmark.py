@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tools import loop
-from tools.common import (
+from ksearch.tools import loop
+from ksearch.tools.common import (
     MeasuredJob,
     Progress,
     check_workloads,
@@ -19,11 +19,11 @@ from tools.common import (
     summarize,
     task_for,
 )
-from tools.errors import ToolFailure
-from tools.run_correctness import EvaluationOut
-from tools.workspace import Workspace
-from worldmodel.errors import NotFound
-from worldmodel.models import Attempt, Evaluation, Node, Search
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.run_correctness import EvaluationOut
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.errors import NotFound
+from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
 
 
 class BenchmarkIn(MeasuredJob):
@@ -186,7 +186,7 @@ async def record(
     round: int,
     author: str,
 ) -> Attempt:
-    from gpu.compare import compare
+    from ksearch.gpu.compare import compare
 
     def better(a: Attempt, b: Attempt) -> bool:
         # Noise-aware: the new attempt replaces the best only when faster beyond measured spread.

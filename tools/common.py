@@ -8,12 +8,12 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import Field, model_validator
 
-from gpu.task import Task
-from tools.errors import ToolFailure
-from tools.schema import ToolIn
-from tools.workspace import Workspace
-from worldmodel.errors import NotFound
-from worldmodel.models import (
+from ksearch.gpu.task import Task
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.schema import ToolIn
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.errors import NotFound
+from ksearch.worldmodel.models import (
     Candidate,
     EvalSettings,
     Evaluation,
@@ -53,7 +53,7 @@ class CandidateRef(ToolIn):
         "CUDA or C++ sources and entry point, run as a candidate (its language comes from the solution's spec)",
     )
     language: Language = Field(
-        "triton", description="triton | cuda (NVRTC via gpu.nvrtc) | cpp_ext (load_inline)"
+        "triton", description="triton | cuda (NVRTC via ksearch.gpu.nvrtc) | cpp_ext (load_inline)"
     )
 
     @model_validator(mode="after")
@@ -112,7 +112,7 @@ async def resolve_candidate(ws: Workspace, ref: CandidateRef, task: Task | None 
 
 def solution_candidate(text: str, task: Task | None) -> tuple[str, Language]:
     """A FlashInfer-Bench Solution JSON as the candidate source and language the sandbox runs."""
-    from gpu.tasks.fib_solution import candidate_from_solution_text
+    from ksearch.gpu.tasks.fib_solution import candidate_from_solution_text
 
     if task is None:
         raise ToolFailure("`solution_json` needs a task: a FlashInfer-Bench Solution is for one definition")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tools.common import CandidateJob, resolve_candidate, task_for
-from tools.schema import ToolModel
-from tools.workspace import Workspace
-from worldmodel.models import CompileReport
+from ksearch.tools.common import CandidateJob, resolve_candidate, task_for
+from ksearch.tools.schema import ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import CompileReport
 
 
 class CompileKernelIn(CandidateJob):

@@ -9,16 +9,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gpu.task import Task
-from gpu.tasks.facts import task_facts
-from gpu.tasks.tunables import TunableError, read_tunables
-from tools import loop
-from tools.common import summarize
-from tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
-from tools.select_action import base_attempt
-from tools.workspace import Workspace
-from worldmodel.models import Attempt, EvalSettings, Node, Search, compile_baseline_how
-from worldmodel.render import render_tree
+from ksearch.gpu.task import Task
+from ksearch.gpu.tasks.facts import task_facts
+from ksearch.gpu.tasks.tunables import TunableError, read_tunables
+from ksearch.tools import loop
+from ksearch.tools.common import summarize
+from ksearch.tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
+from ksearch.tools.select_action import base_attempt
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Attempt, EvalSettings, Node, Search, compile_baseline_how
+from ksearch.worldmodel.render import render_tree
 
 TREE_BUDGET = 6000
 

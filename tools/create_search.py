@@ -7,10 +7,10 @@ import secrets
 
 from pydantic import Field
 
-from tools.errors import ToolFailure
-from tools.schema import ToolIn
-from tools.workspace import Workspace
-from worldmodel.models import Budgets, CompileMode, Language, Search, SearchConfig
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.schema import ToolIn
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Budgets, CompileMode, Language, Search, SearchConfig
 
 
 class CreateSearchIn(ToolIn):

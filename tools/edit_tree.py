@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tools.errors import ToolFailure
-from tools.schema import ToolIn
-from tools.workspace import Workspace
-from worldmodel.edits import apply_edits
-from worldmodel.errors import EditRejected
-from worldmodel.models import EditSpec, Node
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.schema import ToolIn
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.edits import apply_edits
+from ksearch.worldmodel.errors import EditRejected
+from ksearch.worldmodel.models import EditSpec, Node
 
 
 class EditTreeIn(ToolIn):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from worldmodel.errors import KsearchError
+from ksearch.worldmodel.errors import KsearchError
 
 
 class ToolFailure(KsearchError):

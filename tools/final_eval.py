@@ -7,11 +7,11 @@ import logging
 
 from pydantic import Field
 
-from tools import loop
-from tools.common import summarize
-from tools.schema import ToolIn, ToolModel
-from tools.workspace import Workspace
-from worldmodel.models import Attempt, EvalSettings, Evaluation, FinalOutcome, Search, SearchStatus
+from ksearch.tools import loop
+from ksearch.tools.common import summarize
+from ksearch.tools.schema import ToolIn, ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Attempt, EvalSettings, Evaluation, FinalOutcome, Search, SearchStatus
 
 log = logging.getLogger(__name__)
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tools import contexts, loop
-from tools.common import node_in
-from tools.errors import ToolFailure
-from tools.loop import LoopState, RefineState
-from tools.phase_models import UpdateContext
-from tools.phase_prompts import UPDATE_HINT, prompt_text
-from tools.schema import ToolIn, ToolModel
-from tools.workspace import Workspace
-from worldmodel.models import Node, NodeStatus, Search
+from ksearch.tools import contexts, loop
+from ksearch.tools.common import node_in
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop import LoopState, RefineState
+from ksearch.tools.phase_models import UpdateContext
+from ksearch.tools.phase_prompts import UPDATE_HINT, prompt_text
+from ksearch.tools.schema import ToolIn, ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Node, NodeStatus, Search
 
 
 class FinishIntentIn(ToolIn):

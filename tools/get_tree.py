@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tools.schema import ToolIn, ToolModel
-from tools.workspace import Workspace
-from worldmodel.render import MIN_BUDGET, render_tree, tree_json, tree_mermaid
+from ksearch.tools.schema import ToolIn, ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.render import MIN_BUDGET, render_tree, tree_json, tree_mermaid
 
 
 class GetTreeIn(ToolIn):

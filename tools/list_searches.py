@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tools.schema import ToolModel
-from tools.workspace import Workspace
-from worldmodel import runs
+from ksearch.tools.schema import ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import runs
 
 
 class SearchRow(ToolModel):

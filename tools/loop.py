@@ -19,10 +19,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpu.compare import compare
-from tools.schema import ToolModel
-from tools.workspace import Workspace
-from worldmodel.models import Attempt, Evaluation, Node, Search
+from ksearch.gpu.compare import compare
+from ksearch.tools.schema import ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
 
 Phase = Literal["init", "select", "refine", "update", "final", "done"]
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import Field
 
-from tools.schema import ToolIn
-from worldmodel.models import EditSpec, IntentSpec, Language
+from ksearch.tools.schema import ToolIn
+from ksearch.worldmodel.models import EditSpec, IntentSpec, Language
 
 
 class Ctx(ToolIn):

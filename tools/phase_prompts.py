@@ -6,13 +6,13 @@ its model: analyse and seed, implement an intent, reflect and edit.
 
 from __future__ import annotations
 
-from tools import contexts, loop
-from tools.common import node_in
-from tools.errors import ToolFailure
-from tools.phase_models import InitContext, UpdateContext, WriteContext
-from tools.prompting import Phase, render_prompt
-from tools.workspace import Workspace
-from worldmodel.models import Node
+from ksearch.tools import contexts, loop
+from ksearch.tools.common import node_in
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.phase_models import InitContext, UpdateContext, WriteContext
+from ksearch.tools.prompting import Phase, render_prompt
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Node
 
 INIT_HINT = (
     "When done, call propose_intents with these intents and edit_tree (op=update on the root) to store your "

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tools.common import CandidateJob, resolve_candidate, task_for
-from tools.errors import ToolFailure
-from tools.schema import ToolModel
-from tools.workspace import Workspace
-from worldmodel.models import ProfileSummary
+from ksearch.tools.common import CandidateJob, resolve_candidate, task_for
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.schema import ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import ProfileSummary
 
 
 class ProfileIn(CandidateJob):

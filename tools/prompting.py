@@ -13,14 +13,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from tools.phase_models import (
+from ksearch.tools.phase_models import (
     AttemptOutcome,
     InitContext,
     TaskBrief,
     UpdateContext,
     WriteContext,
 )
-from worldmodel.models import EXPECTED_SPEEDUP
+from ksearch.worldmodel.models import EXPECTED_SPEEDUP
 
 Phase = Literal["init", "write_code", "update"]
 PHASES: tuple[Phase, ...] = ("init", "write_code", "update")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tools.common import (
+from ksearch.tools.common import (
     MeasuredJob,
     Progress,
     check_workloads,
@@ -13,10 +13,10 @@ from tools.common import (
     summarize,
     task_for,
 )
-from tools.loop import RefineState
-from tools.schema import ToolModel
-from tools.workspace import Workspace
-from worldmodel.models import Evaluation
+from ksearch.tools.loop import RefineState
+from ksearch.tools.schema import ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Evaluation
 
 
 class RunCorrectnessIn(MeasuredJob):

@@ -12,10 +12,10 @@ from pathlib import Path
 from pydantic import Field
 
 from ksearch.about import IMPORT_ROOT
-from tools.common import Progress
-from tools.errors import ToolFailure
-from tools.schema import ToolIn, ToolModel
-from tools.workspace import Workspace
+from ksearch.tools.common import Progress
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.schema import ToolIn, ToolModel
+from ksearch.tools.workspace import Workspace
 
 
 class RunSearchIn(ToolIn):
@@ -45,7 +45,17 @@ async def run_search(
     s = await ws.search(inp.search)
     log = db.parent / "logs" / f"search-{s.id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "server.cli", "run", "--resume", str(s.id), "--db", str(db), "--plain"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ksearch.server.cli",
+        "run",
+        "--resume",
+        str(s.id),
+        "--db",
+        str(db),
+        "--plain",
+    ]
     if inp.rounds is not None:
         cmd += ["--rounds", str(inp.rounds)]
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

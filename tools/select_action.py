@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tools import loop
-from tools.common import node_in
-from tools.errors import ToolFailure
-from tools.loop import LoopState
-from tools.schema import ToolIn, ToolModel
-from tools.workspace import Workspace
-from worldmodel.models import Attempt, Node, Search
-from worldmodel.select import select_action as _select
+from ksearch.tools import loop
+from ksearch.tools.common import node_in
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop import LoopState
+from ksearch.tools.schema import ToolIn, ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Attempt, Node, Search
+from ksearch.worldmodel.select import select_action as _select
 
 
 class SelectActionIn(ToolIn):

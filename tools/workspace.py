@@ -10,11 +10,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from gpu.sandbox import LocalSandbox, Sandbox
-from gpu.task import Task
-from gpu.tasks import load_task
-from worldmodel.models import Search
-from worldmodel.store import Store
+from ksearch.gpu.sandbox import LocalSandbox, Sandbox
+from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import load_task
+from ksearch.worldmodel.models import Search
+from ksearch.worldmodel.store import Store
 
 
 class StoreCache:

@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 import aiosqlite
 from pydantic import BaseModel, ValidationError
 
-from worldmodel import rows
-from worldmodel.errors import EditProblem, EditRejected, NotFound
-from worldmodel.models import Attempt, EditSpec, Evaluation, IntentSpec, Node, NodeStatus
-from worldmodel.similarity import TitleKey, near_duplicate, stored_key
-from worldmodel.store import Store
+from ksearch.worldmodel import rows
+from ksearch.worldmodel.errors import EditProblem, EditRejected, NotFound
+from ksearch.worldmodel.models import Attempt, EditSpec, Evaluation, IntentSpec, Node, NodeStatus
+from ksearch.worldmodel.similarity import TitleKey, near_duplicate, stored_key
+from ksearch.worldmodel.store import Store
 
 __all__ = ["EditProblem", "EditRejected", "apply_edits", "apply_intents", "replay_edits"]
 

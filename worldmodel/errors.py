@@ -10,34 +10,34 @@ RuntimeError, sqlite3.OperationalError), so code catching those still works.
 The tree (tests/test_errors.py checks it against the classes):
 
     KsearchError
-    ├── NotFound                       worldmodel.errors  (LookupError)
-    ├── Conflict                       worldmodel.errors  (ValueError)
-    │   └── RunInProgress              worldmodel.runs
-    ├── InvalidTransition              worldmodel.errors  (ValueError)
-    ├── EditRejected                   worldmodel.errors  (ValueError)
-    ├── StoreBusy                      worldmodel.errors  (sqlite3.OperationalError)
-    ├── SchemaError                    worldmodel.errors  (RuntimeError)
-    ├── TaskError                      gpu.task           (ValueError)
-    │   └── ProbeFailed                gpu.tasks.probe
-    ├── TunableError                   gpu.tasks.tunables (ValueError)
-    ├── SolutionError                  gpu.tasks.fib_solution (ValueError)
-    ├── CandidateError                 gpu.tasks.rt_common (ValueError)
-    ├── NotLiteral                     gpu.tasks.literals
-    ├── CandidateFailure               gpu.worker_core
-    ├── SandboxError                   gpu.sandbox_api    (RuntimeError)
-    ├── WorkerError                    gpu.pool
-    ├── ProfileError                   gpu.ncu            (RuntimeError)
-    ├── ExtensionBuildError            gpu.cpp_ext        (RuntimeError)
-    ├── NvrtcError                     gpu.nvrtc          (RuntimeError)
-    ├── ToolFailure                    tools.errors
-    ├── PolicyError                    server.driver.policies.base (RuntimeError)
-    │   └── IntentDeclined             server.driver.policies.base
-    ├── ProviderError                  server.driver.policies.llm
-    ├── OutputInvalid                  server.driver.policies.llm
-    ├── HttpError                      server.web.app
-    └── Interrupted                    server.cli.interrupt
+    ├── NotFound                       ksearch.worldmodel.errors  (LookupError)
+    ├── Conflict                       ksearch.worldmodel.errors  (ValueError)
+    │   └── RunInProgress              ksearch.worldmodel.runs
+    ├── InvalidTransition              ksearch.worldmodel.errors  (ValueError)
+    ├── EditRejected                   ksearch.worldmodel.errors  (ValueError)
+    ├── StoreBusy                      ksearch.worldmodel.errors  (sqlite3.OperationalError)
+    ├── SchemaError                    ksearch.worldmodel.errors  (RuntimeError)
+    ├── TaskError                      ksearch.gpu.task           (ValueError)
+    │   └── ProbeFailed                ksearch.gpu.tasks.probe
+    ├── TunableError                   ksearch.gpu.tasks.tunables (ValueError)
+    ├── SolutionError                  ksearch.gpu.tasks.fib_solution (ValueError)
+    ├── CandidateError                 ksearch.gpu.tasks.rt_common (ValueError)
+    ├── NotLiteral                     ksearch.gpu.tasks.literals
+    ├── CandidateFailure               ksearch.gpu.worker_core
+    ├── SandboxError                   ksearch.gpu.sandbox_api    (RuntimeError)
+    ├── WorkerError                    ksearch.gpu.pool
+    ├── ProfileError                   ksearch.gpu.ncu            (RuntimeError)
+    ├── ExtensionBuildError            ksearch.gpu.cpp_ext        (RuntimeError)
+    ├── NvrtcError                     ksearch.gpu.nvrtc          (RuntimeError)
+    ├── ToolFailure                    ksearch.tools.errors
+    ├── PolicyError                    ksearch.server.driver.policies.base (RuntimeError)
+    │   └── IntentDeclined             ksearch.server.driver.policies.base
+    ├── ProviderError                  ksearch.server.driver.policies.llm
+    ├── OutputInvalid                  ksearch.server.driver.policies.llm
+    ├── HttpError                      ksearch.server.web.app
+    └── Interrupted                    ksearch.server.cli.interrupt
 
-One class stays outside on purpose: `gpu.dryrun.DryRunTimeout` derives from BaseException so that a
+One class stays outside on purpose: `ksearch.gpu.dryrun.DryRunTimeout` derives from BaseException so that a
 candidate's own `except Exception` cannot swallow the dry run's deadline.
 
 Each face turns a `KsearchError` into its own kind of answer in one place: the CLI in

@@ -501,7 +501,7 @@ class SearchConfig(Strict):
 
 
 SearchStatus = Literal["new", "running", "stopped", "done"]
-"""A search's stored status (the views add `interrupted`: worldmodel.runs.ShownStatus)."""
+"""A search's stored status (the views add `interrupted`: ksearch.worldmodel.runs.ShownStatus)."""
 NodeKind = Literal["root", "intent"]
 
 

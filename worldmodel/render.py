@@ -17,9 +17,9 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from worldmodel import runs
-from worldmodel.models import Attempt, AttemptSpeedups, Node, NodeStatus
-from worldmodel.store import Store
+from ksearch.worldmodel import runs
+from ksearch.worldmodel.models import Attempt, AttemptSpeedups, Node, NodeStatus
+from ksearch.worldmodel.store import Store
 
 AttemptsById = Mapping[int, Attempt] | Mapping[int, float | None]
 """attempt id → Attempt, or → its speedup (None when not ok), e.g. `Store.attempt_speedups` (an

@@ -14,8 +14,8 @@ from typing import Any
 
 import aiosqlite
 
-from worldmodel.errors import NotFound
-from worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, Search
+from ksearch.worldmodel.errors import NotFound
+from ksearch.worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, Search
 
 NODE_COLUMNS = (
     "id, search_id, parent_id, kind, title, rationale, priority, difficulty, expected_speedup, notes, "

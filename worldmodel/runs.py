@@ -24,10 +24,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from worldmodel import rows
-from worldmodel.errors import Conflict
-from worldmodel.models import Search, SearchStatus
-from worldmodel.store import Store
+from ksearch.worldmodel import rows
+from ksearch.worldmodel.errors import Conflict
+from ksearch.worldmodel.models import Search, SearchStatus
+from ksearch.worldmodel.store import Store
 
 HEARTBEAT_S = 10.0  # how often a run says it is alive
 STALE_S = 60.0  # a holder not seen for this long (and not checkable on this host) is gone

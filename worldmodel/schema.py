@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import aiosqlite
 
-from worldmodel.errors import SchemaError
+from ksearch.worldmodel.errors import SchemaError
 
 _V1: tuple[str, ...] = (
     """CREATE TABLE schema_version (version INTEGER NOT NULL)""",

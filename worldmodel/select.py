@@ -20,9 +20,9 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from worldmodel import rows
-from worldmodel.models import NodeStatus
-from worldmodel.store import Store
+from ksearch.worldmodel import rows
+from ksearch.worldmodel.models import NodeStatus
+from ksearch.worldmodel.store import Store
 
 
 class SelectWeights(BaseModel):
@@ -59,7 +59,7 @@ class Selection(BaseModel):
 
 
 class NodeLike(Protocol):
-    """What selection reads from a node (`worldmodel.models.Node` fits)."""
+    """What selection reads from a node (`ksearch.worldmodel.models.Node` fits)."""
 
     @property
     def id(self) -> int: ...

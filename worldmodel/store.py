@@ -6,7 +6,7 @@ Design points:
   for the lock instead of failing with "database is locked".
 - Every multi-row change is one transaction: a crash (even SIGKILL) leaves either all of it or none.
 - Results enter only through `record_attempt`; no other method writes an evaluation, a node's best
-  attempt or a search's best (the integrity rule). Tree edits live in `worldmodel.edits`.
+  attempt or a search's best (the integrity rule). Tree edits live in `ksearch.worldmodel.edits`.
 - Inside one process, one `Store` serialises its own coroutines with an asyncio lock, so a read from
   one task never lands inside another task's transaction.
 """
@@ -26,9 +26,9 @@ from typing import Any, Literal, get_args
 import aiosqlite
 from pydantic import BaseModel, ValidationError
 
-from worldmodel import rows
-from worldmodel.errors import Conflict, InvalidTransition, NotFound, StoreBusy
-from worldmodel.models import (
+from ksearch.worldmodel import rows
+from ksearch.worldmodel.errors import Conflict, InvalidTransition, NotFound, StoreBusy
+from ksearch.worldmodel.models import (
     LANGUAGES,
     Attempt,
     AttemptSpeedups,
@@ -46,7 +46,7 @@ from worldmodel.models import (
     SearchStatus,
     candidate_id,
 )
-from worldmodel.schema import migrate
+from ksearch.worldmodel.schema import migrate
 
 Better = Callable[[Attempt, Attempt], bool]
 """`better(a, b)` is True when attempt `a` should replace `b` as a best attempt."""

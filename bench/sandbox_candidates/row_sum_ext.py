@@ -1,8 +1,8 @@
-"""Row sum as a CUDA C++ torch extension (load_inline through gpu.cpp_ext): host wrapper in C++."""
+"""Row sum as a CUDA C++ torch extension (load_inline through ksearch.gpu.cpp_ext): host wrapper in C++."""
 
 import torch
 
-from gpu import cpp_ext
+from ksearch.gpu import cpp_ext
 
 CPP = "torch::Tensor row_sum(torch::Tensor x);"
 

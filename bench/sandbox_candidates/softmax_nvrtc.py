@@ -2,7 +2,7 @@
 
 import torch
 
-from gpu import nvrtc
+from ksearch.gpu import nvrtc
 
 THREADS = 1024
 

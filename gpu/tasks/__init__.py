@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu.task import Task, TaskError
-from gpu.tasks.flashinfer import load_flashinfer
-from gpu.tasks.gpumode import load_gpumode
-from gpu.tasks.native import load_native
+from ksearch.gpu.task import Task, TaskError
+from ksearch.gpu.tasks.flashinfer import load_flashinfer
+from ksearch.gpu.tasks.gpumode import load_gpumode
+from ksearch.gpu.tasks.native import load_native
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 

@@ -3,7 +3,7 @@ look for a degenerate rule.
 
 Meant to run in its own process (it imports torch), so the CLI that asks stays light:
 
-    python -m gpu.tasks.check softmax      ->  one JSON object on stdout
+    python -m ksearch.gpu.tasks.check softmax      ->  one JSON object on stdout
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ def run_check(ref: str, workloads: str | None = None, seed: int = 0) -> CheckRep
     """Run the reference once on the smoke workload and judge the rule on that one run's outputs.
 
     Lean on memory: one model, one set of inputs and outputs at a time (the outputs are dropped before the
-    probe runs), and comparisons made piece by piece (gpu.checking.pieces)."""
+    probe runs), and comparisons made piece by piece (ksearch.gpu.checking.pieces)."""
     import torch
 
-    from gpu import degenerate
-    from gpu.inputs import as_outputs, degenerate_findings, dtype_name
-    from gpu.runtime import TaskRuntime
-    from gpu.tasks import load_task
+    from ksearch.gpu import degenerate
+    from ksearch.gpu.inputs import as_outputs, degenerate_findings, dtype_name
+    from ksearch.gpu.runtime import TaskRuntime
+    from ksearch.gpu.tasks import load_task
 
     task = load_task(ref, workloads=workloads)
     wl = task.smoke()

@@ -1,6 +1,6 @@
 """What a task's reference does, found by running it once: shapes, dtypes, bytes, FLOPs, bound.
 
-    from gpu.tasks.facts import task_facts
+    from ksearch.gpu.tasks.facts import task_facts
     facts = task_facts(task)          # TaskFacts (pydantic); facts.text() for a prompt
 
 A KernelBench file states none of this; a built-in states some of it (META, COST). The reference is
@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpu.task import Bound, Task, Workload
-from gpu.tasks.probe import ProbeFailed, run_probe
+from ksearch.gpu.task import Bound, Task, Workload
+from ksearch.gpu.tasks.probe import ProbeFailed, run_probe
 
 FACTS_VERSION = 2  # part of the cache key: raised when what a probe reports changes
 PROBE_TIMEOUT_S = 180.0
@@ -570,7 +570,7 @@ def probe_task(task: Task, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult
         return ProbeResult(key=key, error="task facts are turned off (KSEARCH_TASK_FACTS)")
     try:
         out = run_probe(
-            ["-m", "gpu.tasks.rt_facts", "{home}/task.json"],
+            ["-m", "ksearch.gpu.tasks.rt_facts", "{home}/task.json"],
             where=task.source_path,
             what="derive its shapes and costs",
             timeout_s=timeout_s,

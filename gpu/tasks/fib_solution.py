@@ -11,7 +11,7 @@ one candidate module defining the `run` a FlashInfer-Bench task's runtime calls 
   the entry point positionally (inputs, then outputs in destination-passing style) and the block keeps
   the Solution's other fields.
 - **CUDA / C++**: a module holding the solution's files verbatim (`SOURCES`) that builds them as
-  FlashInfer-Bench does (`gpu.fib_build`: a torch extension, or TVM-FFI, its default binding) and
+  FlashInfer-Bench does (`ksearch.gpu.fib_build`: a torch extension, or TVM-FFI, its default binding) and
   calls the entry symbol positionally.
 
 `solution_from_candidate` goes back: a converted candidate gives its Solution again (the same files),
@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpu.task import Task
-from worldmodel.errors import KsearchError
+from ksearch.gpu.task import Task
+from ksearch.worldmodel.errors import KsearchError
 
 # The line that starts the appended adapter of a Python/Triton solution (export cuts the file there).
 ADAPTER_MARK = "# ---- ksearch: FlashInfer-Bench entry point (generated from the Solution JSON) ----"
@@ -337,13 +337,13 @@ def _literal(text: str) -> str:
 
 _COMPILED_TEMPLATE = '''"""A FlashInfer-Bench {language} solution ({binding} binding), as a ksearch candidate.
 
-Generated from the Solution JSON. SOURCES are the solution's files, unchanged; gpu.fib_build builds
+Generated from the Solution JSON. SOURCES are the solution's files, unchanged; ksearch.gpu.fib_build builds
 them as FlashInfer-Bench does, and `run` calls the entry point FLASHINFER_SOLUTION["spec"]["entry_point"]
 positionally (inputs, then outputs in destination-passing style). `ksearch export --solution` writes
 the files back.
 """
 
-from gpu import fib_build
+from ksearch.gpu import fib_build
 
 FLASHINFER_SOLUTION = {meta}
 

@@ -26,9 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from gpu.task import Task, TaskError, Tolerance, Workload
-from gpu.tasks.dtypes import FLOAT_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
-from gpu.tasks.specs import task_error
+from ksearch.gpu.task import Task, TaskError, Tolerance, Workload
+from ksearch.gpu.tasks.dtypes import FLOAT_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
+from ksearch.gpu.tasks.specs import task_error
 
 SMOKE_AXIS_CAP = 16
 INPUT_TYPES = ("random", "scalar", "safetensors")

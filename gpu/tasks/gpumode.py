@@ -29,9 +29,9 @@ from typing import Any, cast
 
 import yaml
 
-from gpu.task import Task, TaskError, Workload
-from gpu.tasks.literals import ModuleFacts
-from gpu.tasks.specs import task_error
+from ksearch.gpu.task import Task, TaskError, Workload
+from ksearch.gpu.tasks.literals import ModuleFacts
+from ksearch.gpu.tasks.specs import task_error
 
 RANKINGS = ("last", "mean", "geom")
 # GPU MODE's platform reads a task.yml without `ranking_by` as ranking by the last benchmark alone.

@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpu.task import Task, TaskError, Workload
-from gpu.tasks.facts import enabled as facts_enabled
-from gpu.tasks.facts import probe_task
-from gpu.tasks.literals import ModuleFacts, NotLiteral
-from gpu.tasks.probe import run_probe
-from gpu.tasks.shrink import size_knobs
-from gpu.tasks.specs import parse_meta, parse_tolerance, parse_workloads, task_error
+from ksearch.gpu.task import Task, TaskError, Workload
+from ksearch.gpu.tasks.facts import enabled as facts_enabled
+from ksearch.gpu.tasks.facts import probe_task
+from ksearch.gpu.tasks.literals import ModuleFacts, NotLiteral
+from ksearch.gpu.tasks.probe import run_probe
+from ksearch.gpu.tasks.shrink import size_knobs
+from ksearch.gpu.tasks.specs import parse_meta, parse_tolerance, parse_workloads, task_error
 
 EXTRAS = ("WORKLOADS", "TOLERANCE", "META")
 PROBE_TIMEOUT_S = 120.0
@@ -43,7 +43,7 @@ def _probe(path: Path, names: list[str]) -> dict[str, Any]:
     """Run the file in a subprocess (it may import torch) and return the named extras as JSON."""
     code = (
         "import importlib.util, json, sys\n"
-        "from gpu import former_names; former_names.install()\n"  # a task file may use the old imports
+        "from ksearch.gpu import former_names; former_names.install()\n"  # a task file may use the old imports
         "spec = importlib.util.spec_from_file_location('_ksearch_probe', sys.argv[1])\n"
         "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
         "print(json.dumps({n: getattr(mod, n) for n in sys.argv[2:] if hasattr(mod, n)}))\n"

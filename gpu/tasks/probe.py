@@ -15,9 +15,9 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpu import jail
-from gpu.scrub import scrubbed_env
-from gpu.task import TaskError
+from ksearch.gpu import jail
+from ksearch.gpu.scrub import scrubbed_env
+from ksearch.gpu.task import TaskError
 
 
 class ProbeFailed(TaskError):

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpu import former_names
-from worldmodel.errors import KsearchError
+from ksearch.gpu import former_names
+from ksearch.worldmodel.errors import KsearchError
 
 # Reference `Model` and candidate `ModelNew` are both built right after torch.manual_seed(INIT_SEED),
 # so parameters created in the same order get the same values.

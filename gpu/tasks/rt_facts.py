@@ -1,8 +1,8 @@
 """The subprocess side of gpu/tasks/facts.py: run a task's reference once and report what it did.
 
-    python -m gpu.tasks.rt_facts TASK_JSON     ->  one ProbeResult JSON line, last on stdout
+    python -m ksearch.gpu.tasks.rt_facts TASK_JSON     ->  one ProbeResult JSON line, last on stdout
 
-Run by gpu.tasks.facts.probe_task through gpu/tasks/probe.py (scrubbed environment, jail, no GPU).
+Run by ksearch.gpu.tasks.facts.probe_task through gpu/tasks/probe.py (scrubbed environment, jail, no GPU).
 Each workload runs under FakeTensorMode: inputs, weights and outputs have shapes and dtypes but no
 storage, so a many-GB workload costs nothing. FLOPs are counted as FlopCounterMode counts them, by
 a mode that also notes every other compute op, whose FLOPs the counter does not know. Where the fake
@@ -31,10 +31,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from gpu.task import Task, Workload
-from gpu.tasks.facts import OpTally, ProbeResult, SmokeProbe, TensorInfo, WorkloadProbe
-from gpu.tasks.rt_common import as_result
-from gpu.tasks.shrink import FACTORS, SizeKnobs, halved, halving_moves, shrunk, size_knobs
+from ksearch.gpu.task import Task, Workload
+from ksearch.gpu.tasks.facts import OpTally, ProbeResult, SmokeProbe, TensorInfo, WorkloadProbe
+from ksearch.gpu.tasks.rt_common import as_result
+from ksearch.gpu.tasks.shrink import FACTORS, SizeKnobs, halved, halving_moves, shrunk, size_knobs
 
 MEMORY_HEADROOM_GIB = 4.0  # what real runs may allocate beyond the interpreter and torch
 REAL_LIMIT_BYTES = 1 << 30  # a real fallback run only on a workload whose inputs + weights fit this
@@ -233,11 +233,11 @@ class Prober:
         self.task = task
         self.native = task.style == "kernelbench"
         if self.native:
-            from gpu.tasks.rt_native import NativeRuntime
+            from ksearch.gpu.tasks.rt_native import NativeRuntime
 
             self.impl: Any = NativeRuntime(task)
         else:
-            from gpu.runtime import TaskRuntime
+            from ksearch.gpu.runtime import TaskRuntime
 
             self.impl = TaskRuntime(task)
 
@@ -598,11 +598,11 @@ def _limit_memory(headroom_gib: float) -> None:
 def _patch_for_probing() -> None:
     """Make ksearch's input helpers and `.cuda()` calls work here.
 
-    gpu.inputs draws scale and shift as Python floats from a CPU tensor: under fake tensors those
+    ksearch.gpu.inputs draws scale and shift as Python floats from a CPU tensor: under fake tensors those
     draws must run for real. The probe has no GPU, and shapes do not depend on the device, so
     `.cuda()` on a tensor or a module leaves it where it is.
     """
-    import gpu.inputs as gi
+    import ksearch.gpu.inputs as gi
 
     draw = gi._cpu_uniform
 

@@ -24,12 +24,12 @@ from typing import Any
 
 import torch
 
-from gpu.checking import pieces, unravel
-from gpu.inputs import poisoned, random_tensor, torch_dtype
-from gpu.task import Cost, Task, TaskError, Workload
-from gpu.tasks.flashinfer import FIB_ATOL, FIB_INT_RANGES, FIB_RTOL, axis_value
-from gpu.tasks.rt_common import CandidateError, exec_module, seed_everything
-from worldmodel.models import WorkloadCorrectness
+from ksearch.gpu.checking import pieces, unravel
+from ksearch.gpu.inputs import poisoned, random_tensor, torch_dtype
+from ksearch.gpu.task import Cost, Task, TaskError, Workload
+from ksearch.gpu.tasks.flashinfer import FIB_ATOL, FIB_INT_RANGES, FIB_RTOL, axis_value
+from ksearch.gpu.tasks.rt_common import CandidateError, exec_module, seed_everything
+from ksearch.worldmodel.models import WorkloadCorrectness
 
 # FlashInfer-Bench's relative error: |got - ref| / (|ref| + REL_EPS)
 REL_EPS = 1e-8

@@ -27,9 +27,9 @@ from typing import Any
 
 import torch
 
-from gpu.checking import poisoned_allocations
-from gpu.task import Cost, Task, TaskError, Workload
-from gpu.tasks.rt_common import (
+from ksearch.gpu.checking import poisoned_allocations
+from ksearch.gpu.task import Cost, Task, TaskError, Workload
+from ksearch.gpu.tasks.rt_common import (
     CandidateError,
     as_result,
     clone_data,
@@ -37,7 +37,7 @@ from gpu.tasks.rt_common import (
     seed_everything,
     to_device,
 )
-from worldmodel.models import WorkloadCorrectness
+from ksearch.worldmodel.models import WorkloadCorrectness
 
 _SKIP_MODULES = {"reference", "eval", "submission"}
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from gpu.task import Cost, Task, TaskError, Workload
-from gpu.tasks.rt_common import (
+from ksearch.gpu.task import Cost, Task, TaskError, Workload
+from ksearch.gpu.tasks.rt_common import (
     INIT_SEED,
     CandidateError,
     as_result,
@@ -21,7 +21,7 @@ from gpu.tasks.rt_common import (
     seed_everything,
     to_device,
 )
-from gpu.tasks.shrink import patched_code
+from ksearch.gpu.tasks.shrink import patched_code
 
 
 def _runner(model: Any) -> Callable[[list], Any]:

@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpu.task import TaskError
-from gpu.tasks.literals import NotLiteral, const_eval
+from ksearch.gpu.task import TaskError
+from ksearch.gpu.tasks.literals import NotLiteral, const_eval
 
 KEEP = 8  # values at or below this are structural (kernel size, stride, heads): never changed
 # Knobs this small need no shrinking (and no subprocess to find that out): each at most SMALL_KNOB,

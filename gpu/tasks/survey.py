@@ -1,7 +1,7 @@
 """Survey the built-in suite on a GPU: each seed checked against the reference on every workload,
 the error as a fraction of the tolerance, and eager vs seed times.
 
-    python -m gpu.tasks.survey [NAME ...] [--json OUT]
+    python -m ksearch.gpu.tasks.survey [NAME ...] [--json OUT]
 
 A developer's sanity check of the suite (sizes large enough, seeds correct), not the evaluator:
 timing here is plain CUDA events around back-to-back calls, without the sandbox's safeguards.
@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from gpu.inputs import as_outputs, dtype_name
-from gpu.runtime import TaskRuntime, load_candidate_module
-from gpu.task import Tolerance
-from gpu.tasks import builtin_names, load_task
+from ksearch.gpu.inputs import as_outputs, dtype_name
+from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
+from ksearch.gpu.task import Tolerance
+from ksearch.gpu.tasks import builtin_names, load_task
 
 
 def tolerance_use(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance) -> float:

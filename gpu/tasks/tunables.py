@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from worldmodel.errors import KsearchError
+from ksearch.worldmodel.errors import KsearchError
 
 
 class TunableError(ValueError, KsearchError):

@@ -1,3 +1,3 @@
-from server.cli.main import main
+from ksearch.server.cli.main import main
 
 main()

@@ -80,7 +80,7 @@ def default_db() -> Path:
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine; Ctrl-C abandons what is in flight (each record is one transaction, so
     nothing is half-written), closes the database and exits 130; a second Ctrl-C exits at once."""
-    from server.cli.interrupt import Interrupted, run_stoppable
+    from ksearch.server.cli.interrupt import Interrupted, run_stoppable
 
     with refusals():
         try:
@@ -96,8 +96,8 @@ def refusals() -> Iterator[None]:
     1 for a busy database (the same command can simply be repeated), 2 for a refusal of the input."""
     from pydantic import ValidationError
 
-    from tools.errors import describe_validation
-    from worldmodel.errors import KsearchError, StoreBusy
+    from ksearch.tools.errors import describe_validation
+    from ksearch.worldmodel.errors import KsearchError, StoreBusy
 
     try:
         yield

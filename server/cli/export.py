@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from server.web.attempt_html import attempt_detail
-from server.web.html import Markup, h
-from server.web.pages import document
-from server.web.parts import attempt_status, notes_label, speed, status_badge, table, text_block
-from server.web.search_html import chart, node_detail, summary, tree
-from server.web.snapshot import SearchView, load_view, resolve_base
-from worldmodel.models import Attempt, Candidate, Edit, FinalVerdict, LLMCall, Node, Search, utcnow
-from worldmodel.render import no_best
-from worldmodel.store import LLMTotals, Store
+from ksearch.server.web.attempt_html import attempt_detail
+from ksearch.server.web.html import Markup, h
+from ksearch.server.web.pages import document
+from ksearch.server.web.parts import attempt_status, notes_label, speed, status_badge, table, text_block
+from ksearch.server.web.search_html import chart, node_detail, summary, tree
+from ksearch.server.web.snapshot import SearchView, load_view, resolve_base
+from ksearch.worldmodel.models import Attempt, Candidate, Edit, FinalVerdict, LLMCall, Node, Search, utcnow
+from ksearch.worldmodel.render import no_best
+from ksearch.worldmodel.store import LLMTotals, Store
 
 if TYPE_CHECKING:
-    from gpu.task import Task
+    from ksearch.gpu.task import Task
 
 EXPORT_FORMAT = "ksearch.search/1"
 STYLE_FILE = Path(__file__).parent.parent / "web" / "static" / "style.css"
@@ -238,9 +238,9 @@ async def export_html(store: Store, ref: int | str) -> str:
 async def export_solution(store: Store, s: Search, task: Task) -> str:
     """The search's best kernel as a FlashInfer-Bench Solution JSON for the task's definition.
 
-    Raises gpu.tasks.fib_solution.SolutionError when there is nothing to export or it cannot be one."""
-    from gpu.tasks.fib_solution import Identity, SolutionError, solution_from_candidate
-    from worldmodel.render import no_best
+    Raises ksearch.gpu.tasks.fib_solution.SolutionError when there is nothing to export or it cannot be one."""
+    from ksearch.gpu.tasks.fib_solution import Identity, SolutionError, solution_from_candidate
+    from ksearch.worldmodel.render import no_best
 
     if task.style != "flashinfer":
         raise SolutionError(

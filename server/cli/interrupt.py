@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
-from worldmodel.errors import KsearchError
+from ksearch.worldmodel.errors import KsearchError
 
 T = TypeVar("T")
 

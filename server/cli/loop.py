@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from server.cli.common import DEFAULT_DB, DbOption, run_async
-from server.cli.steer import SearchArg, say, tell, workspace
+from ksearch.server.cli.common import DEFAULT_DB, DbOption, run_async
+from ksearch.server.cli.steer import SearchArg, say, tell, workspace
 
 NodeOpt = Annotated[int | None, typer.Option("--node", min=1, help="Node id (see `ksearch tree SEARCH`)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="The tool's whole result as JSON")]
@@ -32,8 +32,8 @@ def register(app: typer.Typer) -> None:
 
 def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
     """Where the search's loop stands (phase, round, attempts against the cap, budget) and what to do next."""
-    from tools.loop import LoopState, loop_state
-    from worldmodel import runs
+    from ksearch.tools.loop import LoopState, loop_state
+    from ksearch.worldmodel import runs
 
     async def go() -> tuple[LoopState, str]:
         async with workspace(db) as ws:
@@ -64,7 +64,7 @@ def select(
     search: SearchArg, node: NodeOpt = None, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
 ) -> None:
     """Phase 1: claim the next open intent by the selection rule (or --node): a new round starts."""
-    from tools.select_action import SelectActionIn, SelectionOut, select_action
+    from ksearch.tools.select_action import SelectActionIn, SelectionOut, select_action
 
     async def go() -> SelectionOut:
         async with workspace(db) as ws:
@@ -87,7 +87,7 @@ def finish(
 ) -> None:
     """End the refine phase of the intent being refined (closed with a correct attempt, else failed) and
     print the reflect prompt (stdout) for phase 3."""
-    from tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
+    from ksearch.tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
 
     async def go() -> FinishOut:
         async with workspace(db) as ws:
@@ -104,7 +104,7 @@ def finish(
 
 def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
     """Re-measure the search's best candidates on every workload (held-out ones too) and end the search."""
-    from tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
+    from ksearch.tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
 
     async def go() -> FinalOut:
         async with workspace(db) as ws:

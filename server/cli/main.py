@@ -8,7 +8,7 @@ from typing import Any
 import typer
 import typer.core
 
-from server.cli.interrupt import exit_at_once
+from ksearch.server.cli.interrupt import exit_at_once
 
 app = typer.Typer(
     name="ksearch",
@@ -42,7 +42,7 @@ def _plain_help() -> None:
 
 def _register() -> None:
     # Each area owns one module and adds its commands to the app.
-    from server.cli import loop, run, sandbox, steer, tasks, tree, ui
+    from ksearch.server.cli import loop, run, sandbox, steer, tasks, tree, ui
 
     run.register(app)
     tree.register(app)

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from server.cli.common import DEFAULT_DB, NewDbOption, console, fail, say
-from worldmodel.errors import KsearchError, StoreBusy
-from worldmodel.models import COMPILE_MODES, LANGUAGES
+from ksearch.server.cli.common import DEFAULT_DB, NewDbOption, console, fail, say
+from ksearch.worldmodel.errors import KsearchError, StoreBusy
+from ksearch.worldmodel.models import COMPILE_MODES, LANGUAGES
 
 
 def register(app: typer.Typer) -> None:
@@ -81,9 +81,9 @@ def run(
     Ctrl-C stops it cleanly (the attempt in flight is abandoned, the search is marked stopped) and says how
     to resume; a second Ctrl-C quits at once.
     """
-    from server.cli.interrupt import Interrupted, run_stoppable
-    from server.driver.run_main import RunArgs, run_main
-    from worldmodel.models import Search
+    from ksearch.server.cli.interrupt import Interrupted, run_stoppable
+    from ksearch.server.driver.run_main import RunArgs, run_main
+    from ksearch.worldmodel.models import Search
 
     if (task is None) == (resume is None):
         raise fail("give a TASK to search on, or --resume SEARCH to continue one (not both)")
@@ -161,6 +161,6 @@ def serve(
     db: NewDbOption = DEFAULT_DB,
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
-    from server.mcp.server import serve as _serve
+    from ksearch.server.mcp.server import serve as _serve
 
     _serve(db, http=http, host=host, port=port, record=record)

@@ -13,9 +13,9 @@ from typing import Annotated, cast
 
 import typer
 
-from gpu.task import TaskError
-from server.cli.common import console, err_console, fail, run_async
-from worldmodel.models import LANGUAGES, Candidate, EvalSettings, Evaluation, Language
+from ksearch.gpu.task import TaskError
+from ksearch.server.cli.common import console, err_console, fail, run_async
+from ksearch.worldmodel.models import LANGUAGES, Candidate, EvalSettings, Evaluation, Language
 
 
 def register(app: typer.Typer) -> None:
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 
 
 def detect_language(source: str) -> str:
-    """cuda if the file uses gpu.nvrtc, cpp_ext if it builds a torch extension, else triton."""
+    """cuda if the file uses ksearch.gpu.nvrtc, cpp_ext if it builds a torch extension, else triton."""
     if re.search(r"\bload_inline\b|\bcpp_ext\b", source):
         return "cpp_ext"
     if re.search(r"\bnvrtc\b", source):
@@ -111,10 +111,14 @@ def eval_file(
     ] = "ksearch",
 ) -> None:
     """Evaluate one candidate file: compile, check against the reference, and time it."""
-    from gpu.sandbox import LocalSandbox
-    from gpu.tasks import load_task
-    from gpu.tasks.fib_solution import SolutionError, candidate_from_solution_text, looks_like_solution
-    from tools.common import summarize
+    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.tasks import load_task
+    from ksearch.gpu.tasks.fib_solution import (
+        SolutionError,
+        candidate_from_solution_text,
+        looks_like_solution,
+    )
+    from ksearch.tools.common import summarize
 
     try:
         t = load_task(task)

@@ -17,20 +17,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from server.cli.common import DEFAULT_DB, DbOption, console, fail, run_async, say, tell
-from tools.errors import describe_validation
-from worldmodel.errors import NotFound, SchemaError
-from worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
-from worldmodel.render import no_best
+from ksearch.server.cli.common import DEFAULT_DB, DbOption, console, fail, run_async, say, tell
+from ksearch.tools.errors import describe_validation
+from ksearch.worldmodel.errors import NotFound, SchemaError
+from ksearch.worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
+from ksearch.worldmodel.render import no_best
 
 _EXPECTED = IntentSpec.model_fields["expected_speedup"].description  # the one definition
 
 if TYPE_CHECKING:  # tools are imported when a command runs, so `ksearch --help` stays fast
-    from tools.run_correctness import EvaluationOut
-    from tools.workspace import Workspace
-    from worldmodel.store import Store
+    from ksearch.tools.run_correctness import EvaluationOut
+    from ksearch.tools.workspace import Workspace
+    from ksearch.worldmodel.store import Store
 
-MAX_FILE_BYTES = 200_000  # the tools' limit on a candidate's source (tools.common.MAX_SOURCE_CHARS)
+MAX_FILE_BYTES = 200_000  # the tools' limit on a candidate's source (ksearch.tools.common.MAX_SOURCE_CHARS)
 
 intent_app = typer.Typer(help="Add or change intents of a search's tree.", no_args_is_help=True)
 
@@ -67,7 +67,7 @@ def existing_db(db: Path) -> Path:
 
 async def open_store(db: Path) -> Store:
     """The store of an existing database, or a clear refusal."""
-    from worldmodel.store import Store
+    from ksearch.worldmodel.store import Store
 
     existing_db(db)
     try:
@@ -79,7 +79,7 @@ async def open_store(db: Path) -> Store:
 @contextlib.asynccontextmanager
 async def workspace(db: Path) -> AsyncIterator[Workspace]:
     """An open tools.Workspace on an existing database (its refusals become CLI errors in `run_async`)."""
-    from tools.workspace import Workspace
+    from ksearch.tools.workspace import Workspace
 
     ws = Workspace(await open_store(db))
     try:
@@ -135,7 +135,7 @@ def intent_add(
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """Add an open intent under a node; the driver considers it at its next selection."""
-    from tools.propose_intents import ProposeIntentsIn, propose_intents
+    from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 
     async def go() -> list[Node]:
         async with workspace(db) as ws:
@@ -203,8 +203,8 @@ def _edit(
     check: Callable[[Node], str | None] | None = None,
     **fields: object,
 ) -> None:
-    """One edit through tools.edit_tree; `check(node)` returns why the command refuses that node, if it does."""
-    from tools.edit_tree import EditTreeIn, edit_tree
+    """One edit through ksearch.tools.edit_tree; `check(node)` returns why the command refuses that node, if it does."""
+    from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 
     async def go() -> list[Node]:
         async with workspace(db) as ws:
@@ -301,7 +301,7 @@ def submit(
     file: Annotated[
         Path,
         typer.Argument(
-            help="Python file defining ModelNew (Triton, or CUDA via gpu.nvrtc), or a FlashInfer-Bench "
+            help="Python file defining ModelNew (Triton, or CUDA via ksearch.gpu.nvrtc), or a FlashInfer-Bench "
             "Solution JSON (on a FlashInfer-Bench definition; its spec gives the language)"
         ),
     ],
@@ -335,11 +335,11 @@ def submit(
     Exit code 0 when it ran correctly and was timed, 1 when it was recorded but failed (compile error,
     wrong values, crash...), 2 when the input was refused.
     """
-    from gpu.tasks.fib_solution import looks_like_solution
-    from tools.benchmark import BenchmarkIn, benchmark
-    from tools.common import CandidateRef
-    from tools.loop import seed_unmeasured
-    from tools.select_action import SelectActionIn, select_action
+    from ksearch.gpu.tasks.fib_solution import looks_like_solution
+    from ksearch.tools.benchmark import BenchmarkIn, benchmark
+    from ksearch.tools.common import CandidateRef
+    from ksearch.tools.loop import seed_unmeasured
+    from ksearch.tools.select_action import SelectActionIn, select_action
 
     source = read_source(file)
     solution = looks_like_solution(source)  # a FlashInfer-Bench Solution JSON rather than a Python module
@@ -438,7 +438,7 @@ def best(
     """The search's best kernel: its source and its numbers (per workload, vs eager and torch.compile)."""
     import json
 
-    from tools.common import summarize
+    from ksearch.tools.common import summarize
 
     if output is not None:
         _check_output(output)
@@ -536,8 +536,8 @@ def export(
     """Export a search: JSON (tree, attempts, sources, edits, LLM calls) or an HTML report (tree, score over
     rounds, best path, best kernel and its evaluation, every attempt, spend); `--solution`: its best kernel as
     a FlashInfer-Bench Solution JSON."""
-    from gpu.tasks.fib_solution import SolutionError
-    from server.cli.export import export_html, export_json, export_solution
+    from ksearch.gpu.tasks.fib_solution import SolutionError
+    from ksearch.server.cli.export import export_html, export_json, export_solution
 
     if as_json + as_html + as_solution > 1:
         raise fail("give one of --json, --html or --solution")

@@ -17,8 +17,8 @@ import typer
 from rich.table import Table
 
 from ksearch.about import IMPORT_ROOT
-from gpu.task import Task, TaskError, Workload
-from server.cli.common import console, err_console, fail, print_table
+from ksearch.gpu.task import Task, TaskError, Workload
+from ksearch.server.cli.common import console, err_console, fail, print_table
 
 CHECK_TIMEOUT_S = 300
 
@@ -48,7 +48,7 @@ def _summary(task: Task) -> dict[str, object]:
 
 def tasks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """List the built-in tasks (any other task is given by path)."""
-    from gpu.tasks import builtin_tasks
+    from ksearch.gpu.tasks import builtin_tasks
 
     try:
         found = builtin_tasks()
@@ -92,12 +92,14 @@ def _warnings(task: Task) -> list[str]:
 
 
 def _run_check(ref: str, workloads: str | None) -> dict[str, object]:
-    from gpu.tasks.check import CheckReport
+    from ksearch.gpu.tasks.check import CheckReport
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as for the workers (gpu/scrub.py): busy cores, small ops
-    cmd = [sys.executable, "-m", "gpu.tasks.check", ref] + (["--workloads", workloads] if workloads else [])
+    cmd = [sys.executable, "-m", "ksearch.gpu.tasks.check", ref] + (
+        ["--workloads", workloads] if workloads else []
+    )
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
@@ -124,8 +126,8 @@ def show(
     source: Annotated[bool, typer.Option("--source", help="Also print the seed candidates' source")] = False,
 ) -> None:
     """Show one task: workloads by split, tolerance, cost model, seeds and their tunables."""
-    from gpu.tasks import load_task
-    from gpu.tasks.tunables import TunableError, read_tunables
+    from ksearch.gpu.tasks import load_task
+    from ksearch.gpu.tasks.tunables import TunableError, read_tunables
 
     try:
         task = load_task(ref, workloads=workloads)

@@ -10,11 +10,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from server.cli.common import DbOption, default_db, fail, print_table, run_async, say
-from server.cli.steer import open_store
-from worldmodel import runs
-from worldmodel.errors import NotFound, SchemaError
-from worldmodel.render import MIN_BUDGET, fmt_speedup, no_best, render_search, tree_json, tree_mermaid
+from ksearch.server.cli.common import DbOption, default_db, fail, print_table, run_async, say
+from ksearch.server.cli.steer import open_store
+from ksearch.worldmodel import runs
+from ksearch.worldmodel.errors import NotFound, SchemaError
+from ksearch.worldmodel.render import MIN_BUDGET, fmt_speedup, no_best, render_search, tree_json, tree_mermaid
 
 
 async def _searches(db: Path) -> list[dict[str, object]]:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from server.cli.common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
-from worldmodel.errors import NotFound
+from ksearch.server.cli.common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
+from ksearch.worldmodel.errors import NotFound
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +34,7 @@ def ui(
     steering controls (add intent, priority, pin, veto, prune) that go through the same tools as the CLI."""
     import uvicorn
 
-    from server.web.app import LOOPBACK, build_app
+    from ksearch.server.web.app import LOOPBACK, build_app
 
     search_id = run_async(check_target(db, search))
     if host not in LOOPBACK:
@@ -74,7 +74,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def check_target(db: Path, search: str | None) -> int | None:
     """Refuse a database that does not exist (rather than create an empty one) or an unknown search."""
-    from server.cli.steer import open_store
+    from ksearch.server.cli.steer import open_store
 
     store = await open_store(db)
     try:

@@ -26,12 +26,12 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from worldmodel.models import Attempt, Evaluation, LLMCallRecord, Node, Search
-from worldmodel.render import fmt_speedup, no_best
+from ksearch.worldmodel.models import Attempt, Evaluation, LLMCallRecord, Node, Search
+from ksearch.worldmodel.render import fmt_speedup, no_best
 
 if TYPE_CHECKING:
-    from server.driver.loop import DriverResult
-    from server.driver.policies.base import Policy
+    from ksearch.server.driver.loop import DriverResult
+    from ksearch.server.driver.policies.base import Policy
 
 Phase = Literal["starting", "init", "select", "refine", "update", "final", "done", "stopped"]
 

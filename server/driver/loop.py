@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from server.driver.display import Display, Limits
-from server.driver.policies.base import (
+from ksearch.server.driver.display import Display, Limits
+from ksearch.server.driver.policies.base import (
     CallRecord,
     InitContext,
     IntentDeclined,
@@ -23,20 +23,20 @@ from server.driver.policies.base import (
     PolicyError,
     UpdateContext,
 )
-from tools import contexts, loop
-from tools.benchmark import BenchmarkIn, benchmark
-from tools.common import CandidateRef
-from tools.edit_tree import EditTreeIn, edit_tree
-from tools.errors import ToolFailure
-from tools.final_eval import FinalEvalIn, FinalRow, end_status, final_evaluation
-from tools.finish_intent import close_refine
-from tools.phase_prompts import init_context
-from tools.propose_intents import ProposeIntentsIn, propose_intents
-from tools.select_action import SelectActionIn, select_action
-from tools.workspace import Workspace
-from worldmodel import runs
-from worldmodel.errors import NotFound, StoreBusy
-from worldmodel.models import Attempt, EditSpec, Evaluation, IntentSpec, Node, Search
+from ksearch.tools import contexts, loop
+from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.common import CandidateRef
+from ksearch.tools.edit_tree import EditTreeIn, edit_tree
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.final_eval import FinalEvalIn, FinalRow, end_status, final_evaluation
+from ksearch.tools.finish_intent import close_refine
+from ksearch.tools.phase_prompts import init_context
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.select_action import SelectActionIn, select_action
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import runs
+from ksearch.worldmodel.errors import NotFound, StoreBusy
+from ksearch.worldmodel.models import Attempt, EditSpec, Evaluation, IntentSpec, Node, Search
 
 MAX_EDIT_RETRIES = 2
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from server.driver.display import Display, LiveDisplay
-from server.driver.loop import Driver, DriverOptions, DriverResult
-from server.driver.policies import PolicyError, default_policy_name, make_policy
-from tools.create_search import CreateSearchIn, create_search
-from tools.errors import ToolFailure
-from tools.workspace import Workspace
-from worldmodel import runs
-from worldmodel.models import Search
+from ksearch.server.driver.display import Display, LiveDisplay
+from ksearch.server.driver.loop import Driver, DriverOptions, DriverResult
+from ksearch.server.driver.policies import PolicyError, default_policy_name, make_policy
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import runs
+from ksearch.worldmodel.models import Search
 
 
 class RunArgs(BaseModel):

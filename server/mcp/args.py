@@ -15,7 +15,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
-from tools.errors import describe_validation
+from ksearch.tools.errors import describe_validation
 
 
 class RefuseUnknownArguments:

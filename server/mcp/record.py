@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tools.workspace import Workspace
-from worldmodel.models import EditSpec, IntentSpec
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import EditSpec, IntentSpec
 
 
 class HostRecorder:

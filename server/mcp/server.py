@@ -29,27 +29,27 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
 from ksearch.about import __version__
-from server.mcp.args import RefuseUnknownArguments
-from server.mcp.record import HostRecorder
-from server.mcp.stdio_input import HostLines
-from tools.benchmark import BenchmarkIn, benchmark
-from tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
-from tools.create_search import CreateSearchIn, create_search
-from tools.edit_tree import EditTreeIn, edit_tree
-from tools.errors import describe_validation
-from tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
-from tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
-from tools.get_tree import GetTreeIn, TreeOut, get_tree
-from tools.list_searches import SearchRow, list_searches
-from tools.loop import loop_state
-from tools.profile_ncu import ProfileIn, ProfileOut, profile_ncu
-from tools.propose_intents import ProposeIntentsIn, propose_intents
-from tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctness
-from tools.run_search import RunSearchIn, RunSearchOut, run_search
-from tools.select_action import SelectActionIn, SelectionOut, select_action
-from tools.workspace import Workspace
-from worldmodel.errors import KsearchError
-from worldmodel.models import CPU_INTERPRETER, Node, Search, compile_label
+from ksearch.server.mcp.args import RefuseUnknownArguments
+from ksearch.server.mcp.record import HostRecorder
+from ksearch.server.mcp.stdio_input import HostLines
+from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.edit_tree import EditTreeIn, edit_tree
+from ksearch.tools.errors import describe_validation
+from ksearch.tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
+from ksearch.tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
+from ksearch.tools.get_tree import GetTreeIn, TreeOut, get_tree
+from ksearch.tools.list_searches import SearchRow, list_searches
+from ksearch.tools.loop import loop_state
+from ksearch.tools.profile_ncu import ProfileIn, ProfileOut, profile_ncu
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctness
+from ksearch.tools.run_search import RunSearchIn, RunSearchOut, run_search
+from ksearch.tools.select_action import SelectActionIn, SelectionOut, select_action
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.errors import KsearchError
+from ksearch.worldmodel.models import CPU_INTERPRETER, Node, Search, compile_label
 
 log = logging.getLogger("ksearch.mcp")
 
@@ -464,7 +464,7 @@ class KsearchServer:
 
     def _register_prompts(self) -> None:
         self._checked_prompts()
-        from tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
+        from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
 
         async def p_analyse(search: str) -> str:
             return await analyse_kernel(await self.ws(), _ref(search))

@@ -1,12 +1,12 @@
 """The web app behind `ksearch ui`: a page per search, small JSON endpoints, steering through tools/.
 
-Reads go straight to the store; writes go through `tools.propose_intents` and `tools.edit_tree`, the
+Reads go straight to the store; writes go through `ksearch.tools.propose_intents` and `ksearch.tools.edit_tree`, the
 same functions the CLI, the MCP server and the driver use, so a click is validated like any edit.
 
 The page polls `/api/s/{search}/version` (a fingerprint of what it shows) and fetches the fragments
 again only when it changed, so another process writing to the same database shows up within a poll.
 
-Safety: everything rendered is escaped (server.web.html) and a strict Content-Security-Policy allows
+Safety: everything rendered is escaped (ksearch.server.web.html) and a strict Content-Security-Policy allows
 only this origin's own script and style. Writes need a JSON body (so a form on another site cannot
 post one without a CORS preflight, which this app never grants), a same-origin `Origin` when one is
 sent, and a Host header naming this server (against DNS rebinding).
@@ -31,18 +31,18 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.web import pages
-from server.web.attempt_html import attempt_detail
-from server.web.search_html import chart, default_attempt, first_selection, node_detail, summary, tree
-from server.web.snapshot import SearchView, find_search, fingerprint, load_view, resolve_base
-from tools.edit_tree import EditTreeIn, edit_tree
-from tools.errors import describe_validation
-from tools.list_searches import SearchRow, list_searches
-from tools.propose_intents import ProposeIntentsIn, propose_intents
-from tools.workspace import Workspace
-from worldmodel import runs
-from worldmodel.errors import KsearchError, NotFound, StoreBusy
-from worldmodel.models import EditSpec, IntentSpec, Node
+from ksearch.server.web import pages
+from ksearch.server.web.attempt_html import attempt_detail
+from ksearch.server.web.search_html import chart, default_attempt, first_selection, node_detail, summary, tree
+from ksearch.server.web.snapshot import SearchView, find_search, fingerprint, load_view, resolve_base
+from ksearch.tools.edit_tree import EditTreeIn, edit_tree
+from ksearch.tools.errors import describe_validation
+from ksearch.tools.list_searches import SearchRow, list_searches
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import runs
+from ksearch.worldmodel.errors import KsearchError, NotFound, StoreBusy
+from ksearch.worldmodel.models import EditSpec, IntentSpec, Node
 
 log = logging.getLogger("ksearch.ui")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import difflib
 
-from server.web.html import Markup, h
-from server.web.parts import attempt_status, num, sci, speed, stats, status_badge, table
-from worldmodel.models import Attempt, Candidate, Evaluation
+from ksearch.server.web.html import Markup, h
+from ksearch.server.web.parts import attempt_status, num, sci, speed, stats, status_badge, table
+from ksearch.worldmodel.models import Attempt, Candidate, Evaluation
 
 MAX_DIFF_LINES = 4000
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from itertools import groupby
 
-from server.web.html import Markup, h, join
-from worldmodel.models import Attempt
-from worldmodel.render import fmt_speedup
+from ksearch.server.web.html import Markup, h, join
+from ksearch.worldmodel.models import Attempt
+from ksearch.worldmodel.render import fmt_speedup
 
 WIDTH, HEIGHT = 1000, 210
 LEFT, RIGHT, TOP, BOTTOM = 46, 14, 16, 34

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.web.html import Markup, h
-from server.web.parts import speed, status_badge, table
-from server.web.search_html import chart, summary, tree
-from server.web.snapshot import SearchView
+from ksearch.server.web.html import Markup, h
+from ksearch.server.web.parts import speed, status_badge, table
+from ksearch.server.web.search_html import chart, summary, tree
+from ksearch.server.web.snapshot import SearchView
 
 STYLE_PATH = "/static/style.css"
 SCRIPT_PATH = "/static/app.js"

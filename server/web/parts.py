@@ -1,15 +1,15 @@
 """The small pieces every fragment of the page is made of: numbers, badges, tables, labelled values.
 
-Every value from the database is escaped through `server.web.html`.
+Every value from the database is escaped through `ksearch.server.web.html`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from server.web.html import Markup, h
-from worldmodel.models import Attempt, Edit, Node
-from worldmodel.render import fmt_speedup
+from ksearch.server.web.html import Markup, h
+from ksearch.worldmodel.models import Attempt, Edit, Node
+from ksearch.worldmodel.render import fmt_speedup
 
 
 def speed(x: float | None) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from server.web.chart import score_chart
-from server.web.html import Markup, h, join
-from server.web.parts import (
+from ksearch.server.web.chart import score_chart
+from ksearch.server.web.html import Markup, h, join
+from ksearch.server.web.parts import (
     attempt_status,
     notes_label,
     num,
@@ -21,9 +21,9 @@ from server.web.parts import (
     table,
     text_block,
 )
-from server.web.snapshot import SearchView
-from worldmodel.models import Attempt, Edit, Node
-from worldmodel.render import no_best
+from ksearch.server.web.snapshot import SearchView
+from ksearch.worldmodel.models import Attempt, Edit, Node
+from ksearch.worldmodel.render import no_best
 
 # --------------------------------------------------------------------------- summary
 

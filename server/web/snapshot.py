@@ -10,11 +10,11 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from worldmodel import runs
-from worldmodel.errors import NotFound
-from worldmodel.models import Attempt, Candidate, Node, Search
-from worldmodel.runs import RunHolder, ShownStatus
-from worldmodel.store import LLMTotals, Store
+from ksearch.worldmodel import runs
+from ksearch.worldmodel.errors import NotFound
+from ksearch.worldmodel.models import Attempt, Candidate, Node, Search
+from ksearch.worldmodel.runs import RunHolder, ShownStatus
+from ksearch.worldmodel.store import LLMTotals, Store
 
 
 async def find_search(store: Store, ref: int | str) -> Search:

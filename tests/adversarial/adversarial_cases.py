@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu.task import Task
-from gpu.tasks import load_task
-from worldmodel.models import Candidate, EvalSettings, Evaluation
+from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import load_task
+from ksearch.worldmodel.models import Candidate, EvalSettings, Evaluation
 
 HERE = Path(__file__).parent
 CHEATS = HERE / "cheats"

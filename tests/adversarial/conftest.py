@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox import LocalSandbox
 
 
 @pytest.fixture(scope="module")

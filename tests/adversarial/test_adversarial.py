@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from adversarial_cases import CASES, CHEATS, Case, verdict
 
-from gpu.sandbox import LocalSandbox
-from gpu.tasks import load_task
-from worldmodel.models import Candidate, EvalSettings
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.tasks import load_task
+from ksearch.worldmodel.models import Candidate, EvalSettings
 
 pytestmark = pytest.mark.anyio
 

@@ -9,10 +9,18 @@ import re
 import pytest
 from rich.console import Console
 
-from server.driver.display import Display, Limits, LiveDisplay, duration, short_reason
-from server.driver.loop import DriverResult
-from tools.final_eval import FinalRow
-from worldmodel.models import Attempt, Evaluation, LLMCallRecord, Node, Search, SearchConfig, WorkloadTiming
+from ksearch.server.driver.display import Display, Limits, LiveDisplay, duration, short_reason
+from ksearch.server.driver.loop import DriverResult
+from ksearch.tools.final_eval import FinalRow
+from ksearch.worldmodel.models import (
+    Attempt,
+    Evaluation,
+    LLMCallRecord,
+    Node,
+    Search,
+    SearchConfig,
+    WorkloadTiming,
+)
 
 REASON = (
     "#2: score 0.713 = priority 0.63, difficulty 1 within the cap 4, exploration +0.083 "

@@ -23,7 +23,7 @@ def _env() -> dict[str, str]:
 
 def ksearch(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
+        [sys.executable, "-m", "ksearch.server.cli", *args],
         cwd=ROOT,
         env=_env(),
         text=True,
@@ -103,7 +103,7 @@ def test_sigkill_mid_round_then_resume_loses_nothing_committed(tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "server.cli",
+            "ksearch.server.cli",
             "run",
             "softmax",
             "--rounds",

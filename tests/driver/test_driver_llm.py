@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu.tasks import load_task
+from ksearch.gpu.tasks import load_task
 from tests.stubs.anthropic_stub import StubAnthropic
 from tests.stubs.openai_stub import StubOpenAI
 
@@ -43,7 +43,7 @@ def _run(args: list[str], env_extra: dict[str, str], db: Path) -> subprocess.Com
         [
             sys.executable,
             "-m",
-            "server.cli",
+            "ksearch.server.cli",
             "run",
             "softmax",
             "--rounds",

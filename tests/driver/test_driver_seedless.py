@@ -33,7 +33,7 @@ def _run(args: list[str], env_extra: dict[str, str], db: Path) -> subprocess.Com
     env.update(env_extra)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TRITON_INTERPRET", "1")
-    cmd = [sys.executable, "-m", "server.cli", "run", str(TASK), "--rounds", "1", "--stagnation", "1"]
+    cmd = [sys.executable, "-m", "ksearch.server.cli", "run", str(TASK), "--rounds", "1", "--stagnation", "1"]
     cmd += ["--plain", "--json", "--db", str(db), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=500)
 

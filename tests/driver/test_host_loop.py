@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from gpu.tasks import load_task
-from server.mcp.server import KsearchServer
+from ksearch.gpu.tasks import load_task
+from ksearch.server.mcp.server import KsearchServer
 from tests.driver.host_script import kernel, scaled_relu_decisions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,7 +184,7 @@ async def host_then_replay(
         await ks.close()
     p = subprocess.run(
         [
-            sys.executable, "-m", "server.cli", "run", task, "--policy", "replay", "--replay", str(rec),
+            sys.executable, "-m", "ksearch.server.cli", "run", task, "--policy", "replay", "--replay", str(rec),
             "--rounds", str(rounds), "--stagnation", str(stagnation), "--seed", "11", "--name", "h",
             "--plain", "--json", "--db", str(replay_db),
         ],

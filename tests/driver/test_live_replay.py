@@ -38,7 +38,7 @@ def test_a_live_host_session_replays_through_the_driver(name: str, tmp_path: Pat
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TRITON_INTERPRET", "1")
-    cmd = [sys.executable, "-m", "server.cli", "run", TASKS[name], "--policy", "replay"]
+    cmd = [sys.executable, "-m", "ksearch.server.cli", "run", TASKS[name], "--policy", "replay"]
     cmd += ["--replay", str(LIVE / f"{name}.jsonl"), "--rounds", "2", "--stagnation", "2"]
     cmd += ["--seed", str(expected["search"]["seed"]), "--plain", "--json", "--db", str(db)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=800)

@@ -14,15 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.common import CandidateRef
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import IntentSpec
+from ksearch.worldmodel.store import Store
 from tests.faults.faultkit import SEED, attempts
-from tools.benchmark import BenchmarkIn, benchmark
-from tools.common import CandidateRef
-from tools.create_search import CreateSearchIn, create_search
-from tools.errors import ToolFailure
-from tools.propose_intents import ProposeIntentsIn, propose_intents
-from tools.workspace import Workspace
-from worldmodel.models import IntentSpec
-from worldmodel.store import Store
 
 
 def variant(n: int) -> str:
@@ -59,8 +59,8 @@ async def bench(ws: Workspace, n: int) -> dict[str, Any]:
 
 
 async def main(scratch: Path, db: Path, out: Path) -> None:
-    from gpu.sandbox import LocalSandbox
-    from tools.workspace import StoreCache
+    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.tools.workspace import StoreCache
 
     report: dict[str, Any] = {}
     store = await Store.open(db)

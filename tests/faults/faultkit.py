@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpu.tasks import load_task
+from ksearch.gpu.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = load_task("softmax").seeds["triton"]
@@ -57,7 +57,7 @@ def ksearch_env(scratch: Path, **extra: str) -> dict[str, str]:
 
 def ksearch(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
+        [sys.executable, "-m", "ksearch.server.cli", *args],
         cwd=ROOT,
         env=env,
         text=True,
@@ -69,7 +69,7 @@ def ksearch(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess
 def start_ksearch(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     """`ksearch ARGS` started in the background; stdout and stderr come back apart (communicate())."""
     return subprocess.Popen(
-        [sys.executable, "-m", "server.cli", *args],
+        [sys.executable, "-m", "ksearch.server.cli", *args],
         cwd=ROOT,
         env=env,
         text=True,
@@ -103,16 +103,16 @@ def _cmdline(pid: str) -> bytes:
 
 
 def worker_pids(parent: int | None = None, scratch: Path | None = None, *, itself: bool = False) -> list[int]:
-    """Live sandbox worker processes (`python -m gpu.worker`, and the gpu.jail processes around it
+    """Live sandbox worker processes (`python -m ksearch.gpu.worker`, and the ksearch.gpu.jail processes around it
     unless `itself`): children of `parent`, and/or whose working directory is under `scratch`.
     Zombies are left out. PIDs are the host's (a jailed worker is PID 2 in its own namespace)."""
     found = []
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         fields = _stat(pid)
         cmd = _cmdline(pid)
-        if fields is None or fields[0] == "Z" or b"gpu.worker" not in cmd:
+        if fields is None or fields[0] == "Z" or b"ksearch.gpu.worker" not in cmd:
             continue
-        if itself and b"gpu.jail" in cmd:
+        if itself and b"ksearch.gpu.jail" in cmd:
             continue
         if parent is not None and int(fields[1]) != parent:
             continue

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ksearch.worldmodel.render import no_best
 from tests.faults.faultkit import ROOT, SLOW_SEED, attempts, ksearch, ksearch_env, node_statuses, wait_for
-from worldmodel.render import no_best
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ class Run:
         self.out, self.err = tmp / f"out-{time.monotonic_ns()}.log", tmp / f"err-{time.monotonic_ns()}.log"
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.p = subprocess.Popen(
-                [sys.executable, "-m", "server.cli", *(args or RUN), "--db", str(db)],
+                [sys.executable, "-m", "ksearch.server.cli", *(args or RUN), "--db", str(db)],
                 cwd=ROOT,
                 env=env,
                 stdout=out,
@@ -213,7 +213,7 @@ def test_ctrl_c_during_a_submitted_evaluation_records_nothing(tmp_path: Path, en
 
 LEAKY = """
 import asyncio, os, signal, threading
-from server.cli.interrupt import Interrupted, run_stoppable
+from ksearch.server.cli.interrupt import Interrupted, run_stoppable
 
 kept = []
 

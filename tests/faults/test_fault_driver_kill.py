@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from ksearch.worldmodel.store import Store
 from tests.faults.faultkit import ROOT, committed, integrity, ksearch, ksearch_env, node_statuses, worker_pids
-from worldmodel.store import Store
 
 pytestmark = pytest.mark.slow
 KILLS = 22
@@ -72,7 +72,7 @@ def kill_loop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         log = base / f"run-{runs}.log"
         with open(log, "w") as out:
             p = subprocess.Popen(
-                [sys.executable, "-m", "server.cli", *RUN, "--db", str(db)],
+                [sys.executable, "-m", "ksearch.server.cli", *RUN, "--db", str(db)],
                 cwd=ROOT,
                 env=env,
                 stdout=out,

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.common import CandidateRef
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.run_correctness import RunCorrectnessIn, run_correctness
+from ksearch.tools.workspace import StoreCache, Workspace
+from ksearch.worldmodel.store import Store
 from tests.faults.faultkit import SEED, attempts, integrity
-from tools.benchmark import BenchmarkIn, benchmark
-from tools.common import CandidateRef
-from tools.create_search import CreateSearchIn, create_search
-from tools.run_correctness import RunCorrectnessIn, run_correctness
-from tools.workspace import StoreCache, Workspace
-from worldmodel.store import Store
 
 pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
 

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp.client import Client
 
-from server.mcp.server import build_server
+from ksearch.server.mcp.server import build_server
 from tests.faults.faultkit import SEED, SLOW_SEED, attempts, integrity, worker_pids
 
 pytestmark = pytest.mark.anyio

@@ -93,7 +93,7 @@ class RawStdio:
 
     def __init__(self, db: Path, root: Path, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--db", str(db)],
+            [sys.executable, "-m", "ksearch.server.cli", "serve", "--db", str(db)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

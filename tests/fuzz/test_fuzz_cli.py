@@ -1,7 +1,7 @@
 """Bad input through the `ksearch` command line: exit code 2 with a message, never a traceback, and the
 database left as it was.
 
-Commands run in-process through typer's CliRunner (`server.cli.app` after `_register()`), a few over a
+Commands run in-process through typer's CliRunner (`ksearch.server.cli.app` after `_register()`), a few over a
 real subprocess (where argv really carries undecodable bytes). Each generated command line is valid
 except for one argument, so that only that argument can be the reason for the refusal.
 """
@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from server.cli.main import _register, app
+from ksearch.server.cli.main import _register, app
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import IntentSpec
 from tests.fuzz.fuzzkit import TRAVERSALS, dump_db, unstorable_text
-from tools.create_search import CreateSearchIn, create_search
-from tools.propose_intents import ProposeIntentsIn, propose_intents
-from tools.workspace import Workspace
-from worldmodel.models import IntentSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -393,7 +393,7 @@ def test_run_refuses_bad_input_before_writing_anything(world: World, data: st.Da
     )
 )
 def test_task_show_refuses_what_is_not_a_task(world: World, ref: str) -> None:
-    from gpu.tasks import builtin_names
+    from ksearch.gpu.tasks import builtin_names
 
     if ref.strip() in builtin_names() or ref.startswith("-") or not ref.strip():
         return
@@ -417,7 +417,7 @@ def test_undecodable_argv_bytes_are_refused_without_a_traceback(world: World) ->
         [b"task", b"show", b"\xff\xfe"],
     ):
         p = subprocess.run(
-            [os.fsencode(sys.executable), b"-m", b"server.cli", *argv],
+            [os.fsencode(sys.executable), b"-m", b"ksearch.server.cli", *argv],
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from gpu.tasks import load_task
-from server.mcp.server import build_server
+from ksearch.gpu.tasks import load_task
+from ksearch.server.mcp.server import build_server
 from tests.fuzz.fuzzkit import (
     TRAVERSALS,
     RawStdio,
@@ -513,7 +513,10 @@ def _env() -> dict[str, str]:
 @asynccontextmanager
 async def stdio(db: Path) -> AsyncIterator[Client]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "server.cli", "serve", "--db", str(db)], env=_env(), cwd=str(ROOT)
+        command=sys.executable,
+        args=["-m", "ksearch.server.cli", "serve", "--db", str(db)],
+        env=_env(),
+        cwd=str(ROOT),
     )
     async with Client(params, read_timeout_seconds=120) as c:
         yield c

@@ -17,7 +17,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from gpu.tasks import load_task
+from ksearch.gpu.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.anyio
@@ -38,7 +38,10 @@ def _env() -> dict[str, str]:
 @asynccontextmanager
 async def stdio_client(db: Path) -> AsyncIterator[Client]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "server.cli", "serve", "--db", str(db)], env=_env(), cwd=str(ROOT)
+        command=sys.executable,
+        args=["-m", "ksearch.server.cli", "serve", "--db", str(db)],
+        env=_env(),
+        cwd=str(ROOT),
     )
     async with Client(params, read_timeout_seconds=300) as c:
         yield c
@@ -54,7 +57,7 @@ def _free_port() -> int:
 async def http_client(db: Path) -> AsyncIterator[Client]:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve", "--http", "--port", str(port), "--db", str(db)],
+        [sys.executable, "-m", "ksearch.server.cli", "serve", "--http", "--port", str(port), "--db", str(db)],
         env=_env(),
         cwd=str(ROOT),
         stdout=subprocess.DEVNULL,

@@ -11,8 +11,8 @@ import anyio
 import pytest
 from mcp.client import Client
 
-from gpu.tasks import load_task
-from server.mcp.server import KsearchServer
+from ksearch.gpu.tasks import load_task
+from ksearch.server.mcp.server import KsearchServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 SEED = load_task("softmax").seeds["triton"]

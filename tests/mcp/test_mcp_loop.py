@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mcp.client import Client
 
-from server.mcp.server import KsearchServer
+from ksearch.server.mcp.server import KsearchServer
 
 FIXTURE = Path(__file__).parents[1] / "driver" / "fixtures" / "scaled_relu.py"
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]

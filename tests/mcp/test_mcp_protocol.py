@@ -11,7 +11,7 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
-from server.mcp.server import KsearchServer
+from ksearch.server.mcp.server import KsearchServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

@@ -5,9 +5,9 @@ CI has no GPU to produce them."""
 
 from __future__ import annotations
 
-from server.mcp.server import _text_of
-from tools.run_correctness import EvaluationOut
-from worldmodel.models import (
+from ksearch.server.mcp.server import _text_of
+from ksearch.tools.run_correctness import EvaluationOut
+from ksearch.worldmodel.models import (
     CompileReport,
     Diagnostic,
     Evaluation,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from mcp.types import INVALID_REQUEST, PARSE_ERROR
 
-from server.mcp.stdio_input import decodable, refusals
+from ksearch.server.mcp.stdio_input import decodable, refusals
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,7 +87,7 @@ def test_a_real_server_answers_what_it_cannot_read_and_goes_on(tmp_path: Path) -
     error, in order, and the requests around them are answered as usual."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve", "--db", str(tmp_path / "k.db")],
+        [sys.executable, "-m", "ksearch.server.cli", "serve", "--db", str(tmp_path / "k.db")],
         cwd=ROOT,
         env=env,
         stdin=subprocess.PIPE,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from server.mcp.server import KsearchServer
+from ksearch.server.mcp.server import KsearchServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

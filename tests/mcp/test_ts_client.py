@@ -51,7 +51,7 @@ def node() -> str:
 def _run(node: str, script: str, tmp_path: Path) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["KSEARCH_SERVE"] = json.dumps([sys.executable, "-m", "server.cli"])
+    env["KSEARCH_SERVE"] = json.dumps([sys.executable, "-m", "ksearch.server.cli"])
     env["KSEARCH_TS_TMP"] = str(tmp_path)
     r = subprocess.run([node, script], cwd=TS, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"node {script} failed:\n{r.stderr[-8000:]}\n{r.stdout[-2000:]}"

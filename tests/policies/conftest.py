@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from server.driver.policies.base import AttemptOutcome, InitContext, TaskBrief, UpdateContext, WriteContext
+from ksearch.server.driver.policies.base import (
+    AttemptOutcome,
+    InitContext,
+    TaskBrief,
+    UpdateContext,
+    WriteContext,
+)
 from tests.policies.policy_data import SEED, brief
 
 

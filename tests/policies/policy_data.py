@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server.driver.policies.base import TaskBrief
+from ksearch.server.driver.policies.base import TaskBrief
 
 SEED = '''"""Row softmax, one program per row (plain seed)."""
 import torch

@@ -6,8 +6,14 @@ import time
 
 import pytest
 
-from server.driver.policies.anthropic import AnthropicPolicy
-from server.driver.policies.base import CallRecord, InitContext, PolicyError, UpdateContext, WriteContext
+from ksearch.server.driver.policies.anthropic import AnthropicPolicy
+from ksearch.server.driver.policies.base import (
+    CallRecord,
+    InitContext,
+    PolicyError,
+    UpdateContext,
+    WriteContext,
+)
 from tests.policies.policy_data import VALID_CODE, VALID_INIT, VALID_UPDATE
 from tests.stubs import Reply, StubAnthropic
 

@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from server.driver.policies.base import CallRecord, InitContext, PolicyError, UpdateContext, WriteContext
-from server.driver.policies.openai import OpenAIPolicy, chat_url
+from ksearch.server.driver.policies.base import (
+    CallRecord,
+    InitContext,
+    PolicyError,
+    UpdateContext,
+    WriteContext,
+)
+from ksearch.server.driver.policies.openai import OpenAIPolicy, chat_url
 from tests.policies.policy_data import VALID_CODE, VALID_INIT, VALID_UPDATE
 from tests.stubs import Reply, StubOpenAI
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import steer
-from server.driver.policies.base import AttemptOutcome, InitContext, UpdateContext, WriteContext
-from server.driver.policies.llm import schema_for
-from server.driver.policies.pricing import price_for
+from ksearch.server.cli import steer
+from ksearch.server.driver.policies.base import AttemptOutcome, InitContext, UpdateContext, WriteContext
+from ksearch.server.driver.policies.llm import schema_for
+from ksearch.server.driver.policies.pricing import price_for
+from ksearch.tools.prompting import fill, render_prompt
+from ksearch.worldmodel.models import EXPECTED_SPEEDUP, EditSpec, IntentSpec, Node
+from ksearch.worldmodel.render import render_tree
 from tests.policies.policy_data import SEED, brief
-from tools.prompting import fill, render_prompt
-from worldmodel.models import EXPECTED_SPEEDUP, EditSpec, IntentSpec, Node
-from worldmodel.render import render_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,9 @@ def test_every_phase_renders_for_every_language(language: str) -> None:
             rejected=["edits.0.node_id: no node 99 in this search"],
         ),
     }
-    marker = {"triton": "@triton.jit", "cuda": "from gpu import nvrtc", "cpp_ext": "load_inline"}[language]
+    marker = {"triton": "@triton.jit", "cuda": "from ksearch.gpu import nvrtc", "cpp_ext": "load_inline"}[
+        language
+    ]
     for phase, ctx in ctxs.items():
         system, user = render_prompt(phase, ctx)  # type: ignore[arg-type]
         assert marker in system and "ModelNew" in system
@@ -128,7 +130,7 @@ def test_prices() -> None:
     assert price_for("llama3.1:70b") is None
 
 
-# Wording that states what an expected speedup is over; only worldmodel.models.EXPECTED_SPEEDUP may say it.
+# Wording that states what an expected speedup is over; only ksearch.worldmodel.models.EXPECTED_SPEEDUP may say it.
 _DEFINES = re.compile(r"(expected[_ ]speedup|predicted speedup)[^.\n]{0,80}\bover\b", re.IGNORECASE)
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from server.driver.policies import POLICY_NAMES, default_policy_name, make_policy
-from server.driver.policies.anthropic import AnthropicPolicy
-from server.driver.policies.base import PolicyError
-from server.driver.policies.openai import OpenAIPolicy
-from server.driver.policies.replay import RecordingPolicy, ReplayPolicy
-from server.driver.policies.tuner import TunerPolicy
+from ksearch.server.driver.policies import POLICY_NAMES, default_policy_name, make_policy
+from ksearch.server.driver.policies.anthropic import AnthropicPolicy
+from ksearch.server.driver.policies.base import PolicyError
+from ksearch.server.driver.policies.openai import OpenAIPolicy
+from ksearch.server.driver.policies.replay import RecordingPolicy, ReplayPolicy
+from ksearch.server.driver.policies.tuner import TunerPolicy
 
 
 def test_default_depends_on_the_key(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from server.driver.policies.anthropic import AnthropicPolicy
-from server.driver.policies.base import (
+from ksearch.server.driver.policies.anthropic import AnthropicPolicy
+from ksearch.server.driver.policies.base import (
     CallRecord,
     InitContext,
     IntentDeclined,
@@ -17,8 +17,8 @@ from server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from server.driver.policies.replay import RecordingPolicy, ReplayPolicy
-from server.driver.policies.tuner import TunerPolicy
+from ksearch.server.driver.policies.replay import RecordingPolicy, ReplayPolicy
+from ksearch.server.driver.policies.tuner import TunerPolicy
 from tests.policies.policy_data import VALID_CODE, VALID_INIT, VALID_UPDATE
 from tests.stubs import StubAnthropic
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu.tasks.tunables import read_tunables
-from server.driver.policies.base import (
+from ksearch.gpu.tasks.tunables import read_tunables
+from ksearch.server.driver.policies.base import (
     AttemptOutcome,
     InitContext,
     IntentDeclined,
@@ -19,7 +19,7 @@ from server.driver.policies.base import (
     UpdateContext,
     WriteContext,
 )
-from server.driver.policies.tuner import EffectModel, TunerPolicy, config_key
+from ksearch.server.driver.policies.tuner import EffectModel, TunerPolicy, config_key
 from tests.policies.policy_data import SEED, brief
 
 pytestmark = pytest.mark.anyio

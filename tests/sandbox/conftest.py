@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu.sandbox import LocalSandbox
-from gpu.task import Task
-from gpu.tasks import load_task
-from worldmodel.models import Candidate, EvalSettings
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import load_task
+from ksearch.worldmodel.models import Candidate, EvalSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CANDIDATES = FIXTURES / "candidates"

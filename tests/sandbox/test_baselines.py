@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu import jail
-from gpu.sandbox import LocalSandbox
+from ksearch.gpu import jail
+from ksearch.gpu.sandbox import LocalSandbox
 
 pytestmark = pytest.mark.anyio
 

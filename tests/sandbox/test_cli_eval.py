@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu import jail
-from server.cli.sandbox import detect_language
+from ksearch.gpu import jail
+from ksearch.server.cli.sandbox import detect_language
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).parent / "fixtures"
@@ -18,7 +18,7 @@ FIX = Path(__file__).parent / "fixtures"
 def _ksearch(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
+        [sys.executable, "-m", "ksearch.server.cli", *args],
         capture_output=True,
         text=True,
         env=env,

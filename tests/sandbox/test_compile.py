@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu import jail
-from gpu.compiler import StaticCompiler, demangle, find_nvcc, parse_nvcc_output
+from ksearch.gpu import jail
+from ksearch.gpu.compiler import StaticCompiler, demangle, find_nvcc, parse_nvcc_output
 
 pytestmark = pytest.mark.anyio
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
@@ -122,7 +122,7 @@ def test_demangle_base_names() -> None:
 
 
 def test_tamper_scan_flags_patching_and_precision_but_not_benign_settings() -> None:
-    from gpu.tamper import scan
+    from ksearch.gpu.tamper import scan
 
     src = """import os
 import time as t
@@ -135,7 +135,7 @@ torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.benchmark = True
 os.environ["CUDA_LAUNCH_BLOCKING"] = "0"
 frame = __import__("sys")._getframe
-import gpu.timing
+import ksearch.gpu.timing
 self_like = object()
 """
     found = dict(scan(src))

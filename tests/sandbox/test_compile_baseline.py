@@ -17,11 +17,11 @@ import pytest
 import torch
 from torch._dynamo.utils import get_compilation_metrics
 
-from gpu.sandbox import BASELINE_VERSION, LocalSandbox
-from gpu.task import Task
-from gpu.worker_state import WorkerState
-from tools.common import summarize
-from worldmodel.models import Environment, EvalSettings, Evaluation, WorkloadTiming
+from ksearch.gpu.sandbox import BASELINE_VERSION, LocalSandbox
+from ksearch.gpu.task import Task
+from ksearch.gpu.worker_state import WorkerState
+from ksearch.tools.common import summarize
+from ksearch.worldmodel.models import Environment, EvalSettings, Evaluation, WorkloadTiming
 
 # dynamo logs every symbolic size it creates here: a dim marked dynamic is a `create_symbol` for an input
 SYMBOLS_LOG = "torch.fx.experimental.symbolic_shapes"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from gpu.compiler import find_nvcc, kernel_definition
-from gpu.occupancy import annotate, occupancy
-from gpu.sandbox import LocalSandbox
-from gpu.tasks import load_task
-from worldmodel.models import KernelResources
+from ksearch.gpu.compiler import find_nvcc, kernel_definition
+from ksearch.gpu.occupancy import annotate, occupancy
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.tasks import load_task
+from ksearch.worldmodel.models import KernelResources
 
 pytestmark = pytest.mark.anyio
 SOFTMAX = Path(__file__).resolve().parents[2] / "gpu" / "tasks" / "builtin" / "softmax"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox import LocalSandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -90,7 +90,7 @@ async def test_ceilings_measured_on_the_held_worker_never_wait_for_the_pool(tmp_
     that worker, not on one acquired from the (empty) pool, which would wait forever."""
     import asyncio
 
-    from worldmodel.models import Environment
+    from ksearch.worldmodel.models import Environment
 
     sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=30.0)
     real_env = sb._environment

@@ -8,16 +8,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gpu import interp_watch
-from gpu.sandbox import LocalSandbox
-from server.driver.policies.tuner import Observation, TunerPolicy
-from tools import loop
-from tools.finish_intent import close_refine
-from tools.phase_models import AttemptOutcome
-from tools.workspace import Workspace
-from worldmodel.edits import apply_intents
-from worldmodel.models import INCONCLUSIVE_STATUSES, Evaluation, IntentSpec
-from worldmodel.store import Store
+from ksearch.gpu import interp_watch
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.server.driver.policies.tuner import Observation, TunerPolicy
+from ksearch.tools import loop
+from ksearch.tools.finish_intent import close_refine
+from ksearch.tools.phase_models import AttemptOutcome
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.edits import apply_intents
+from ksearch.worldmodel.models import INCONCLUSIVE_STATUSES, Evaluation, IntentSpec
+from ksearch.worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
 

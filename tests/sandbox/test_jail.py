@@ -1,4 +1,4 @@
-"""gpu.jail on its own: what a jailed command can see and write, and that its fate reaches the caller."""
+"""ksearch.gpu.jail on its own: what a jailed command can see and write, and that its fate reaches the caller."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu import jail
+from ksearch.gpu import jail
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_jail = pytest.mark.skipif(
@@ -71,7 +71,11 @@ def test_death_by_a_signal_passes_through(sig: signal.Signals) -> None:
 @needs_jail
 def test_bad_arguments_and_a_missing_directory_are_refused(tmp_path: Path) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "gpu.jail", "--bogus"], cwd=ROOT, capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "ksearch.gpu.jail", "--bogus"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert p.returncode != 0 and "unexpected argument '--bogus'" in p.stderr
     p = _jailed(["true"], [tmp_path / "absent"])
@@ -92,9 +96,9 @@ def test_unknown_isolation_mode_is_refused_by_name() -> None:
 @pytest.mark.anyio
 async def test_a_sandbox_without_isolation_still_evaluates_and_says_so(tmp_path: Path) -> None:
     """What machines without user namespaces get (isolation 'auto' falls back to it)."""
-    from gpu.sandbox import LocalSandbox
-    from gpu.tasks import load_task
-    from worldmodel.models import Candidate, EvalSettings
+    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.tasks import load_task
+    from ksearch.worldmodel.models import Candidate, EvalSettings
 
     task = load_task(str(ROOT / "tests" / "sandbox" / "fixtures" / "affine.py"))
     source = (ROOT / "tests" / "sandbox" / "fixtures" / "candidates" / "good_triton.py").read_text()

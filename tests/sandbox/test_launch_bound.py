@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from gpu import timing
+from ksearch.gpu import timing
 
 pytestmark = pytest.mark.gpu
 

@@ -11,18 +11,18 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gpu.tasks import load_task
-from server.cli import steer as cli_steer
-from tools.benchmark import BenchmarkIn, benchmark
-from tools.common import CandidateRef
-from tools.create_search import CreateSearchIn, create_search
-from tools.finish_intent import FinishIntentIn, finish_intent
-from tools.loop import improves
-from tools.propose_intents import ProposeIntentsIn, propose_intents
-from tools.select_action import SelectActionIn, select_action
-from tools.workspace import Workspace
-from worldmodel.models import Evaluation, IntentSpec
-from worldmodel.store import Store
+from ksearch.gpu.tasks import load_task
+from ksearch.server.cli import steer as cli_steer
+from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.common import CandidateRef
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
+from ksearch.tools.loop import improves
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.select_action import SelectActionIn, select_action
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Evaluation, IntentSpec
+from ksearch.worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
 

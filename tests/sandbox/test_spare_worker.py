@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox import LocalSandbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 

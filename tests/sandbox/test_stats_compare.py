@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from gpu.compare import compare
-from gpu.stats import median_ci_ranks, summarize
-from worldmodel.models import Environment, Evaluation, WorkloadTiming
+from ksearch.gpu.compare import compare
+from ksearch.gpu.stats import median_ci_ranks, summarize
+from ksearch.worldmodel.models import Environment, Evaluation, WorkloadTiming
 
 
 def test_median_ci_covers_the_true_median_at_least_95_percent() -> None:

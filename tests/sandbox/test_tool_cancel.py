@@ -9,10 +9,10 @@ from unittest import mock
 
 import pytest
 
-from gpu import jail
-from gpu.compiler import StaticCompiler
-from gpu.procs import communicate_or_kill
-from worldmodel.models import Candidate
+from ksearch.gpu import jail
+from ksearch.gpu.compiler import StaticCompiler
+from ksearch.gpu.procs import communicate_or_kill
+from ksearch.worldmodel.models import Candidate
 
 pytestmark = pytest.mark.anyio
 

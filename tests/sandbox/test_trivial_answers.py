@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu.task import Task
-from gpu.tasks import load_task
+from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import load_task
 from tests.sandbox.conftest import candidate, settings
 
 pytestmark = pytest.mark.anyio

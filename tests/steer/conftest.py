@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 import uidata
 from uihelp import arun
 
-from server.cli import steer as cli_steer
-from server.cli import ui as cli_ui
+from ksearch.server.cli import steer as cli_steer
+from ksearch.server.cli import ui as cli_ui
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from click.testing import Result
 from uihelp import REPO, subprocess_env, with_store
 
-from worldmodel.models import Evaluation, SearchConfig
+from ksearch.worldmodel.models import Evaluation, SearchConfig
 
 Ks = Callable[..., Result]  # the `ks` fixture: run a ksearch command
 
@@ -36,7 +36,7 @@ def ksearch(*args: object, env: dict[str, str] | None = None) -> subprocess.Comp
     """`ksearch ARGS` in a subprocess, stdout a pipe (not a terminal), COLUMNS unset."""
     e = {k: v for k, v in (env or subprocess_env()).items() if k not in ("COLUMNS", "LINES", "KSEARCH_DB")}
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *map(str, args)],
+        [sys.executable, "-m", "ksearch.server.cli", *map(str, args)],
         cwd=REPO,
         env=e,
         capture_output=True,
@@ -112,7 +112,7 @@ def test_a_missing_database_is_refused_by_name(tmp_path: Path, args: tuple[objec
 def test_a_relative_missing_database_names_the_absolute_path_too(tmp_path: Path) -> None:
     env = subprocess_env()
     r = subprocess.run(
-        [sys.executable, "-m", "server.cli", "searches", "--db", "nope.db"],
+        [sys.executable, "-m", "ksearch.server.cli", "searches", "--db", "nope.db"],
         cwd=tmp_path,
         env={**env, "PYTHONPATH": str(REPO) + ":" + env["PYTHONPATH"]},
         capture_output=True,

@@ -13,7 +13,7 @@ import uidata
 from click.testing import Result
 from uihelp import REPO, subprocess_env, with_store
 
-from worldmodel.models import SearchConfig
+from ksearch.worldmodel.models import SearchConfig
 
 Ks = Callable[..., Result]  # the `ks` fixture: run a ksearch command
 
@@ -199,7 +199,7 @@ def test_best_prints_source_and_numbers(ks: Ks, demo: tuple[Path, dict[str, int]
 
 def test_commands_are_wired_into_ksearch() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "server.cli", "--help"],
+        [sys.executable, "-m", "ksearch.server.cli", "--help"],
         cwd=REPO,
         env=subprocess_env(),
         capture_output=True,

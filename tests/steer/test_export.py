@@ -10,7 +10,7 @@ from pathlib import Path
 import uidata
 from click.testing import Result
 
-from server.cli.export import EXPORT_FORMAT, SearchExport
+from ksearch.server.cli.export import EXPORT_FORMAT, SearchExport
 
 Ks = Callable[..., Result]  # the `ks` fixture: run a ksearch command
 

@@ -14,16 +14,16 @@ import pytest
 from click.testing import Result
 from uihelp import arun, with_store
 
-from gpu.runtime import TaskRuntime, load_candidate_module
-from gpu.tasks import load_task
-from gpu.tasks.fib_solution import (
+from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
+from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.fib_solution import (
     ADAPTER_MARK,
     EXPORT_MARK,
     Solution,
     parse_solution,
     solution_to_candidate,
 )
-from worldmodel.models import (
+from ksearch.worldmodel.models import (
     CompileReport,
     EvalSettings,
     Evaluation,
@@ -31,7 +31,7 @@ from worldmodel.models import (
     WorkloadCorrectness,
     WorkloadTiming,
 )
-from worldmodel.store import Store
+from ksearch.worldmodel.store import Store
 
 Ks = Callable[..., Result]
 TRACE = Path(__file__).resolve().parents[1] / "tasks" / "fixtures" / "flashinfer_trace"
@@ -199,7 +199,7 @@ def test_a_run_taking_its_names_in_another_order_gets_an_entry_point(ks: Ks, tmp
 @pytest.mark.parametrize(
     ("setup", "args", "expect", "code"),
     [
-        ("nvrtc", ["--solution"], "imports ksearch's own `gpu.nvrtc`", 1),
+        ("nvrtc", ["--solution"], "imports ksearch's own `ksearch.gpu.nvrtc`", 1),
         ("empty", ["--solution"], "has no best kernel to export yet: no timed correct attempt yet", 1),
         ("native", ["--solution", "--html"], "give one of --json, --html or --solution", 2),
     ],
@@ -209,7 +209,7 @@ def test_refusals(ks: Ks, tmp_path: Path, setup: str, args: list[str], expect: s
     sources = {
         "nvrtc": [
             (
-                "from gpu import nvrtc\n\ndef run(hidden_states, weight):\n    return hidden_states\n",
+                "from ksearch.gpu import nvrtc\n\ndef run(hidden_states, weight):\n    return hidden_states\n",
                 "cuda",
                 "h",
             )

@@ -17,17 +17,17 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gpu.sandbox import LocalSandbox
-from gpu.tasks import load_task
-from server.cli import loop as cli_loop
-from server.cli import steer as cli_steer
-from server.cli import tree as cli_tree
-from tools.create_search import CreateSearchIn, create_search
-from tools.final_eval import FinalEvalIn, final_evaluation
-from tools.get_tree import GetTreeIn, get_tree
-from tools.workspace import Workspace
-from worldmodel.models import Attempt, EvalSettings, Evaluation
-from worldmodel.store import Store
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.tasks import load_task
+from ksearch.server.cli import loop as cli_loop
+from ksearch.server.cli import steer as cli_steer
+from ksearch.server.cli import tree as cli_tree
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
+from ksearch.tools.get_tree import GetTreeIn, get_tree
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import Attempt, EvalSettings, Evaluation
+from ksearch.worldmodel.store import Store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu]
 
@@ -39,7 +39,7 @@ TASK = '''"""Row sum with a search, a held-out and a smoke workload of different
 
 import torch
 
-from gpu.inputs import signed
+from ksearch.gpu.inputs import signed
 
 META = {"op": "row_sum", "dtype": "float32", "bound": "memory", "title": "Row sum (final test)"}
 
@@ -90,7 +90,7 @@ def task_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def _search_phase(sb: LocalSandbox, task_path: Path, source: str, speedup: float) -> Evaluation:
     """The search phase's evaluation on the search workload, run for real, its timing marked as a GPU's."""
-    from worldmodel.models import Candidate
+    from ksearch.worldmodel.models import Candidate
 
     st = EvalSettings(seed=3, trials=2, workloads=["search"], min_reps=3, max_reps=5, time_budget_s=0.5)
     ev = await sb.evaluate(Candidate.of(source, "triton"), load_task(str(task_path)), st)
@@ -173,7 +173,7 @@ async def test_when_no_re_measured_attempt_passes_the_search_has_no_best(
         assert f"attempt #{hard.id}, the search's best, failed it" in out.best_lost
         assert "no re-measured attempt passed it: the search has no best" in out.best_lost
         assert out.next.startswith(out.best_lost)
-        logged = [r.getMessage() for r in caplog.records if r.name == "tools.final_eval"]
+        logged = [r.getMessage() for r in caplog.records if r.name == "ksearch.tools.final_eval"]
         assert logged == [f"search only: {out.best_lost}"]
 
 

@@ -10,8 +10,8 @@ import pytest
 from click.testing import Result
 from uihelp import REPO, with_store
 
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.models import IntentSpec, SearchConfig
+from ksearch.worldmodel.edits import apply_edits, apply_intents
+from ksearch.worldmodel.models import IntentSpec, SearchConfig
 
 Ks = Callable[..., Result]  # the `ks` fixture: run a ksearch command
 SEED = (REPO / "gpu" / "tasks" / "builtin" / "row_sum" / "seed_triton.py").read_text()

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import torch
 
-import gpu.tasks
-from gpu.inputs import accepted_by, as_outputs, degenerate_outputs
-from gpu.runtime import TaskRuntime, load_candidate_module
-from gpu.tasks import builtin_names, builtin_tasks, load_task
-from gpu.tasks.tunables import apply_tunables, read_tunables
+import ksearch.gpu.tasks
+from ksearch.gpu.inputs import accepted_by, as_outputs, degenerate_outputs
+from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
+from ksearch.gpu.tasks import builtin_names, builtin_tasks, load_task
+from ksearch.gpu.tasks.tunables import apply_tunables, read_tunables
 
 NAMES = builtin_names()
 MEMORY = {"softmax", "rmsnorm", "layernorm", "fused_add_rmsnorm", "row_sum", "cross_entropy", "swiglu"}
@@ -35,7 +35,7 @@ def test_the_suite_covers_memory_and_compute_bound_work() -> None:
 
 
 def test_builtins_load_fast() -> None:
-    gpu.tasks._cache.clear()
+    ksearch.gpu.tasks._cache.clear()
     for name in NAMES:
         start = time.perf_counter()
         task = load_task(name)
@@ -191,8 +191,8 @@ def test_some_builtins_have_cuda_seeds() -> None:
 def test_cuda_seed_compiles_with_nvcc(name: str, tmp_path: Path) -> None:
     import asyncio
 
-    from gpu.compiler import StaticCompiler, find_nvcc
-    from worldmodel.models import Candidate
+    from ksearch.gpu.compiler import StaticCompiler, find_nvcc
+    from ksearch.worldmodel.models import Candidate
 
     if find_nvcc() is None:
         pytest.skip("nvcc is not installed")

@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from gpu.tasks import builtin_names, load_task
-from server.cli import tasks as cli_tasks
+from ksearch.gpu.tasks import builtin_names, load_task
+from ksearch.server.cli import tasks as cli_tasks
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu.tasks import facts, load_task
-from gpu.tasks.facts import Ceilings, task_facts
+from ksearch.gpu.tasks import facts, load_task
+from ksearch.gpu.tasks.facts import Ceilings, task_facts
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"
 
@@ -272,7 +272,7 @@ def test_a_failed_probe_is_not_written_to_disk(tmp_path: Path, monkeypatch: pyte
     task = load_task(p)
 
     def broken(*args: object, **kwargs: object) -> str:
-        from gpu.tasks.probe import ProbeFailed
+        from ksearch.gpu.tasks.probe import ProbeFailed
 
         raise ProbeFailed("took over 180 s")
 
@@ -301,8 +301,8 @@ def test_apply_facts_fills_only_what_the_task_did_not_declare() -> None:
 def test_importing_facts_and_loading_tasks_needs_no_torch() -> None:
     code = (
         "import sys\n"
-        "from gpu.tasks import load_task\n"
-        "from gpu.tasks.facts import task_facts\n"
+        "from ksearch.gpu.tasks import load_task\n"
+        "from ksearch.gpu.tasks.facts import task_facts\n"
         f"task_facts(load_task({str(KB / 'l1_matmul_bf16.py')!r}))\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )

@@ -14,11 +14,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gpu import faults
-from gpu.cpp_ext import ExtensionBuildError
-from gpu.runtime import TaskRuntime, load_candidate_module
-from gpu.tasks import load_task
-from gpu.tasks.fib_solution import (
+from ksearch.gpu import faults
+from ksearch.gpu.cpp_ext import ExtensionBuildError
+from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
+from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.fib_solution import (
     ADAPTER_MARK,
     Solution,
     SolutionError,
@@ -26,7 +26,7 @@ from gpu.tasks.fib_solution import (
     parse_solution,
     solution_to_candidate,
 )
-from server.cli import sandbox as cli_sandbox
+from ksearch.server.cli import sandbox as cli_sandbox
 
 TRACE = Path(__file__).parent / "fixtures" / "flashinfer_trace"
 SOLUTIONS = TRACE / "solutions" / "ksearch-fixtures"
@@ -79,7 +79,7 @@ def test_a_compiled_solution_keeps_its_files_verbatim() -> None:
     task = load_task(str(GEMM))
     sol = parse_solution(CUDA_TORCH.read_text())
     c = solution_to_candidate(sol, task)
-    assert c.language == "cpp_ext" and "from gpu import fib_build" in c.source
+    assert c.language == "cpp_ext" and "from ksearch.gpu import fib_build" in c.source
     tree = ast.parse(c.source)
     values = {
         t.id: ast.literal_eval(s.value)
@@ -227,7 +227,7 @@ def _rope_solution(content: str) -> Solution:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_cpp_solution_builds_as_a_torch_extension(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """gpu.fib_build for real: the files written, built by torch's extension loader, the entry called."""
+    """ksearch.gpu.fib_build for real: the files written, built by torch's extension loader, the entry called."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     task = load_task(str(ROPE))
@@ -309,8 +309,8 @@ def test_a_triton_solution_evaluates_on_the_gpu_with_the_dataset_s_inputs() -> N
 def test_candidate_ref_takes_a_solution_json_as_one_of_its_forms() -> None:
     from pydantic import ValidationError
 
-    from tools.common import CandidateRef, solution_candidate
-    from tools.errors import ToolFailure
+    from ksearch.tools.common import CandidateRef, solution_candidate
+    from ksearch.tools.errors import ToolFailure
 
     ref = CandidateRef(solution_json=FORWARD.read_text())
     source, language = solution_candidate(ref.solution_json or "", load_task(str(RMSNORM)))

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-from gpu.inputs import accepted_by
-from gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
-from gpu.task import TaskError
-from gpu.tasks import load_task
-from gpu.tasks.flashinfer import SMOKE_AXIS_CAP
+from ksearch.gpu.inputs import accepted_by
+from ksearch.gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
+from ksearch.gpu.task import TaskError
+from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.flashinfer import SMOKE_AXIS_CAP
 
 FIX = Path(__file__).parent / "fixtures" / "flashinfer"
 DEF = FIX / "rowscale_h64.json"

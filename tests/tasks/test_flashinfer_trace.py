@@ -16,11 +16,11 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from gpu.runtime import TaskRuntime
-from gpu.task import TaskError
-from gpu.tasks import load_task
-from gpu.tasks.flashinfer import FIB_INT_RANGES, dataset_root
-from server.cli import tasks as cli_tasks
+from ksearch.gpu.runtime import TaskRuntime
+from ksearch.gpu.task import TaskError
+from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.flashinfer import FIB_INT_RANGES, dataset_root
+from ksearch.server.cli import tasks as cli_tasks
 
 TRACE = Path(__file__).parent / "fixtures" / "flashinfer_trace"
 RMSNORM = TRACE / "definitions" / "rmsnorm" / "rmsnorm_h128.json"

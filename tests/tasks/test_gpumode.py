@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
-from gpu.task import TaskError
-from gpu.tasks import load_task
+from ksearch.gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
+from ksearch.gpu.task import TaskError
+from ksearch.gpu.tasks import load_task
 
 FIX = Path(__file__).parent / "fixtures" / "gpumode"
 FOLDER = FIX / "scaled_add"
@@ -191,7 +191,7 @@ def test_a_reference_pinned_to_cuda_is_noted_at_load() -> None:
 
 @pytest.mark.cpu
 def test_check_says_a_cuda_task_needs_a_gpu_instead_of_failing_in_torch() -> None:
-    from gpu.tasks.check import run_check
+    from ksearch.gpu.tasks.check import run_check
 
     report = run_check(str(FIX / "cuda_pinned"))
     assert not report.ok and report.needs_gpu and report.outputs == []
@@ -215,7 +215,7 @@ def test_booleans_reach_generate_input_as_the_evaluator_passes_them() -> None:
     assert any(n.startswith("nomask:") and "'False'" in n for n in task.extras["notes"])
     _x, mask, _w, _cfg = TaskRuntime(task).make_inputs(wl, 3, "cpu")[0]
     assert bool((mask == 1).all())  # as on GPU MODE: every TriMul-style mask is all ones
-    from gpu.tasks.gpumode import spec_value
+    from ksearch.gpu.tasks.gpumode import spec_value
 
     assert [spec_value(v) for v in (True, 7, "normal", [96, 128], 0.5)] == [
         "True",
@@ -243,8 +243,8 @@ def test_a_kernel_that_ignores_the_mask_passes_as_it_does_on_gpumode(tmp_path: P
 
 
 def test_seeds_combine_with_the_trial_seed_and_the_tasks_own_seed_is_kept() -> None:
-    from gpu.tasks.rt_common import seed_everything
-    from gpu.tasks.rt_gpumode import combine_seeds
+    from ksearch.gpu.tasks.rt_common import seed_everything
+    from ksearch.gpu.tasks.rt_gpumode import combine_seeds
 
     task = load_task(str(PAIRMIX))
     rt = TaskRuntime(task)
@@ -271,6 +271,6 @@ def test_generate_input_runs_outside_any_device_context() -> None:
 
 def test_a_zero_dim_output_is_not_a_degenerate_rule() -> None:
     """vectorsum returns a 0-d sum: its mean is itself, so "a constant" is no fake answer there."""
-    from gpu.inputs import degenerate_outputs
+    from ksearch.gpu.inputs import degenerate_outputs
 
     assert degenerate_outputs(load_task(str(FIX / "scalar_sum"))) == []

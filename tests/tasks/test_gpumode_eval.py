@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import torch
 
-from gpu import timing
-from gpu.sandbox import LocalSandbox
-from gpu.task import Task
-from gpu.tasks import load_task
-from worldmodel.models import Candidate, EvalSettings
+from ksearch.gpu import timing
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import load_task
+from ksearch.worldmodel.models import Candidate, EvalSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).parent / "fixtures" / "gpumode"
@@ -282,7 +282,7 @@ async def test_the_gpumode_protocol_follows_a_host_timed_l2_flushing_evaluator(s
 def _ksearch(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
+        [sys.executable, "-m", "ksearch.server.cli", *args],
         capture_output=True,
         text=True,
         env=env,

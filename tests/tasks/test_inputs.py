@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpu.inputs import (
+from ksearch.gpu.inputs import (
     accepted_by,
     degenerate_outputs,
     integers,
@@ -19,8 +19,8 @@ from gpu.inputs import (
     signed,
     torch_dtype,
 )
-from gpu.task import TaskError, Tolerance
-from gpu.tasks import load_task
+from ksearch.gpu.task import TaskError, Tolerance
+from ksearch.gpu.tasks import load_task
 
 FIX = Path(__file__).parent / "fixtures" / "native"
 
@@ -102,7 +102,7 @@ def test_identity_rule_is_flagged(tmp_path: Path) -> None:
     path.write_text(
         textwrap.dedent("""
         import torch
-        from gpu.inputs import signed
+        from ksearch.gpu.inputs import signed
         TOLERANCE = {"rtol": {"float32": 0.05}}
         class Model(torch.nn.Module):
             def forward(self, x):

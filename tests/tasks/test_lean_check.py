@@ -15,11 +15,11 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from gpu import checking
-from gpu.runtime import TaskRuntime
-from gpu.task import Tolerance
-from gpu.tasks.check import run_check
-from server.cli import tasks as cli_tasks
+from ksearch.gpu import checking
+from ksearch.gpu.runtime import TaskRuntime
+from ksearch.gpu.task import Tolerance
+from ksearch.gpu.tasks.check import run_check
+from ksearch.server.cli import tasks as cli_tasks
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,8 +113,8 @@ def test_checking_a_large_output_takes_a_fraction_of_its_size() -> None:
     code = textwrap.dedent(
         """
         import resource, torch
-        from gpu import checking
-        from gpu.task import Tolerance
+        from ksearch.gpu import checking
+        from ksearch.gpu.task import Tolerance
         exp = torch.randn(16 * 1024 * 1024)
         got = exp.clone()
         got[-1] += 1

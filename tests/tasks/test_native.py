@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
-from gpu.task import TaskError
-from gpu.tasks import load_task
+from ksearch.gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
+from ksearch.gpu.task import TaskError
+from ksearch.gpu.tasks import load_task
 
 FIX = Path(__file__).parent / "fixtures" / "native"
 
@@ -70,7 +70,7 @@ def test_extras_are_read_without_running_the_file() -> None:
 
 def test_loading_does_not_import_torch() -> None:
     code = (
-        "import sys; from gpu.tasks import load_task, builtin_tasks; "
+        "import sys; from ksearch.gpu.tasks import load_task, builtin_tasks; "
         f"load_task({str(FIX / 'linear_relu.py')!r}); builtin_tasks(); "
         "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'torch imported'"
     )

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpu.runtime import TaskRuntime, load_candidate_module
-from gpu.task import TaskError, Workload
-from gpu.tasks import load_task, native
-from gpu.tasks.rt_native import NativeRuntime
-from gpu.tasks.shrink import SizeKnobs, patched_code, shrunk, size_knobs
+from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
+from ksearch.gpu.task import TaskError, Workload
+from ksearch.gpu.tasks import load_task, native
+from ksearch.gpu.tasks.rt_native import NativeRuntime
+from ksearch.gpu.tasks.shrink import SizeKnobs, patched_code, shrunk, size_knobs
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"
 

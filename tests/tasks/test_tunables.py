@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu.tasks.tunables import TunableError, apply_tunables, read_tunables
+from ksearch.gpu.tasks.tunables import TunableError, apply_tunables, read_tunables
 
 SOURCE = """import triton
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tools.create_search import CreateSearchIn, create_search
-from tools.errors import ToolFailure
-from tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
-from tools.propose_intents import ProposeIntentsIn, propose_intents
-from tools.select_action import SelectActionIn, select_action
-from tools.workspace import Workspace
-from worldmodel.models import IntentSpec
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.select_action import SelectActionIn, select_action
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import IntentSpec
 
 BF16_MATMUL = Path(__file__).parents[1] / "tasks" / "fixtures" / "kernelbench" / "l1_matmul_bf16.py"
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]

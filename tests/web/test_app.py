@@ -12,10 +12,10 @@ import uidata
 from starlette.testclient import TestClient
 from uihelp import with_store
 
-from server.web.app import build_app
-from worldmodel.edits import apply_edits
-from worldmodel.models import SearchConfig
-from worldmodel.store import Store
+from ksearch.server.web.app import build_app
+from ksearch.worldmodel.edits import apply_edits
+from ksearch.worldmodel.models import SearchConfig
+from ksearch.worldmodel.store import Store
 
 HOST = "testserver"  # the host name Starlette's test client sends
 

@@ -12,8 +12,8 @@ import pytest
 from starlette.testclient import TestClient
 from uihelp import with_store
 
-from server.web.app import build_app
-from worldmodel import runs
+from ksearch.server.web.app import build_app
+from ksearch.worldmodel import runs
 
 HOST = "testserver"
 

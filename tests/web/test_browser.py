@@ -154,7 +154,7 @@ WRITER = textwrap.dedent(
     """
     import asyncio, sys
     import uidata
-    from worldmodel.store import Store
+    from ksearch.worldmodel.store import Store
 
     async def main(db, node):
         store = await Store.open(db)

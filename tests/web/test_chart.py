@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from server.web.chart import HEIGHT, score_chart
-from worldmodel.models import Attempt, Evaluation, WorkloadTiming
+from ksearch.server.web.chart import HEIGHT, score_chart
+from ksearch.worldmodel.models import Attempt, Evaluation, WorkloadTiming
 
 
 def _attempt(aid: int, speedup: float, device: str = "NVIDIA H200") -> Attempt:

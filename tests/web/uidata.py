@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.models import (
+from ksearch.worldmodel.edits import apply_edits, apply_intents
+from ksearch.worldmodel.models import (
     CompileReport,
     Diagnostic,
     EvalSettings,
@@ -19,7 +19,7 @@ from worldmodel.models import (
     WorkloadCorrectness,
     WorkloadTiming,
 )
-from worldmodel.store import Store
+from ksearch.worldmodel.store import Store
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">'
 WORKLOADS = ("rows4096_cols1024", "rows512_cols8192")

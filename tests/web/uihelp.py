@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from worldmodel.store import Store
+from ksearch.worldmodel.store import Store
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -63,7 +63,7 @@ class UiProcess:
     def __init__(self, db: Path, search: str | None = None) -> None:
         args = ["ui", *([search] if search else []), "--db", str(db), "--port", "0"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", *args],
+            [sys.executable, "-m", "ksearch.server.cli", *args],
             cwd=REPO,
             env=subprocess_env(),
             stdout=subprocess.PIPE,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from worldmodel.models import Search
-from worldmodel.store import Store
+from ksearch.worldmodel.models import Search
+from ksearch.worldmodel.store import Store
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tools.final_eval import FinalOut
-from tools.loop import LoopState
-from worldmodel.models import (
+from ksearch.tools.final_eval import FinalOut
+from ksearch.tools.loop import LoopState
+from ksearch.worldmodel.models import (
     Attempt,
     Budgets,
     Candidate,

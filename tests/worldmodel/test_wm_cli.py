@@ -11,10 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from server.cli import tree as cli_tree
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.models import Evaluation
-from worldmodel.store import Store
+from ksearch.server.cli import tree as cli_tree
+from ksearch.worldmodel.edits import apply_edits, apply_intents
+from ksearch.worldmodel.models import Evaluation
+from ksearch.worldmodel.store import Store
 
 
 @pytest.fixture

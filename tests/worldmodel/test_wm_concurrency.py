@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from worldmodel.store import Store
+from ksearch.worldmodel.store import Store
 
 WRITER = Path(__file__).with_name("wm_writer.py")
 T = TypeVar("T")

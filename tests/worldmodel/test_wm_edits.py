@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from worldmodel.edits import RESULT_KEYS, EditRejected, apply_edits, apply_intents, replay_edits
-from worldmodel.errors import NotFound
-from worldmodel.models import (
+from ksearch.worldmodel.edits import RESULT_KEYS, EditRejected, apply_edits, apply_intents, replay_edits
+from ksearch.worldmodel.errors import NotFound
+from ksearch.worldmodel.models import (
     CompileReport,
     Diagnostic,
     EditSpec,
@@ -19,7 +19,7 @@ from worldmodel.models import (
     Search,
     WorkloadCorrectness,
 )
-from worldmodel.store import Store
+from ksearch.worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
 

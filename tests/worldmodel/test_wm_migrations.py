@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from worldmodel.errors import SchemaError
-from worldmodel.render import render_tree
-from worldmodel.schema import MIGRATIONS, SCHEMA_VERSION
-from worldmodel.select import select_action, select_next
-from worldmodel.store import Store
+from ksearch.worldmodel.errors import SchemaError
+from ksearch.worldmodel.render import render_tree
+from ksearch.worldmodel.schema import MIGRATIONS, SCHEMA_VERSION
+from ksearch.worldmodel.select import select_action, select_next
+from ksearch.worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from worldmodel.edits import apply_intents
-from worldmodel.models import Attempt, Environment, Evaluation, Search, WorkloadTiming
-from worldmodel.store import Store
+from ksearch.worldmodel.edits import apply_intents
+from ksearch.worldmodel.models import Attempt, Environment, Evaluation, Search, WorkloadTiming
+from ksearch.worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
 

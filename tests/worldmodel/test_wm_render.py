@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.models import Attempt, AttemptSpeedups, Evaluation, Node, Search, WorkloadTiming
-from worldmodel.render import render_search, render_tree, tree_json, tree_mermaid
-from worldmodel.store import Store
+from ksearch.worldmodel.edits import apply_edits, apply_intents
+from ksearch.worldmodel.models import Attempt, AttemptSpeedups, Evaluation, Node, Search, WorkloadTiming
+from ksearch.worldmodel.render import render_search, render_tree, tree_json, tree_mermaid
+from ksearch.worldmodel.store import Store
 
 LINE = re.compile(r"^\s*#(\d+) ")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from worldmodel import runs
-from worldmodel.models import Search
-from worldmodel.schema import MIGRATIONS, SCHEMA_VERSION
-from worldmodel.store import Store
+from ksearch.worldmodel import runs
+from ksearch.worldmodel.models import Search
+from ksearch.worldmodel.schema import MIGRATIONS, SCHEMA_VERSION
+from ksearch.worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.models import Evaluation, Node, Search
-from worldmodel.select import branch_ids, select_action, select_next
-from worldmodel.store import Store
+from ksearch.worldmodel.edits import apply_edits, apply_intents
+from ksearch.worldmodel.models import Evaluation, Node, Search
+from ksearch.worldmodel.select import branch_ids, select_action, select_next
+from ksearch.worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
 

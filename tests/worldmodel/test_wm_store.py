@@ -9,10 +9,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.errors import Conflict, InvalidTransition, NotFound
-from worldmodel.models import Attempt, Environment, Evaluation, Search, SearchConfig, WorkloadTiming
-from worldmodel.store import Store
+from ksearch.worldmodel.edits import apply_edits, apply_intents
+from ksearch.worldmodel.errors import Conflict, InvalidTransition, NotFound
+from ksearch.worldmodel.models import Attempt, Environment, Evaluation, Search, SearchConfig, WorkloadTiming
+from ksearch.worldmodel.store import Store
 
 pytestmark = pytest.mark.anyio
 

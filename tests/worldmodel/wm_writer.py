@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from worldmodel.edits import apply_edits, apply_intents
-from worldmodel.models import Evaluation
-from worldmodel.store import Store
+from ksearch.worldmodel.edits import apply_edits, apply_intents
+from ksearch.worldmodel.models import Evaluation
+from ksearch.worldmodel.store import Store
 
 
 def report(line: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from server.driver.policies.base import (
+from ksearch.server.driver.policies.base import (
     CallRecord,
     CodeResult,
     InitContext,
@@ -23,8 +23,8 @@ from server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from tools.prompting import PHASES, render_prompt
-from worldmodel.models import POLICY_NAMES
+from ksearch.tools.prompting import PHASES, render_prompt
+from ksearch.worldmodel.models import POLICY_NAMES
 
 __all__ = [
     "PHASES",
@@ -68,11 +68,11 @@ def make_policy(
         raise ValueError(f"a replay file is only used by the replay policy, not by {key!r}")
     policy: Policy
     if key == "anthropic":
-        from server.driver.policies.anthropic import DEFAULT_MODEL, AnthropicPolicy
+        from ksearch.server.driver.policies.anthropic import DEFAULT_MODEL, AnthropicPolicy
 
         policy = AnthropicPolicy(model=model or DEFAULT_MODEL, base_url=base_url)
     elif key == "openai":
-        from server.driver.policies.openai import OpenAIPolicy
+        from ksearch.server.driver.policies.openai import OpenAIPolicy
 
         url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         if not model:
@@ -82,7 +82,7 @@ def make_policy(
             )
         policy = OpenAIPolicy(base_url=url, model=model)
     elif key == "tuner":
-        from server.driver.policies.tuner import TunerPolicy
+        from ksearch.server.driver.policies.tuner import TunerPolicy
 
         if model or base_url:
             raise ValueError(
@@ -90,13 +90,13 @@ def make_policy(
             )
         policy = TunerPolicy()
     else:
-        from server.driver.policies.replay import ReplayPolicy
+        from ksearch.server.driver.policies.replay import ReplayPolicy
 
         if replay is None:
             raise ValueError("the replay policy needs the JSONL file of recorded answers to play back")
         policy = ReplayPolicy(replay)
     if record is not None:
-        from server.driver.policies.replay import RecordingPolicy
+        from ksearch.server.driver.policies.replay import RecordingPolicy
 
         policy = RecordingPolicy(policy, record)
     return policy

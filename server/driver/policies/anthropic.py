@@ -9,8 +9,8 @@ from typing import Any, cast
 
 import anthropic
 
-from server.driver.policies.base import PolicyError
-from server.driver.policies.llm import (
+from ksearch.server.driver.policies.base import PolicyError
+from ksearch.server.driver.policies.llm import (
     Completion,
     LLMPolicy,
     Message,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
-from tools.phase_models import (  # re-exported: policies and their tests read the contexts from here
+from ksearch.tools.phase_models import (  # re-exported: policies and their tests read the contexts from here
     AttemptOutcome,
     CodeResult,
     Ctx,
@@ -21,8 +21,8 @@ from tools.phase_models import (  # re-exported: policies and their tests read t
     UpdateResult,
     WriteContext,
 )
-from worldmodel.errors import KsearchError
-from worldmodel.models import LLMCallRecord
+from ksearch.worldmodel.errors import KsearchError
+from ksearch.worldmodel.models import LLMCallRecord
 
 __all__ = [
     "AttemptOutcome",

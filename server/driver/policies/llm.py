@@ -20,7 +20,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ValidationError
 
-from server.driver.policies.base import (
+from ksearch.server.driver.policies.base import (
     CallRecord,
     CodeResult,
     InitContext,
@@ -31,9 +31,9 @@ from server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from server.driver.policies.pricing import cost_usd, price_for
-from tools.prompting import Phase, render_prompt
-from worldmodel.errors import KsearchError
+from ksearch.server.driver.policies.pricing import cost_usd, price_for
+from ksearch.tools.prompting import Phase, render_prompt
+from ksearch.worldmodel.errors import KsearchError
 
 
 class Message(TypedDict):

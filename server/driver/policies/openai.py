@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from server.driver.policies.llm import (
+from ksearch.server.driver.policies.llm import (
     Completion,
     LLMPolicy,
     Message,

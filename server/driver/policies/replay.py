@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from server.driver.policies.base import (
+from ksearch.server.driver.policies.base import (
     CallRecord,
     CallSink,
     CodeResult,
@@ -31,7 +31,7 @@ from server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from tools.prompting import PHASES, Phase
+from ksearch.tools.prompting import PHASES, Phase
 
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "init": InitResult,

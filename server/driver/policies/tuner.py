@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gpu.tasks.tunables import TunableError, apply_tunables, read_tunables
-from server.driver.policies.base import (
+from ksearch.gpu.tasks.tunables import TunableError, apply_tunables, read_tunables
+from ksearch.server.driver.policies.base import (
     AttemptOutcome,
     CodeResult,
     InitContext,
@@ -27,7 +27,7 @@ from server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from worldmodel.models import INCONCLUSIVE_STATUSES, EditSpec, IntentSpec
+from ksearch.worldmodel.models import INCONCLUSIVE_STATUSES, EditSpec, IntentSpec
 
 Config = dict[str, Any]
 Feature = tuple[str, str]  # (parameter, repr(value))
@@ -510,7 +510,7 @@ class TunerPolicy(Policy):
         base: Observation | None,
         best: Observation,
     ) -> float | None:
-        """The intent's expected_speedup as worldmodel.models.EXPECTED_SPEEDUP defines it: relative to the
+        """The intent's expected_speedup as ksearch.worldmodel.models.EXPECTED_SPEEDUP defines it: relative to the
         code it builds on, its base attempt (which the best may have overtaken since), else the best; None
         where the model has not measured every value."""
         ref = base if base is not None and base.log_speedup is not None else best

@@ -8,7 +8,7 @@ products wrongly; float16 exercises the same code path on the CPU.
 
 import torch
 
-from gpu.inputs import signed, torch_dtype
+from ksearch.gpu.inputs import signed, torch_dtype
 
 META = {"op": "bmm", "dtype": "bfloat16", "bound": "compute", "title": "Batched GEMM (bf16)"}
 

@@ -8,7 +8,7 @@ interpreter computes bf16 dot products wrongly; float16 exercises the same code 
 
 import torch
 
-from gpu.inputs import signed, torch_dtype
+from ksearch.gpu.inputs import signed, torch_dtype
 
 META = {"op": "conv2d", "dtype": "bfloat16", "bound": "compute", "title": "Conv2d 3x3 NCHW (bf16)"}
 

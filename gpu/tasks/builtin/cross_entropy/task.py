@@ -8,7 +8,7 @@ eager upcasts the whole matrix to fp32 first.
 import torch
 import torch.nn.functional as F
 
-from gpu.inputs import integers, signed
+from ksearch.gpu.inputs import integers, signed
 
 META = {"op": "cross_entropy", "dtype": "bfloat16", "bound": "memory", "title": "Cross-entropy, 128k vocab (bf16 logits)"}
 

@@ -7,7 +7,7 @@ eager version materialises h and re-reads it several times.
 
 import torch
 
-from gpu.inputs import signed
+from ksearch.gpu.inputs import signed
 
 META = {"op": "fused_add_rmsnorm", "dtype": "bfloat16", "bound": "memory", "title": "Residual add + RMSNorm (bf16)"}
 

@@ -9,7 +9,7 @@ float16 exercises the same code path on the CPU.
 
 import torch
 
-from gpu.inputs import signed, torch_dtype
+from ksearch.gpu.inputs import signed, torch_dtype
 
 META = {"op": "gemm", "dtype": "bfloat16", "bound": "compute", "title": "GEMM (bf16, fp32 accumulate)"}
 

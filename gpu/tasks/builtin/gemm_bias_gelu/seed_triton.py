@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gpu.inputs import torch_dtype
+from ksearch.gpu.inputs import torch_dtype
 
 TUNABLES = {
     "BLOCK_M": [64, 128, 256],

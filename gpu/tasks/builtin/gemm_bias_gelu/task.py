@@ -10,7 +10,7 @@ float16 exercises the same code path on the CPU.
 import torch
 import torch.nn.functional as F
 
-from gpu.inputs import signed, torch_dtype
+from ksearch.gpu.inputs import signed, torch_dtype
 
 META = {"op": "gemm_epilogue", "dtype": "bfloat16", "bound": "compute", "title": "Linear + bias + GELU (bf16)"}
 

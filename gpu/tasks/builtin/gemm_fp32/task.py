@@ -7,7 +7,7 @@ precision. Compute-bound on the FP32 CUDA cores (~67 TFLOP/s peak on an H200).
 
 import torch
 
-from gpu.inputs import signed
+from ksearch.gpu.inputs import signed
 
 META = {"op": "gemm", "dtype": "float32", "bound": "compute", "title": "GEMM (fp32, no TF32)"}
 

@@ -8,7 +8,7 @@ Weight and bias are inputs (random, signed) so that a kernel ignoring them fails
 import torch
 import torch.nn.functional as F
 
-from gpu.inputs import signed
+from ksearch.gpu.inputs import signed
 
 META = {"op": "layernorm", "dtype": "float32", "bound": "memory", "title": "LayerNorm (fp32)"}
 

@@ -6,7 +6,7 @@ round-to-nearest-even.
 
 import torch
 
-from gpu import nvrtc
+from ksearch.gpu import nvrtc
 
 TUNABLES = {"THREADS": [128, 256, 512, 1024]}
 THREADS = 256

@@ -7,7 +7,7 @@ which launches several kernels and moves the matrix several times.
 
 import torch
 
-from gpu.inputs import signed
+from ksearch.gpu.inputs import signed
 
 META = {"op": "rmsnorm", "dtype": "bfloat16", "bound": "memory", "title": "RMSNorm (bf16)"}
 

@@ -7,7 +7,7 @@ Tolerance: fp32 sums of up to 64k terms in any order differ by ~1e-5 absolute, h
 
 import torch
 
-from gpu.inputs import signed
+from ksearch.gpu.inputs import signed
 
 META = {"op": "row_sum", "dtype": "float32", "bound": "memory", "title": "Row sum (fp32)"}
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from gpu import nvrtc
+from ksearch.gpu import nvrtc
 
 TUNABLES = {"THREADS": [128, 256, 512, 1024]}
 THREADS = 512

@@ -7,7 +7,7 @@ The tolerance is tight in absolute terms because most probabilities are ~1/N.
 
 import torch
 
-from gpu.inputs import signed
+from ksearch.gpu.inputs import signed
 
 META = {"op": "softmax", "dtype": "float32", "bound": "memory", "title": "Row softmax (fp32)"}
 

@@ -7,7 +7,7 @@ silu result through memory. Sizes are Llama-style intermediate widths.
 import torch
 import torch.nn.functional as F
 
-from gpu.inputs import signed
+from ksearch.gpu.inputs import signed
 
 META = {"op": "swiglu", "dtype": "bfloat16", "bound": "memory", "title": "SwiGLU silu(gate) * up (bf16)"}
 
