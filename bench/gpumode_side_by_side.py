@@ -159,7 +159,7 @@ def language_of(source: str) -> str:
         return "cpp_ext"
     if re.search(r"^\s*(import triton|from triton)", source, re.M):
         return "triton"
-    if "cupy" in source or "ksearch.gpu.nvrtc" in source:
+    if "cupy" in source or re.search(r"\bgpu\.nvrtc\b|\bgpu import\b.*\bnvrtc\b", source):  # either name
         return "cuda"
     return "triton"  # pure PyTorch (the reference): no kernel of its own
 
