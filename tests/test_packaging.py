@@ -1,8 +1,10 @@
 """The installed layout: one top-level package, `ksearch`, with the four rooms inside it.
 
-The wheel is built from a copy of the checkout (no network: the interpreter's own setuptools) and read,
-not installed: every file lies under ksearch/ (or the dist-info), the data files travel with it, and the
-console script names the namespaced entry point.
+The wheel is built from a copy of the checkout (no network: the interpreter's own setuptools) and read:
+every file lies under ksearch/ (or the dist-info), the data files travel with it, and the console script
+names the namespaced entry point. Then it is installed into a directory of its own, away from the
+checkout, and used from there: `import ksearch` gives the public surface from that directory, nothing else
+is installed at the top level, and the console script runs a command that reads the packaged tasks.
 """
 
 from __future__ import annotations
@@ -96,6 +98,23 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
+@pytest.fixture(scope="module")
+def installed(wheel: zipfile.ZipFile, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed (no dependencies: this interpreter has them) into a target directory."""
+    target = tmp_path_factory.mktemp("site")
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(target)]
+    done = subprocess.run([*cmd, str(wheel.filename)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return target
+
+
+def _run_installed(target: Path, argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    # The target directory first on the path, the checkout nowhere: an editable install of the checkout in
+    # this interpreter would otherwise be found, and the test would pass without the wheel.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(target)}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
 def test_the_wheel_holds_one_top_level_package(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
     version = PYPROJECT["project"]["version"]
@@ -123,3 +142,30 @@ def test_the_console_script(wheel: zipfile.ZipFile) -> None:
     (ep,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
     text = wheel.read(ep).decode()
     assert "ksearch = ksearch.server.cli.main:main" in text
+
+
+def test_the_installed_wheel_is_one_package_with_its_public_surface(installed: Path, tmp_path: Path) -> None:
+    tops = {p.name for p in installed.iterdir() if not p.name.endswith(".dist-info")}
+    assert tops == {"ksearch", "bin"}, tops  # no top-level gpu, server, tools or worldmodel
+    code = (
+        "import json, ksearch, ksearch.tools.workspace as w\n"
+        "print(json.dumps([ksearch.__file__, w.__file__, ksearch.__version__, sorted(ksearch.__all__)]))"
+    )
+    done = _run_installed(installed, [sys.executable, "-c", code], tmp_path)
+    assert done.returncode == 0, done.stderr
+    init, workspace, version, public = __import__("json").loads(done.stdout)
+    assert Path(init) == installed / "ksearch" / "__init__.py"
+    assert Path(workspace).is_relative_to(installed / "ksearch" / "tools")  # not the checkout's tools/
+    assert version == PYPROJECT["project"]["version"]
+    import ksearch
+
+    assert public == sorted(ksearch.__all__) and "Workspace" in public
+
+
+def test_the_installed_console_script_runs(installed: Path, tmp_path: Path) -> None:
+    script = installed / "bin" / "ksearch"
+    assert script.is_file()
+    done = _run_installed(installed, [sys.executable, str(script), "tasks"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    builtin = sorted(p.parent.name for p in (ROOT / "gpu" / "tasks" / "builtin").glob("*/task.py"))
+    assert builtin and all(name in done.stdout for name in builtin)  # the packaged task files were found
