@@ -21,18 +21,11 @@ from ksearch.worldmodel.models import (
     ProfileSummary,
     WorkloadCorrectness,
     WorkloadTiming,
+    is_note,
 )
-
-# Flags that describe the task or the measurement, not a cheat: they never change the status.
-_NOTE_PREFIXES = ("note:", "degenerate_reference:")
-
 
 def params_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "no parameters"
-
-
-def is_note(flag: str) -> bool:
-    return flag.startswith(_NOTE_PREFIXES)
 
 
 def task_json(task: Task) -> dict[str, Any]:

@@ -7,12 +7,13 @@ evaluation models from here (pure data, no database) so a result is described ex
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 def utcnow() -> datetime:
@@ -377,6 +378,13 @@ EvaluationStatus = Literal[
 ]
 # Statuses that say nothing about the candidate's implementation: neither a success nor a failure.
 INCONCLUSIVE_STATUSES: tuple[str, ...] = ("interpreter_timeout",)
+# Flags that describe the task or the measurement, not a cheat: they never change an evaluation's status.
+NOTE_FLAG_PREFIXES: tuple[str, ...] = ("note:", "degenerate_reference:")
+
+
+def is_note(flag: str) -> bool:
+    """A flag that informs (the timing was launch-bound, the reference is degenerate), not a cheat."""
+    return flag.startswith(NOTE_FLAG_PREFIXES)
 
 
 class Evaluation(Strict):
@@ -411,6 +419,32 @@ class Evaluation(Strict):
     pure_pytorch: bool = False
     """The kernel audit saw no kernel of the candidate's own run (no Triton JIT, NVRTC or extension kernel):
     it computes with PyTorch ops. Its numbers are kept, but it is never a node's or the search's best."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Evaluation:
+        """An evaluation never contradicts itself. Only contradictions are refused, not absences: records
+        written before a field existed (no correctness list, no compile report) still load."""
+        problems = []
+        cheats = [f for f in self.flags if not is_note(f)]
+        if self.status == "ok":
+            failed = [c.workload for c in self.correctness if not c.passed]
+            if failed:
+                problems.append(f"status 'ok' with failed correctness on {', '.join(failed)}")
+            if cheats:
+                problems.append(f"status 'ok' with cheat flags ({'; '.join(cheats)})")
+            if self.compile is not None and not self.compile.ok:
+                problems.append("status 'ok' with a compile report that failed")
+        if self.status == "flagged" and not cheats:
+            problems.append("status 'flagged' needs a flag other than a note (note:, degenerate_reference:)")
+        if self.status == "compile_error" and self.compile is not None and self.compile.ok:
+            problems.append("status 'compile_error' with a compile report that succeeded")
+        for name in ("speedup_vs_eager", "speedup_vs_compile", "roofline_fraction"):
+            value = getattr(self, name)
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                problems.append(f"{name} must be a positive finite number, got {value}")
+        if problems:
+            raise ValueError("inconsistent evaluation: " + "; ".join(problems))
+        return self
 
     @property
     def correct(self) -> bool:
