@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import Field, model_validator
 
+from ksearch.gpu.sandbox_api import Sandbox
 from ksearch.gpu.task import Task
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn
@@ -15,11 +16,13 @@ from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import (
     Candidate,
+    CompileMode,
     EvalSettings,
     Evaluation,
     Language,
     Node,
     Search,
+    TimingProtocol,
     compile_baseline_how,
 )
 
@@ -166,20 +169,47 @@ def check_workloads(t: Task, workloads: list[str] | None) -> None:
 async def eval_settings(
     ws: Workspace, s: Search | None, t: Task, workloads: list[str] | None, trials: int
 ) -> EvalSettings:
-    """Settings for one evaluation: the search's secret seed, and the workloads to run.
+    """Settings for one evaluation: the search's secret seed and compile mode (a fresh seed for a free-standing
+    task), and the workloads to run (see eval_settings_on)."""
+    return await eval_settings_on(
+        await ws.sandbox(),
+        t,
+        workloads,
+        trials,
+        seed=s.config.seed if s is not None else None,
+        compile_mode=s.config.compile_mode if s is not None else "default",
+    )
+
+
+async def eval_settings_on(
+    sandbox: Sandbox,
+    t: Task,
+    workloads: list[str] | None,
+    trials: int,
+    *,
+    seed: int | None = None,
+    compile_mode: CompileMode = "default",
+    timing_protocol: TimingProtocol = "ksearch",
+) -> EvalSettings:
+    """Settings for one evaluation on `sandbox`, in a search or outside any (no store needed).
 
     Without a GPU the sandbox runs the Triton interpreter, so only the task's smoke workload is
     practical there; on a GPU the search workloads are the default (held-out ones only when named).
+    `seed` None: a fresh random one.
     """
     if workloads:
         check_workloads(t, workloads)
         chosen = list(workloads)
     else:
-        hw = await (await ws.sandbox()).hardware()
+        hw = await sandbox.hardware()
         chosen = [t.smoke().name] if hw.cpu_mode else [w.name for w in t.by_split("search")]
-    seed = s.config.seed if s is not None else secrets.randbits(31)
-    mode = s.config.compile_mode if s is not None else "default"
-    return EvalSettings(seed=seed, trials=trials, workloads=chosen, compile_mode=mode)
+    return EvalSettings(
+        seed=seed if seed is not None else secrets.randbits(31),
+        trials=trials,
+        workloads=chosen,
+        compile_mode=compile_mode,
+        timing_protocol=timing_protocol,
+    )
 
 
 def summarize(ev: Evaluation) -> str:

@@ -42,6 +42,7 @@ def _plain_help() -> None:
 
 def _register() -> None:
     # Each area owns one module and adds its commands to the app.
+    from ksearch.server.cli import compile as compile_cli
     from ksearch.server.cli import loop, run, sandbox, steer, tasks, tree, ui
 
     run.register(app)
@@ -51,6 +52,7 @@ def _register() -> None:
     loop.register(app)
     ui.register(app)
     sandbox.register(app)
+    compile_cli.register(app)
 
 
 def _quit(signum: int, _frame: object) -> None:

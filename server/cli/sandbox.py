@@ -1,34 +1,30 @@
 """`ksearch eval TASK FILE`: evaluate one candidate file on its own, outside any search.
 
-Prints what was measured, on what, and how noisy it was; `--json` prints the full Evaluation.
-This process never imports torch: the work runs in sandbox worker processes.
+Parses, calls ksearch.tools.evaluate_file and prints what was measured, on what, and how noisy it was;
+`--json` prints the full Evaluation. This process never imports torch: the work runs in sandbox worker
+processes.
 """
 
 from __future__ import annotations
 
-import re
-import secrets
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated
 
 import typer
 
-from ksearch.gpu.task import TaskError
-from ksearch.server.cli.common import console, err_console, fail, run_async
-from ksearch.worldmodel.models import LANGUAGES, Candidate, EvalSettings, Evaluation, Language
+from ksearch.server.cli.common import console, err_console, refusals, run_async
+from ksearch.worldmodel.models import EvalSettings, Evaluation, Language
 
 
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_file)
 
 
-def detect_language(source: str) -> str:
-    """cuda if the file uses ksearch.gpu.nvrtc, cpp_ext if it builds a torch extension, else triton."""
-    if re.search(r"\bload_inline\b|\bcpp_ext\b", source):
-        return "cpp_ext"
-    if re.search(r"\bnvrtc\b", source):
-        return "cuda"
-    return "triton"
+def detect_language(source: str) -> Language:
+    """The language `--language auto` runs a source as (imported when used: `ksearch --help` stays quick)."""
+    from ksearch.tools.candidate_file import detect_language as detect
+
+    return detect(source)
 
 
 def _header(ev: Evaluation, settings: EvalSettings, timing: bool) -> list[str]:
@@ -111,78 +107,34 @@ def eval_file(
     ] = "ksearch",
 ) -> None:
     """Evaluate one candidate file: compile, check against the reference, and time it."""
-    from ksearch.gpu.sandbox import LocalSandbox
-    from ksearch.gpu.tasks import load_task
-    from ksearch.gpu.tasks.fib_solution import (
-        SolutionError,
-        candidate_from_solution_text,
-        looks_like_solution,
-    )
-    from ksearch.tools.common import summarize
+    from ksearch.tools.evaluate_file import EvaluateFileIn, evaluate_file
 
-    try:
-        t = load_task(task)
-    except TaskError as exc:
-        raise fail(str(exc)) from None
-    try:
-        source = file.read_text()
-    except OSError as exc:
-        raise fail(f"cannot read {file}: {exc.strerror or exc}") from None
-    lang = detect_language(source) if language == "auto" else language
-    if lang not in LANGUAGES:
-        raise fail(f"unknown language {language!r}; accepted: auto, {', '.join(LANGUAGES)}")
-    if looks_like_solution(source):
-        # a FlashInfer-Bench Solution: its spec says the language, its entry point what `run` calls
-        try:
-            converted = candidate_from_solution_text(source, t, str(file))
-        except SolutionError as exc:
-            raise fail(str(exc)) from None
-        source, lang = converted.source, converted.language
+    with refusals():  # a bad option's message names it and what is accepted
+        inp = EvaluateFileIn(
+            task=task,
+            path=str(file),
+            language=language,  # checked by the model, with its message
+            workloads=workload or None,
+            trials=trials,
+            seed=seed,
+            timing=not no_timing,
+            profile=profile,
+            timing_protocol=timing_protocol,  # likewise
+        )
+
+    async def progress(msg: str, frac: float) -> None:
         if not as_json:
-            err_console.print(converted.how, highlight=False, markup=False)
-    if timing_protocol not in ("ksearch", "gpumode"):
-        raise fail(f"unknown timing protocol {timing_protocol!r}; accepted: ksearch, gpumode")
-    names = [w.name for w in t.workloads]
-    if workload:
-        unknown = [w for w in workload if w not in names]
-        if unknown:
-            raise fail(f"unknown workload(s) {unknown} for task {t.name!r}; it has: {', '.join(names)}")
+            err_console.print(f"[dim]{frac:4.0%} {msg}[/dim]")
 
-    async def go() -> tuple[Evaluation, EvalSettings, str]:
-        sb = LocalSandbox()
-        try:
-            chosen = list(workload or [])
-            if not chosen:
-                chosen = [t.smoke().name] if sb.cpu_mode else [w.name for w in t.by_split("search")]
-            settings = EvalSettings(
-                seed=seed if seed is not None else secrets.randbits(31),
-                trials=trials,
-                workloads=chosen,
-                timing_protocol=timing_protocol,
-            )
-
-            async def progress(msg: str, frac: float) -> None:
-                if not as_json:
-                    err_console.print(f"[dim]{frac:4.0%} {msg}[/dim]")
-
-            ev = await sb.evaluate(
-                Candidate.of(source, cast(Language, lang)),  # checked against LANGUAGES above
-                t,
-                settings,
-                timing=not no_timing,
-                profile_workload=chosen[0] if profile else None,
-                progress=progress,
-            )
-            return ev, settings, sb.isolation
-        finally:
-            await sb.close()
-
-    ev, settings, isolation = run_async(go())
+    out = run_async(evaluate_file(inp, progress=progress))
+    ev = out.evaluation
     if as_json:
         console.print_json(ev.model_dump_json())
     else:
-        for line in [*_header(ev, settings, not no_timing), f"candidate isolation: {isolation}"]:
+        if out.note:
+            err_console.print(out.note, highlight=False, markup=False)
+        for line in [*_header(ev, out.settings, not no_timing), f"candidate isolation: {out.isolation}"]:
             console.print(line, highlight=False, markup=False)
-        console.print(summarize(ev), highlight=False, markup=False)
+        console.print(out.summary, highlight=False, markup=False)
         console.print(f"evaluation took {ev.seconds:.1f} s", highlight=False)
     raise typer.Exit(0 if ev.status == "ok" else 1)

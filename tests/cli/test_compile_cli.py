@@ -1,0 +1,101 @@
+"""`ksearch compile TASK FILE`: compile a candidate file without running it, as a person runs it (a subprocess,
+the real compiler: Triton's bundled ptxas from a CPU dry run without a GPU, nvcc for CUDA when present)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ksearch.gpu.compiler import find_nvcc
+
+pytestmark = pytest.mark.timeout(300)
+
+ROOT = Path(__file__).resolve().parents[2]
+AFFINE = ROOT / "tests" / "sandbox" / "fixtures" / "affine.py"
+CANDIDATES = ROOT / "tests" / "sandbox" / "fixtures" / "candidates"
+TRACE = ROOT / "tests" / "tasks" / "fixtures" / "flashinfer_trace"
+RMSNORM = TRACE / "definitions" / "rmsnorm" / "rmsnorm_h128.json"
+ROWS = TRACE / "solutions" / "ksearch-fixtures" / "rmsnorm" / "rmsnorm_h128" / "rmsnorm_h128_triton_rows.json"
+
+
+def _ksearch(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TMPDIR": str(tmp),  # the sandbox's scratch and compile cache: this test's own
+        "KSEARCH_FACTS_CACHE": str(tmp / "facts"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ksearch.server.cli", "compile", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+        timeout=280,
+    )
+
+
+def test_a_triton_kernel_compiles_and_its_resources_are_shown(tmp_path: Path) -> None:
+    p = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "good_triton.py"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("compile: ok in ")
+    kernel = [ln for ln in p.stdout.splitlines() if ln.strip().startswith("kernel _affine: ")]
+    assert len(kernel) == 1 and "regs=" in kernel[0] and "spills=0/0B" in kernel[0]
+    assert "occupancy" in kernel[0]
+    again = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "good_triton.py"), "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["ok"] and report["language"] == "triton"
+    assert [k["name"] for k in report["kernels"]] == ["_affine"] and report["kernels"][0]["registers"] > 0
+
+
+def test_a_module_without_modelnew_does_not_compile(tmp_path: Path) -> None:
+    bad = tmp_path / "no_modelnew.py"
+    bad.write_text((CANDIDATES / "good_triton.py").read_text().replace("class ModelNew(", "class ModelOld("))
+    p = _ksearch(tmp_path, str(AFFINE), str(bad))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stdout.startswith("compile: FAILED")
+    assert "error: the module defines none of ModelNew" in p.stdout
+
+
+def test_a_syntax_error_is_refused_with_its_line(tmp_path: Path) -> None:
+    p = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "broken_syntax.txt"))
+    assert p.returncode == 2
+    err = " ".join(p.stderr.split())
+    assert "the candidate source does not parse as Python: line 9" in err and "never closed" in err
+    assert p.stdout == ""
+
+
+def test_bad_arguments_are_refused_with_what_is_accepted(tmp_path: Path) -> None:
+    p = _ksearch(tmp_path, "no_such_task", str(CANDIDATES / "good_triton.py"))
+    assert p.returncode == 2
+    err = " ".join(p.stderr.split())
+    assert "unknown task 'no_such_task'" in err and "row_sum" in err  # the built-ins are listed
+    p = _ksearch(tmp_path, str(AFFINE), str(tmp_path / "missing.py"))
+    assert p.returncode == 2 and "cannot read" in p.stderr and "No such file or directory" in p.stderr
+    p = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "good_triton.py"), "--language", "rust")
+    assert p.returncode == 2
+    assert "unknown language 'rust'; accepted: auto, triton, cuda, cpp_ext" in " ".join(p.stderr.split())
+
+
+def test_a_solution_json_compiles_as_its_spec_says(tmp_path: Path) -> None:
+    p = _ksearch(tmp_path, str(RMSNORM), str(ROWS))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("compile: ok in ") and "kernel _rmsnorm_rows: regs=" in p.stdout
+    assert "rmsnorm_h128_triton_rows" in p.stderr  # how the solution was turned into a candidate
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")
+def test_cuda_compiles_with_nvcc_and_its_errors_are_on_the_candidate_s_lines(tmp_path: Path) -> None:
+    p = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "cuda_good.py"))
+    assert p.returncode == 0, p.stderr
+    assert "nvcc" in p.stdout.splitlines()[0] and "kernel affine: regs=" in p.stdout
+    p = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "cuda_broken.py"))
+    assert p.returncode == 1
+    assert p.stdout.startswith("compile: FAILED")
+    assert 'error: line 11: identifier "offset" is undefined' in p.stdout
