@@ -1,0 +1,96 @@
+"""create_search, called as a function: a search with its root and its configuration, or a refusal that names
+what is accepted and writes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Snapshot
+from pydantic import ValidationError
+
+from ksearch.gpu.task import TaskError
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_search_is_stored_with_its_root_and_configuration(bare_ws: Workspace) -> None:
+    s = await create_search(
+        bare_ws, CreateSearchIn(task="row_sum", rounds=4, stagnation=2, seed=11, compile_mode="max-autotune")
+    )
+    assert (s.name, s.task, s.status, s.round, s.best_attempt_id) == ("row_sum-1", "row_sum", "new", 0, None)
+    c = s.config
+    assert (c.language, c.policy, c.seed, c.stagnation, c.budgets.rounds, c.compile_mode) == (
+        "triton",
+        "tuner",
+        11,
+        2,
+        4,
+        "max-autotune",
+    )
+    assert await bare_ws.store.get_search("row_sum-1") == s
+    [root] = await bare_ws.store.list_nodes(s.id)
+    assert (root.kind, root.title, root.status.value, root.parent_id) == ("root", "root", "open", None)
+    [edit] = await bare_ws.store.list_edits(s.id)
+    assert (edit.op, edit.node_id, edit.reason) == ("insert", root.id, "search created")
+    # the default name counts up; a secret random input seed when none is given
+    again = await create_search(bare_ws, CreateSearchIn(task="row_sum", language="cuda"))
+    assert again.name == "row_sum-2" and again.config.language == "cuda"
+    assert 0 <= again.config.seed < 2**31
+
+
+async def test_a_task_file_is_recorded_by_its_resolved_path(bare_ws: Workspace, tiny_task: str) -> None:
+    s = await create_search(bare_ws, CreateSearchIn(task=tiny_task, name="tiny", language="cpp_ext"))
+    # a seedless task takes any language: there is no seed to match
+    assert s.task == str(Path(tiny_task).resolve()) and s.config.language == "cpp_ext"
+    assert bare_ws.task(s.task).name == "tiny_rows"
+
+
+async def test_an_unknown_task_is_a_task_error_listing_the_built_ins(
+    bare_ws: Workspace, snapshot: Snapshot
+) -> None:
+    await create_search(bare_ws, CreateSearchIn(task="row_sum", name="kept"))
+    before = await snapshot()
+    with pytest.raises(TaskError, match=r"unknown task 'row_summ': not a built-in \(bmm, .*row_sum"):
+        await create_search(bare_ws, CreateSearchIn(task="row_summ"))
+    with pytest.raises(TaskError, match="no such task file or folder"):
+        await create_search(bare_ws, CreateSearchIn(task="./no/such/task.py"))
+    assert await snapshot() == before
+
+
+async def test_a_language_without_a_seed_is_refused_naming_the_seeds(
+    bare_ws: Workspace, snapshot: Snapshot
+) -> None:
+    before = await snapshot()
+    with pytest.raises(ToolFailure) as e:
+        await create_search(bare_ws, CreateSearchIn(task="row_sum", language="cpp_ext"))
+    assert str(e.value) == "task 'row_sum' has no cpp_ext seed candidate; it has: cuda, triton"
+    assert await snapshot() == before
+
+
+async def test_a_taken_name_is_refused_and_the_first_search_is_kept(
+    bare_ws: Workspace, snapshot: Snapshot
+) -> None:
+    first = await create_search(bare_ws, CreateSearchIn(task="row_sum", name="mine", seed=1))
+    before = await snapshot()
+    with pytest.raises(ToolFailure, match="a search named 'mine' already exists; pick another name"):
+        await create_search(bare_ws, CreateSearchIn(task="row_sum", name="mine", seed=2))
+    assert await snapshot() == before
+    assert (await bare_ws.search("mine")).config.seed == first.config.seed == 1
+
+
+def test_malformed_arguments_are_refused_by_the_input_model() -> None:
+    for bad, field in (
+        ({"task": "row_sum", "name": "-starts-with-a-dash"}, "name"),
+        ({"task": "row_sum", "rounds": 0}, "rounds"),
+        ({"task": "row_sum", "language": "cobol"}, "language"),
+        ({"task": "row_sum", "seed": -1}, "seed"),
+        ({"task": ""}, "task"),
+        ({"task": "row_sum", "budget": 3}, "budget"),  # unknown arguments are refused, never ignored
+    ):
+        with pytest.raises(ValidationError) as e:
+            CreateSearchIn.model_validate(bad)
+        assert [err["loc"][0] for err in e.value.errors()] == [field], bad

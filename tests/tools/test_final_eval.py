@@ -1,0 +1,84 @@
+"""final_evaluation, called as a function on the real sandbox: without a GPU it re-checks each intent's best
+correct attempt on the smoke workload, says which workloads it skipped, records its verdict and ends the
+search; an unknown search is refused, writing nothing."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
+
+from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.common import CandidateRef
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
+from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.select_action import SelectActionIn, select_action
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.errors import NotFound
+from ksearch.worldmodel.models import IntentSpec
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
+
+
+async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
+    ws: Workspace, tiny_task: str
+) -> None:
+    s = await create_search(ws, CreateSearchIn(task=tiny_task, name="fin"))
+    [a] = await propose_intents(
+        ws, ProposeIntentsIn(search="fin", intents=[IntentSpec(title="one row per program")])
+    )
+    await select_action(ws, SelectActionIn(search="fin"))
+    ids = []
+    for src in (WRONG_ROW_SUM, ROW_SUM_SEED):
+        out = await benchmark(
+            ws, BenchmarkIn(search="fin", node_id=a.id, candidate=CandidateRef(source=src), trials=1)
+        )
+        ids.append(out.attempt_id)
+    await finish_intent(ws, FinishIntentIn(search="fin"))
+
+    out = await final_evaluation(ws, FinalEvalIn(search="fin"))
+    [row] = out.rows  # the wrong attempt is never re-measured
+    assert (row.attempt_id, row.node_id, row.status, row.device) == (ids[1], a.id, "ok", "cpu-interpreter")
+    assert row.workloads == out.workloads == ["smoke"] and not row.pure_pytorch
+    assert out.skipped == ["wide", "tall", "heldout"]
+    assert "CPU-interpreter timings never rank candidates" in out.chosen_by
+    assert (
+        "Without a GPU this checked correctness on the smoke workload only (3 workloads skipped)" in out.next
+    )
+    # nothing is left open: the search is done; interpreter timings never make a best
+    assert out.next.startswith("The search is done.")
+    after = await ws.search(s.id)
+    assert (after.status, after.best_attempt_id, out.best_attempt_id, out.best_lost) == (
+        "done",
+        None,
+        None,
+        "",
+    )
+    verdict = await ws.store.final_verdict(s.id)
+    assert verdict is not None and [(o.attempt_id, o.passed, o.status) for o in verdict.outcomes] == [
+        (ids[1], True, "ok")
+    ]
+
+
+async def test_a_search_without_a_correct_attempt_ends_without_a_result(
+    ws: Workspace, tiny_task: str
+) -> None:
+    s = await create_search(ws, CreateSearchIn(task=tiny_task, name="none"))
+    await propose_intents(
+        ws, ProposeIntentsIn(search="none", intents=[IntentSpec(title="an idea left open")])
+    )
+    out = await final_evaluation(ws, FinalEvalIn(search=s.id))
+    assert out.rows == [] and out.best_attempt_id is None
+    assert out.next == "No correct candidate to re-evaluate: the search ends without a result."
+    assert (await ws.search(s.id)).status == "stopped"  # an open intent is left: more budget would go on
+
+
+async def test_an_unknown_search_is_refused_writing_nothing(
+    ws: Workspace, tiny_task: str, snapshot: Snapshot
+) -> None:
+    await create_search(ws, CreateSearchIn(task=tiny_task, name="fin"))
+    before = await snapshot()
+    with pytest.raises(NotFound, match=r"no search named 'fni'; existing searches \(id 'name'\): 1 'fin'"):
+        await final_evaluation(ws, FinalEvalIn(search="fni"))
+    assert await snapshot() == before

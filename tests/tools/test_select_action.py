@@ -1,0 +1,163 @@
+"""select_action, called as a function: the rule's pick (claim=false changes nothing), a claim that starts a
+round, and every refusal of the loop saying what to do instead, with nothing written."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Snapshot
+from pydantic import ValidationError
+
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.edit_tree import EditTreeIn, edit_tree
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.select_action import SelectActionIn, select_action
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.errors import NotFound
+from ksearch.worldmodel.models import EditSpec, IntentSpec, Node, Search
+
+pytestmark = pytest.mark.anyio
+
+
+async def _two_intents(ws: Workspace, task: str, rounds: int = 10) -> tuple[Search, Node, Node]:
+    s = await create_search(ws, CreateSearchIn(task=task, name="s", rounds=rounds))
+    hi, lo = await propose_intents(
+        ws,
+        ProposeIntentsIn(
+            search="s",
+            intents=[
+                IntentSpec(title="two rows per program", priority=0.9),
+                IntentSpec(title="wider blocks", priority=0.1),
+            ],
+        ),
+    )
+    return s, hi, lo
+
+
+async def test_claim_false_names_the_rules_pick_and_changes_nothing(
+    bare_ws: Workspace, tiny_task: str, snapshot: Snapshot
+) -> None:
+    _, hi, _ = await _two_intents(bare_ws, tiny_task)
+    before = await snapshot()
+    out = await select_action(bare_ws, SelectActionIn(search="s", claim=False))
+    assert out.node is not None and out.node.id == hi.id and not out.claimed and out.round == 0
+    assert out.reason and out.loop is None and "Nothing was claimed (claim=false)" in out.next
+    assert await snapshot() == before
+
+
+async def test_a_claim_starts_a_round_and_the_refine_phase(bare_ws: Workspace, tiny_task: str) -> None:
+    s, hi, lo = await _two_intents(bare_ws, tiny_task)
+    out = await select_action(bare_ws, SelectActionIn(search="s"))
+    assert out.node is not None and out.node.id == hi.id and out.claimed and out.round == 1
+    assert (out.base_attempt_id, out.base_candidate_id) == (None, None)  # seedless: written from scratch
+    assert (await bare_ws.store.get_node(hi.id)).status.value == "active"
+    assert (await bare_ws.store.get_node(lo.id)).status.value == "open"
+    after = await bare_ws.search(s.id)
+    assert (after.round, after.status) == (1, "running")
+    assert out.loop is not None and out.loop.phase == "refine"
+    [r] = out.loop.refining
+    assert (r.node_id, r.round, r.attempts, r.cap, r.over) == (hi.id, 1, 0, 8, False)
+    assert out.next == out.loop.next and f"benchmark it with node_id={hi.id}" in out.next
+
+
+async def test_a_named_intent_is_claimed_instead_of_the_rules_pick(
+    bare_ws: Workspace, tiny_task: str
+) -> None:
+    _, hi, lo = await _two_intents(bare_ws, tiny_task)
+    out = await select_action(bare_ws, SelectActionIn(search="s", node_id=lo.id))
+    assert (
+        out.node is not None and out.node.id == lo.id and out.claimed and out.reason == "chosen by the caller"
+    )
+    assert (await bare_ws.store.get_node(lo.id)).status.value == "active"
+    assert (await bare_ws.store.get_node(hi.id)).status.value == "open"
+
+
+async def test_claims_the_loop_does_not_allow_are_refused_writing_nothing(
+    bare_ws: Workspace, tiny_task: str, snapshot: Snapshot
+) -> None:
+    s, hi, lo = await _two_intents(bare_ws, tiny_task, rounds=1)
+    other = await create_search(bare_ws, CreateSearchIn(task=tiny_task, name="other"))
+    [foreign] = await propose_intents(
+        bare_ws, ProposeIntentsIn(search="other", intents=[IntentSpec(title="an idea")])
+    )
+    await edit_tree(bare_ws, EditTreeIn(search="s", edits=[EditSpec(op="veto", node_id=lo.id)]))
+    root = await bare_ws.store.root(s.id)
+    before = await snapshot()
+    refusals: list[tuple[SelectActionIn, type[Exception], str]] = [
+        (SelectActionIn(search="nope"), NotFound, "no search named 'nope'"),
+        (SelectActionIn(search="s", node_id=999), NotFound, "999"),
+        (
+            SelectActionIn(search="s", node_id=foreign.id),
+            ToolFailure,
+            f"node {foreign.id} belongs to another search (id {other.id}), not 's'",
+        ),
+        (
+            SelectActionIn(search="s", node_id=root.id),
+            ToolFailure,
+            f"node {root.id} is the root; only an open, unvetoed intent can be claimed",
+        ),
+        (
+            SelectActionIn(search="s", node_id=lo.id),
+            ToolFailure,
+            f"node {lo.id} is vetoed; only an open, unvetoed intent can be claimed (edit_tree op=reopen / unveto first)",
+        ),
+    ]
+    for inp, cls, said in refusals:
+        with pytest.raises(cls) as e:
+            await select_action(bare_ws, inp)
+        assert said in str(e.value), (inp, str(e.value))
+    assert await snapshot() == before
+
+    await select_action(bare_ws, SelectActionIn(search="s", node_id=hi.id))
+    before = await snapshot()
+    with pytest.raises(
+        ToolFailure,
+        match=rf"intent #{hi.id} is still being refined \(round 1, 0 of at most 8 attempts\): finish it first with finish_intent",
+    ):
+        await select_action(bare_ws, SelectActionIn(search="s"))
+    # parallel lanes (the driver) may refine several intents, but the one round of the budget is spent
+    with pytest.raises(
+        ToolFailure,
+        match=r"the search's budget is spent \(round budget reached \(1 of 1 rounds started\)\): no new round starts. Call final_evaluation",
+    ):
+        await select_action(bare_ws, SelectActionIn(search="s"), parallel=True)
+    assert await snapshot() == before
+
+
+async def test_phase_zero_comes_first(bare_ws: Workspace, tiny_task: str, snapshot: Snapshot) -> None:
+    await create_search(bare_ws, CreateSearchIn(task=tiny_task, name="empty"))
+    seeded = await create_search(bare_ws, CreateSearchIn(task="row_sum", name="seeded"))
+    await propose_intents(bare_ws, ProposeIntentsIn(search="seeded", intents=[IntentSpec(title="an idea")]))
+    before = await snapshot()
+    with pytest.raises(
+        ToolFailure,
+        match=r"the tree has no intents yet \(phase 0, init\): read the prompt analyse_kernel, then call propose_intents",
+    ):
+        await select_action(bare_ws, SelectActionIn(search="empty"))
+    root = await bare_ws.store.root(seeded.id)
+    with pytest.raises(ToolFailure) as e:
+        await select_action(bare_ws, SelectActionIn(search="seeded"))
+    assert str(e.value) == (
+        "the seed is not measured yet. Phase 0 (init): measure the task's seed first, the baseline every intent "
+        f'starts from: benchmark (search=\'seeded\', node_id={root.id}, candidate={{"seed": true, "language": '
+        '"triton"}).'
+    )
+    assert await snapshot() == before
+
+
+async def test_with_nothing_open_nothing_is_selected(bare_ws: Workspace, tiny_task: str) -> None:
+    s, hi, lo = await _two_intents(bare_ws, tiny_task)
+    await edit_tree(
+        bare_ws,
+        EditTreeIn(
+            search="s", edits=[EditSpec(op="prune", node_id=hi.id), EditSpec(op="prune", node_id=lo.id)]
+        ),
+    )
+    out = await select_action(bare_ws, SelectActionIn(search="s"))
+    assert out.node is None and not out.claimed and out.reason and out.round == 0
+    assert (await bare_ws.search(s.id)).round == 0
+
+
+def test_a_node_id_must_be_positive() -> None:
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        SelectActionIn(search="s", node_id=0)
