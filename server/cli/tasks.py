@@ -1,26 +1,21 @@
 """`ksearch tasks` and `ksearch task show`: what can be searched, and what one task holds.
 
-Loading a task reads its files without importing torch; `--check` runs the reference in a
-subprocess so this process stays light.
+The tools (ksearch.tools.tasks) load and describe the task; this module only prints. Loading a task reads
+its files without importing torch; `--check` runs the reference in a subprocess so this process stays light.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ksearch.about import IMPORT_ROOT
-from ksearch.gpu.task import Task, TaskError, Workload
-from ksearch.server.cli.common import console, err_console, fail, print_table
+from ksearch.server.cli.common import console, err_console, print_table, run_async
 
-CHECK_TIMEOUT_S = 300
+if TYPE_CHECKING:  # the tools (and the task loaders behind them) are imported by the command that runs
+    from ksearch.tools.tasks import TaskCheck, TaskOut, TaskSummary
 
 task_app = typer.Typer(help="Inspect one task.", no_args_is_help=True)
 
@@ -30,32 +25,17 @@ def register(app: typer.Typer) -> None:
     app.add_typer(task_app, name="task")
 
 
-def _splits(task: Task) -> str:
-    return f"{len(task.by_split('search'))} search, {len(task.by_split('heldout'))} held-out"
-
-
-def _summary(task: Task) -> dict[str, object]:
-    return {
-        "name": task.name,
-        "title": task.title,
-        "op": task.op,
-        "dtype": task.dtype,
-        "bound": task.bound,
-        "style": task.style,
-        "workloads": {s: [w.name for w in task.by_split(s)] for s in ("search", "heldout", "smoke")},
-    }
+def _splits(task: TaskSummary) -> str:
+    return f"{len(task.workloads['search'])} search, {len(task.workloads['heldout'])} held-out"
 
 
 def tasks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False) -> None:
     """List the built-in tasks (any other task is given by path)."""
-    from ksearch.gpu.tasks import builtin_tasks
+    from ksearch.tools.tasks import list_tasks
 
-    try:
-        found = builtin_tasks()
-    except TaskError as exc:
-        raise fail(str(exc)) from None
+    found = run_async(list_tasks())
     if as_json:
-        console.print_json(json.dumps([_summary(t) for t in found]))
+        console.print_json(json.dumps([t.model_dump(mode="json") for t in found]))
         return
     table = Table(
         title="built-in tasks (others: give a path to a .py, a FlashInfer .json or a GPU MODE folder)"
@@ -67,48 +47,35 @@ def tasks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = 
     print_table(table)
 
 
-def _params(w: Workload) -> str:
-    if "axes" in w.params and "inputs" in w.params:  # FlashInfer-Bench: axis values and input sources
-        kinds = sorted({d["type"] for d in w.params["inputs"].values()})
-        return f"{json.dumps(w.params['axes'])} inputs: {', '.join(kinds)}"
-    return json.dumps(w.params) if w.params else "(none)"
+def _params(params: dict[str, Any]) -> str:
+    if "axes" in params and "inputs" in params:  # FlashInfer-Bench: axis values and input sources
+        kinds = sorted({d["type"] for d in params["inputs"].values()})
+        return f"{json.dumps(params['axes'])} inputs: {', '.join(kinds)}"
+    return json.dumps(params) if params else "(none)"
 
 
-def _warnings(task: Task) -> list[str]:
-    notes = []
-    if task.smoke_derived:
-        note = (
-            task.extras.get("smoke_note") or "a copy of the first search workload (it may be slow on the CPU)"
-        )
-        notes.append(f"no smoke workload was given; it is {note}")
-    if not task.has_cost:
-        notes.append("no cost model (COST): roofline fractions will not be reported")
-    if not task.by_split("heldout"):
-        notes.append("no held-out workload: the final evaluation sees only the search shapes")
-    if task.extras.get("needs_gpu"):
-        notes.append(f"needs a GPU: {task.extras['needs_gpu']}")
-    notes += [str(n) for n in task.extras.get("notes") or []]
-    return notes
+def _tunables(task: TaskOut) -> dict[str, dict[str, object]]:
+    """Seed language -> its tunables' allowed and current values, or the error reading them."""
+    out: dict[str, dict[str, object]] = {}
+    for seed in task.seeds:
+        if seed.tunables_error is not None:
+            out[seed.language] = {"error": seed.tunables_error}
+        else:
+            out[seed.language] = {
+                n: {"values": t.values, "current": t.current} for n, t in seed.tunables.items()
+            }
+    return out
 
 
-def _run_check(ref: str, workloads: str | None) -> dict[str, object]:
-    from ksearch.gpu.tasks.check import CheckReport
+async def _show(
+    ref: str, workloads: str | None, *, sources: bool, check: bool
+) -> tuple[TaskOut, TaskCheck | None]:
+    """The task, and its check when asked: a task that does not load is refused before anything runs."""
+    from ksearch.tools.tasks import CheckTaskIn, ShowTaskIn, check_task, show_task
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as for the workers (gpu/scrub.py): busy cores, small ops
-    cmd = [sys.executable, "-m", "ksearch.gpu.tasks.check", ref] + (
-        ["--workloads", workloads] if workloads else []
-    )
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"the reference took over {CHECK_TIMEOUT_S} s on the smoke workload"}
-    lines = proc.stdout.strip().splitlines()
-    if not lines:
-        tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-        return {"ok": False, "error": f"the check process failed: {tail[0]}"}
-    return CheckReport.model_validate_json(lines[-1]).model_dump()
+    task = await show_task(ShowTaskIn(task=ref, workloads=workloads, sources=sources))
+    checked = await check_task(CheckTaskIn(task=ref, workloads=workloads)) if check else None
+    return task, checked
 
 
 @task_app.command("show")
@@ -126,52 +93,37 @@ def show(
     source: Annotated[bool, typer.Option("--source", help="Also print the seed candidates' source")] = False,
 ) -> None:
     """Show one task: workloads by split, tolerance, cost model, seeds and their tunables."""
-    from ksearch.gpu.tasks import load_task
-    from ksearch.gpu.tasks.tunables import TunableError, read_tunables
-
-    try:
-        task = load_task(ref, workloads=workloads)
-    except TaskError as exc:
-        raise fail(str(exc)) from None
-    ref_arg = ref if task.builtin else str(Path(ref).resolve())
-    checked = _run_check(ref_arg, workloads) if check else None
-    tunables: dict[str, dict[str, object]] = {}
-    for lang, src in task.seeds.items():
-        try:
-            tunables[lang] = {
-                n: {"values": t.values, "current": t.current} for n, t in read_tunables(src).items()
-            }
-        except TunableError as exc:
-            tunables[lang] = {"error": str(exc)}
+    task, checked = run_async(_show(ref, workloads, sources=source, check=check))
+    tunables = _tunables(task)
     if as_json:
-        data = task.model_dump(mode="json", exclude={"seeds"} if not source else set())
-        data["seed_languages"] = sorted(task.seeds)
+        data = dict(task.definition)
+        data["seed_languages"] = sorted(s.language for s in task.seeds)
         data["tunables"] = tunables
-        data["warnings"] = _warnings(task)
+        data["warnings"] = task.warnings
         if checked is not None:
-            data["check"] = checked
+            data["check"] = checked.model_dump(mode="json")
         console.print_json(json.dumps(data))
         _exit_if_failed(checked)
         return
     _print_task(task, tunables)
     if source:
-        for lang, src in task.seeds.items():
-            console.rule(f"seed ({lang})")
-            console.print(src, markup=False, highlight=False)
+        for seed in task.seeds:
+            console.rule(f"seed ({seed.language})")
+            console.print(seed.source, markup=False, highlight=False)
     if checked is not None:
         _print_check(checked)
-    for note in _warnings(task):
+    for note in task.warnings:
         err_console.print(f"[yellow]note:[/yellow] {note}")
     _exit_if_failed(checked)
 
 
-def _exit_if_failed(checked: dict[str, object] | None) -> None:
+def _exit_if_failed(checked: TaskCheck | None) -> None:
     """`--check` is a test a script can rely on: a failed check exits 1 (a weak rule is only a warning)."""
-    if checked is not None and not checked.get("ok"):
+    if checked is not None and not checked.ok:
         raise typer.Exit(1)
 
 
-def _print_task(task: Task, tunables: dict[str, dict[str, object]]) -> None:
+def _print_task(task: TaskOut, tunables: dict[str, dict[str, object]]) -> None:
     console.print(f"[bold]{task.name}[/bold] — {task.title}")
     console.print(
         f"op {task.op or '?'} · dtype {task.dtype} · {task.bound}-bound · format {task.style} · "
@@ -185,20 +137,18 @@ def _print_task(task: Task, tunables: dict[str, dict[str, object]]) -> None:
     for col in ("name", "split", "params"):
         table.add_column(col)
     for w in task.workloads:
-        table.add_row(w.name, w.split, _params(w))
+        table.add_row(w.name, w.split, _params(w.params))
     print_table(table)
-    if task.style == "gpumode":
-        given = (
-            "" if task.extras.get("ranking_declared", True) else " (GPU MODE's default: task.yml names none)"
-        )
+    rule = task.rule
+    if rule.own_check:
+        given = "" if rule.ranking_declared else " (GPU MODE's default: task.yml names none)"
         console.print(
-            f"correctness: the task's own check_implementation; ranking by {task.extras.get('ranking_by')}{given}"
+            f"correctness: the task's own check_implementation; ranking by {rule.ranking_by}{given}"
         )
     else:
-        atol, rtol = task.tolerance.for_dtype(task.dtype)
         console.print(
-            f"tolerance ({task.dtype}): atol {atol:g}, rtol {rtol:g}, "
-            f"mismatch ratio {task.tolerance.mismatch_ratio:g}"
+            f"tolerance ({task.dtype}): atol {rule.atol:g}, rtol {rule.rtol:g}, "
+            f"mismatch ratio {rule.mismatch_ratio:g}"
         )
     for lang, tun in tunables.items():
         console.print(f"seed ({lang}) tunables: {json.dumps(tun)}", markup=False, highlight=False)
@@ -206,25 +156,22 @@ def _print_task(task: Task, tunables: dict[str, dict[str, object]]) -> None:
         console.print("no seed candidates")
 
 
-def _print_check(checked: dict[str, object]) -> None:
-    if not checked.get("ok"):
-        what = "check not run" if checked.get("needs_gpu") else "check failed"
-        err_console.print(f"[red]{what}:[/red] {checked.get('error')}")
+def _print_check(checked: TaskCheck) -> None:
+    if not checked.ok:
+        what = "check not run" if checked.needs_gpu else "check failed"
+        err_console.print(f"[red]{what}:[/red] {checked.error}")
         return
-    outputs = cast("list[dict[str, object]]", checked.get("outputs") or [])
-    outs = ", ".join(f"{o['dtype']}{o['shape']}" for o in outputs)
-    where = "the GPU" if checked.get("device") == "cuda" else "the CPU"
+    outs = ", ".join(f"{o.dtype}{o.shape}" for o in checked.outputs)
+    where = "the GPU" if checked.device == "cuda" else "the CPU"
     console.print(
-        f"check: reference ran on {where} on {checked['workload']!r} in {checked['seconds']:.3f} s → {outs}"
+        f"check: reference ran on {where} on {checked.workload!r} in {checked.seconds:.3f} s → {outs}"
     )
-    warnings = cast("list[str]", checked.get("warnings") or [])
-    probed = cast("list[str]", checked.get("probed") or [])
-    for w in warnings:
+    for w in checked.warnings:
         err_console.print(f"[yellow]degenerate rule:[/yellow] {w}")
-    for w in probed:
+    for w in checked.probed:
         console.print(f"check: {w}", markup=False, highlight=False)
-    if not warnings:
+    if not checked.warnings:
         console.print(
             "check: zeros, a constant and the input itself are all rejected by the correctness rule"
-            + (" (with the probe on signed inputs)" if probed else "")
+            + (" (with the probe on signed inputs)" if checked.probed else "")
         )

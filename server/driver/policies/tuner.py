@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ksearch.gpu.tasks.tunables import TunableError, apply_tunables, read_tunables
 from ksearch.server.driver.policies.base import (
     AttemptOutcome,
     CodeResult,
@@ -27,6 +26,7 @@ from ksearch.server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
+from ksearch.tools.tunables import TunableError, read_tunables, set_tunables
 from ksearch.worldmodel.models import INCONCLUSIVE_STATUSES, EditSpec, IntentSpec
 
 Config = dict[str, Any]
@@ -190,14 +190,14 @@ class TunerPolicy(Policy):
             declared = read_tunables(ctx.seed_source)
         except TunableError as e:
             raise PolicyError(f"the offline tuner cannot read the seed's tunables: {e}") from e
-        if not declared:
+        if not declared.tunables:
             raise PolicyError(
                 "the offline tuner needs a seed that declares its tunables, e.g. "
                 'TUNABLES = {"BLOCK": [256, 512, 1024]} with a line BLOCK = 512; this seed declares none. '
                 "Use an LLM policy (anthropic, openai) for this task."
             )
-        space = {n: t.values for n, t in declared.items()}
-        seed_cfg = {n: t.current for n, t in declared.items()}
+        space = declared.space()
+        seed_cfg = declared.current()
         self._space = space
         bound = ctx.task.bound
         moves: dict[str, list[tuple[float, Any]]] = {}
@@ -261,8 +261,8 @@ class TunerPolicy(Policy):
             raise IntentDeclined(
                 f"intent #{ctx.intent_id}: the base code's tunables cannot be read: {e}"
             ) from e
-        space = {n: t.values for n, t in declared.items()}
-        base = {n: t.current for n, t in declared.items()}
+        space = declared.space()
+        base = declared.current()
         absent = [k for k in ctx.intent_params if k not in base]
         if absent:
             raise IntentDeclined(
@@ -289,15 +289,14 @@ class TunerPolicy(Policy):
                 "there is nothing new to measure"
             )
         try:
-            source = apply_tunables(ctx.base_source, writes)
-            params = {n: t.current for n, t in read_tunables(source).items()}
+            written = set_tunables(ctx.base_source, writes)
         except TunableError as e:
             raise IntentDeclined(f"intent #{ctx.intent_id}: {e}") from e
         return CodeResult(
-            source=source,
+            source=written.source,
             language=ctx.task.language,
             explanation="tuner: " + "; ".join(notes),
-            params=params,
+            params=written.current(),
         )
 
     def _refine_move(
