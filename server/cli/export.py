@@ -3,16 +3,15 @@
 The JSON holds everything the database knows about the search (tree, attempts with evaluations,
 candidate sources, edit log, LLM calls). The report is one file with no script and no external
 resource: summary, the score over rounds, the tree, the best path with its reasoning, the best
-kernel with its evaluation and diff, every attempt, and the spend per phase. `--solution` writes the
-best kernel of a search on a FlashInfer-Bench definition as a FlashInfer-Bench Solution JSON.
+kernel with its evaluation and diff, every attempt, and the spend per phase. Both are read through
+ksearch.tools.read_search; `--solution` (ksearch.tools.solutions) writes the best kernel of a search on a
+FlashInfer-Bench definition as a FlashInfer-Bench Solution JSON.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -21,13 +20,11 @@ from ksearch.server.web.html import Markup, h
 from ksearch.server.web.pages import document
 from ksearch.server.web.parts import attempt_status, notes_label, speed, status_badge, table, text_block
 from ksearch.server.web.search_html import chart, node_detail, summary, tree
-from ksearch.server.web.snapshot import SearchView, load_view, resolve_base
+from ksearch.server.web.snapshot import SearchView, base_of, view_of
+from ksearch.tools.read_search import LLMTotals, read_attempt, read_search
+from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Attempt, Candidate, Edit, FinalVerdict, LLMCall, Node, Search, utcnow
 from ksearch.worldmodel.render import no_best
-from ksearch.worldmodel.store import LLMTotals, Store
-
-if TYPE_CHECKING:
-    from ksearch.gpu.task import Task
 
 EXPORT_FORMAT = "ksearch.search/1"
 STYLE_FILE = Path(__file__).parent.parent / "web" / "static" / "style.css"
@@ -47,32 +44,24 @@ class SearchExport(BaseModel):
     final: FinalVerdict | None = None
 
 
-async def export_data(store: Store, ref: int | str, *, llm_text: bool = True) -> SearchExport:
+async def export_data(ws: Workspace, ref: int | str, *, llm_text: bool = True) -> SearchExport:
     """Everything about one search. `llm_text=False` leaves out the prompts and responses (large)."""
-    view = await load_view(store, ref)
-    sid = view.search.id
-    cands: dict[str, Candidate] = {}
-    for a in view.attempts:
-        if a.candidate_id not in cands:
-            cands[a.candidate_id] = await store.get_candidate(a.candidate_id)
-    calls = await store.list_llm_calls(sid)
-    if not llm_text:
-        calls = [c.model_copy(update={"request": "", "response": ""}) for c in calls]
+    snap = await read_search(ws, ref, history=True, sources=True, llm_text=llm_text)
     return SearchExport(
         exported_at=utcnow(),
-        search=view.search,
-        nodes=view.nodes,
-        attempts=view.attempts,
-        candidates=cands,
-        edits=await store.list_edits(sid),
-        llm_calls=calls,
-        llm_totals=view.llm,
-        final=await store.final_verdict(sid),
+        search=snap.search,
+        nodes=snap.nodes,
+        attempts=snap.attempts,
+        candidates=snap.candidates,
+        edits=snap.edits,
+        llm_calls=snap.llm_calls,
+        llm_totals=snap.llm_totals,
+        final=snap.final,
     )
 
 
-async def export_json(store: Store, ref: int | str, *, llm_text: bool = True) -> str:
-    return (await export_data(store, ref, llm_text=llm_text)).model_dump_json(indent=1)
+async def export_json(ws: Workspace, ref: int | str, *, llm_text: bool = True) -> str:
+    return (await export_data(ws, ref, llm_text=llm_text)).model_dump_json(indent=1)
 
 
 def _phase_table(calls: list[LLMCall]) -> Markup:
@@ -147,19 +136,19 @@ def _no_best_path(view: SearchView) -> str:
     return f"No best attempt yet: {no_best(view.cpu_correct)}."
 
 
-async def export_html(store: Store, ref: int | str) -> str:
-    view = await load_view(store, ref)
+async def export_html(ws: Workspace, ref: int | str) -> str:
+    snap = await read_search(ws, ref, history=True)
+    view = view_of(snap)
     s = view.search
-    edits = await store.list_edits(s.id)
-    calls = await store.list_llm_calls(s.id)
+    edits, calls = snap.edits, snap.llm_calls
     best = view.best_attempt
     best_html: Markup
     if best is not None:
-        cand = await store.get_candidate(best.candidate_id)
-        best_html = attempt_detail(best, cand, await resolve_base(store, best))
+        rec = await read_attempt(ws, best.id)
+        best_html = attempt_detail(rec.attempt, rec.candidate, base_of(rec.base))
     else:
         best_html = h("p", {"class": "muted"}, "No correct, timed attempt yet.")
-    verdict = await store.final_verdict(s.id)
+    verdict = snap.final
     if verdict is not None and verdict.note():
         best_html = h("div", None, h("p", {"class": "final-lost"}, verdict.note() + "."), best_html)
     nodes_html = [
@@ -233,34 +222,3 @@ async def export_html(store: Store, ref: int | str) -> str:
     )
     style = Markup("<style>\n" + STYLE_FILE.read_text().replace("</", "<\\/") + "\n</style>")
     return document(f"{s.name} · ksearch report", style, body)
-
-
-async def export_solution(store: Store, s: Search, task: Task) -> str:
-    """The search's best kernel as a FlashInfer-Bench Solution JSON for the task's definition.
-
-    Raises ksearch.gpu.tasks.fib_solution.SolutionError when there is nothing to export or it cannot be one."""
-    from ksearch.gpu.tasks.fib_solution import Identity, SolutionError, solution_from_candidate
-    from ksearch.worldmodel.render import no_best
-
-    if task.style != "flashinfer":
-        raise SolutionError(
-            f"search {s.name!r} is on {task.name!r}, a {task.style} task: a Solution JSON exists only for a "
-            "FlashInfer-Bench definition (a search whose task is a definition's .json)"
-        )
-    a = await store.best_attempt(s.id)
-    if a is None or a.evaluation is None:
-        cpu = len((await store.attempt_speedups(s.id)).cpu_interpreted)
-        raise SolutionError(f"search {s.name!r} has no best kernel to export yet: {no_best(cpu)}")
-    cand = await store.get_candidate(a.candidate_id)
-    ev = a.evaluation
-    device = next((t.device for t in ev.timings), None) or (ev.env.device if ev.env else None)
-    node = await store.get_node(a.node_id) if a.node_id is not None else None
-    what = f" ({node.title})" if node is not None and node.kind == "intent" else ""
-    speed = f"; {ev.speedup_vs_eager:.3f}x vs eager PyTorch on {device}" if ev.speedup_vs_eager else ""
-    who = Identity(
-        name=re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{task.name}_ksearch_{s.name}_a{a.id}"),
-        author=re.sub(r"[^A-Za-z0-9_.-]+", "-", f"ksearch-{a.author}").strip("-"),
-        description=f"ksearch search {s.name!r}, attempt #{a.id}{what}{speed}",
-        target_hardware=[re.sub(r"\s+", "_", device.strip()) if device else "cuda"],
-    )
-    return solution_from_candidate(cand.source, cand.language, task, who).to_json()

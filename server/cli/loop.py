@@ -33,13 +33,13 @@ def register(app: typer.Typer) -> None:
 def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
     """Where the search's loop stands (phase, round, attempts against the cap, budget) and what to do next."""
     from ksearch.tools.loop import LoopState, loop_state
-    from ksearch.worldmodel import runs
+    from ksearch.tools.runs import run_status
 
     async def go() -> tuple[LoopState, str]:
         async with workspace(db) as ws:
             st = await loop_state(ws, search)
             # `interrupted` when the process that was running it is gone
-            return st, await runs.search_status(ws.store, await ws.search(search))
+            return st, (await run_status(ws, search)).status
 
     st, shown = run_async(go())
     if as_json:

@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
 from pydantic import ValidationError
@@ -28,7 +28,6 @@ _EXPECTED = IntentSpec.model_fields["expected_speedup"].description  # the one d
 if TYPE_CHECKING:  # tools are imported when a command runs, so `ksearch --help` stays fast
     from ksearch.tools.run_correctness import EvaluationOut
     from ksearch.tools.workspace import Workspace
-    from ksearch.worldmodel.store import Store
 
 MAX_FILE_BYTES = 200_000  # the tools' limit on a candidate's source (ksearch.tools.common.MAX_SOURCE_CHARS)
 
@@ -65,13 +64,13 @@ def existing_db(db: Path) -> Path:
     return db
 
 
-async def open_store(db: Path) -> Store:
-    """The store of an existing database, or a clear refusal."""
-    from ksearch.worldmodel.store import Store
+async def open_workspace(db: Path) -> Workspace:
+    """A tools.Workspace on an existing database, or a clear refusal; the caller closes it."""
+    from ksearch.tools.workspace import Workspace
 
     existing_db(db)
     try:
-        return await Store.open(db)
+        return await Workspace.open(db)
     except (SchemaError, sqlite3.DatabaseError) as e:
         raise fail(f"{db} cannot be opened as a ksearch database: {e}") from e
 
@@ -79,13 +78,25 @@ async def open_store(db: Path) -> Store:
 @contextlib.asynccontextmanager
 async def workspace(db: Path) -> AsyncIterator[Workspace]:
     """An open tools.Workspace on an existing database (its refusals become CLI errors in `run_async`)."""
-    from ksearch.tools.workspace import Workspace
-
-    ws = Workspace(await open_store(db))
+    ws = await open_workspace(db)
     try:
         yield ws
     finally:
         await ws.close()
+
+
+class SearchLookup(Protocol):
+    """What `open_store` hands out: finding a search, and closing."""
+
+    async def get_search(self, id_or_name: int | str) -> Search: ...
+
+    async def close(self) -> None: ...
+
+
+async def open_store(db: Path) -> SearchLookup:
+    """The store of an existing database, or a clear refusal: for `ksearch ui`'s check of its target
+    (server/cli/ui.py); commands use `workspace(db)`."""
+    return (await open_workspace(db)).store
 
 
 async def node_of(ws: Workspace, s: Search, node_id: int) -> Node:
@@ -335,14 +346,13 @@ def submit(
     Exit code 0 when it ran correctly and was timed, 1 when it was recorded but failed (compile error,
     wrong values, crash...), 2 when the input was refused.
     """
-    from ksearch.gpu.tasks.fib_solution import looks_like_solution
     from ksearch.tools.benchmark import BenchmarkIn, benchmark
     from ksearch.tools.common import CandidateRef
     from ksearch.tools.loop import seed_unmeasured
     from ksearch.tools.select_action import SelectActionIn, select_action
+    from ksearch.tools.solutions import submitted_candidate
 
     source = read_source(file)
-    solution = looks_like_solution(source)  # a FlashInfer-Bench Solution JSON rather than a Python module
     if language is not None and language not in LANGUAGES:
         raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
 
@@ -399,9 +409,8 @@ def submit(
                 BenchmarkIn(
                     search=s.id,
                     node_id=node,
-                    candidate=CandidateRef(solution_json=source)
-                    if solution
-                    else CandidateRef(source=source, language=lang),
+                    # a FlashInfer-Bench Solution JSON (its spec gives the language), else a Python module
+                    candidate=submitted_candidate(source, lang),
                     base_attempt_id=base_id,
                     trials=trials,
                     author="human",
@@ -536,8 +545,8 @@ def export(
     """Export a search: JSON (tree, attempts, sources, edits, LLM calls) or an HTML report (tree, score over
     rounds, best path, best kernel and its evaluation, every attempt, spend); `--solution`: its best kernel as
     a FlashInfer-Bench Solution JSON."""
-    from ksearch.gpu.tasks.fib_solution import SolutionError
-    from ksearch.server.cli.export import export_html, export_json, export_solution
+    from ksearch.server.cli.export import export_html, export_json
+    from ksearch.tools.solutions import SolutionError, export_solution
 
     if as_json + as_html + as_solution > 1:
         raise fail("give one of --json, --html or --solution")
@@ -548,16 +557,13 @@ def export(
     async def go() -> str:
         async with workspace(db) as ws:
             s = await ws.search(search)
-            store = ws.store
             if as_solution:
                 try:
-                    return await export_solution(store, s, ws.task(s.task))
+                    return (await export_solution(ws, s.id)).solution_json
                 except SolutionError as e:
                     raise fail(str(e), code=1) from None
             return (
-                await export_html(store, s.id)
-                if html
-                else await export_json(store, s.id, llm_text=not no_llm_text)
+                await export_html(ws, s.id) if html else await export_json(ws, s.id, llm_text=not no_llm_text)
             )
 
     text = run_async(go())

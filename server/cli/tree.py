@@ -11,17 +11,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from ksearch.server.cli.common import DbOption, default_db, fail, print_table, run_async, say
-from ksearch.server.cli.steer import open_store
-from ksearch.worldmodel import runs
+from ksearch.server.cli.steer import workspace
+from ksearch.tools.runs import run_status, run_statuses
 from ksearch.worldmodel.errors import NotFound, SchemaError
 from ksearch.worldmodel.render import MIN_BUDGET, fmt_speedup, no_best, render_search, tree_json, tree_mermaid
 
 
 async def _searches(db: Path) -> list[dict[str, object]]:
-    async with await open_store(db) as store:
+    async with workspace(db) as ws:
+        store = ws.store
         out: list[dict[str, object]] = []
-        holders = await runs.holders(store)
-        for s in await store.list_searches():
+        searches = await store.list_searches()
+        shown = await run_statuses(ws, searches)
+        for s in searches:
             best = await store.best_attempt(s.id)
             counts = await store.node_counts(s.id)
             out.append(
@@ -30,7 +32,7 @@ async def _searches(db: Path) -> list[dict[str, object]]:
                     "name": s.name,
                     "task": s.task,
                     # `interrupted`: left `running` by a process that is gone (resume it with ksearch run)
-                    "status": runs.shown_status(s, holders.get(s.id)),
+                    "status": shown[s.id].status,
                     "round": s.round,
                     "intents": sum(counts.values()),
                     "open": counts.get("open", 0),
@@ -43,8 +45,9 @@ async def _searches(db: Path) -> list[dict[str, object]]:
 
 
 async def _tree(db: Path, search: str, fmt: str, budget: int) -> str:
-    async with await open_store(db) as store:
-        found = await store.get_search(search)
+    async with workspace(db) as ws:
+        store = ws.store
+        found = await ws.search(search)
         if fmt == "text":
             return await render_search(store, found.id, budget)
         nodes = await store.list_nodes(found.id)
@@ -52,7 +55,7 @@ async def _tree(db: Path, search: str, fmt: str, budget: int) -> str:
         if fmt == "json":
             data = tree_json(nodes, speedups, best_attempt_id=found.best_attempt_id)
             data["search"] = found.model_dump(mode="json")
-            data["search"]["shown_status"] = await runs.search_status(store, found)
+            data["search"]["shown_status"] = (await run_status(ws, found)).status
             return json.dumps(data, indent=2)
         return tree_mermaid(nodes, speedups, best_attempt_id=found.best_attempt_id)
 

@@ -32,10 +32,10 @@ from ksearch.tools.final_eval import FinalEvalIn, FinalRow, end_status, final_ev
 from ksearch.tools.finish_intent import close_refine
 from ksearch.tools.phase_prompts import init_context
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.runs import hold_run
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel import runs
-from ksearch.worldmodel.errors import NotFound, StoreBusy
+from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import Attempt, EditSpec, Evaluation, IntentSpec, Node, Search
 
 MAX_EDIT_RETRIES = 2
@@ -105,20 +105,9 @@ class Driver:
         s = await self.ws.search(search_ref)
         self._search_id = s.id
         store = self.ws.store
-        # Record this process as the search's runner (refused while another live process runs it), so a
-        # search left `running` by a killed process reads as interrupted (worldmodel/runs.py).
-        await runs.claim(store, s.id)
-
-        async def heartbeat() -> None:
-            while True:
-                await asyncio.sleep(runs.HEARTBEAT_S)
-                try:
-                    await runs.heartbeat(store, s.id)
-                except StoreBusy as e:  # the next beat will do: a busy database is no sign of death
-                    self.display.event(f"heartbeat skipped: {e}")
-
-        beat = asyncio.create_task(heartbeat())
-        try:
+        # Hold the search's run for this process (refused while another live process runs it; a heartbeat
+        # while it runs), so a search left `running` by a killed process reads as interrupted (tools/runs.py).
+        async with hold_run(self.ws, s.id, on_missed_beat=self.display.event):
             await store.set_search_status(s.id, "running")
             await self._recover(s)
             b = self._b = _Budget(self.opts, s)
@@ -156,10 +145,6 @@ class Driver:
                 await store.set_search_status(s.id, "stopped")
                 raise
             return await self._finish(s.id, stop, b)
-        finally:
-            beat.cancel()
-            await asyncio.wait([beat])
-            await runs.release(store, s.id)
 
     async def _lane(self, search_id: int, b: _Budget) -> str:
         """Select → refine → update until a budget or an empty frontier stops it; returns why it stopped."""

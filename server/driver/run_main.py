@@ -12,8 +12,8 @@ from ksearch.server.driver.loop import Driver, DriverOptions, DriverResult
 from ksearch.server.driver.policies import PolicyError, default_policy_name, make_policy
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.runs import check_run_free
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel import runs
 from ksearch.worldmodel.models import Search
 
 
@@ -118,7 +118,7 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
         try:
             s = found or await _create(ws, a, name)
             if found is not None:
-                await runs.check_free(ws.store, found)  # before saying it resumes: it may not
+                await check_run_free(ws, found)  # before saying it resumes: it may not
             if on_search is not None:
                 on_search(s)
             display: Display = Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)

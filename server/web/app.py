@@ -1,7 +1,8 @@
 """The web app behind `ksearch ui`: a page per search, small JSON endpoints, steering through tools/.
 
-Reads go straight to the store; writes go through `ksearch.tools.propose_intents` and `ksearch.tools.edit_tree`, the
-same functions the CLI, the MCP server and the driver use, so a click is validated like any edit.
+Reads go through `ksearch.tools.read_search` (server/web/snapshot.py); writes go through
+`ksearch.tools.propose_intents` and `ksearch.tools.edit_tree`, the same functions the CLI, the MCP server and
+the driver use, so a click is validated like any edit.
 
 The page polls `/api/s/{search}/version` (a fingerprint of what it shows) and fetches the fragments
 again only when it changed, so another process writing to the same database shows up within a poll.
@@ -34,13 +35,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ksearch.server.web import pages
 from ksearch.server.web.attempt_html import attempt_detail
 from ksearch.server.web.search_html import chart, default_attempt, first_selection, node_detail, summary, tree
-from ksearch.server.web.snapshot import SearchView, find_search, fingerprint, load_view, resolve_base
+from ksearch.server.web.snapshot import SearchView, base_of, find_search, fingerprint, load_view
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import describe_validation
-from ksearch.tools.list_searches import SearchRow, list_searches
+from ksearch.tools.list_searches import list_searches
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.read_search import read_attempt
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel import runs
 from ksearch.worldmodel.errors import KsearchError, NotFound, StoreBusy
 from ksearch.worldmodel.models import EditSpec, IntentSpec, Node
 
@@ -134,11 +135,11 @@ class UiState:
             self._ws = None
 
     async def view(self, ref: int | str) -> SearchView:
-        s = await find_search(self.ws.store, ref)
+        s = await find_search(self.ws, ref)
         cached = self._views.get(s.id)
-        if cached is not None and cached.version == await fingerprint(self.ws.store, s.id):
+        if cached is not None and cached.version == await fingerprint(self.ws, s.id):
             return cached
-        v = await load_view(self.ws.store, s.id)
+        v = await load_view(self.ws, s.id)
         self._views[s.id] = v
         return v
 
@@ -213,7 +214,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
     async def index(request: Request) -> Response:
         if state.default_search is not None:
             return RedirectResponse(f"/s/{state.default_search}", status_code=307)
-        rows = await _with_run_status(await list_searches(state.ws))
+        rows = await list_searches(state.ws)  # a search whose run died reads as interrupted
         return HTMLResponse(
             pages.searches_page(
                 [(r.id, r.name, r.task, r.status, r.round, r.attempts, r.best_speedup_vs_eager) for r in rows]
@@ -222,7 +223,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
 
     async def page(request: Request) -> Response:
         try:
-            s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+            s = await find_search(state.ws, _ref(request.path_params["ref"]))
         except NotFound as e:
             return HTMLResponse(pages.not_found_page(str(e)), 404)
         v = await state.view(s.id)
@@ -230,35 +231,21 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
 
     async def _first_view(v: SearchView) -> pages.FirstView:
         """The node and attempt the page opens on, rendered as the JSON endpoints render them."""
-        store = state.ws.store
         node, aid = first_selection(v)
         shown = None
         if aid is not None:
-            a = await store.get_attempt(aid)
-            shown = attempt_detail(a, await store.get_candidate(a.candidate_id), await resolve_base(store, a))
-        html = node_detail(v, node, await store.list_edits(v.search.id), selected=aid)
+            rec = await read_attempt(state.ws, aid)
+            shown = attempt_detail(rec.attempt, rec.candidate, base_of(rec.base))
+        html = node_detail(v, node, await state.ws.store.list_edits(v.search.id), selected=aid)
         return pages.FirstView(node.id, html, aid, shown)
 
-    async def _with_run_status(found: list[SearchRow]) -> list[SearchRow]:
-        """The rows with `interrupted` for a search left `running` by a run that died."""
-        store = state.ws.store
-        holders = await runs.holders(store)
-        out = []
-        for r in found:
-            if r.status == "running" and r.id in holders:
-                r = r.model_copy(
-                    update={"status": await runs.search_status(store, await store.get_search(r.id))}
-                )
-            out.append(r)
-        return out
-
     async def api_searches(request: Request) -> Response:
-        rows = await _with_run_status(await list_searches(state.ws))
+        rows = await list_searches(state.ws)  # a search whose run died reads as interrupted
         return JSONResponse([r.model_dump(mode="json") for r in rows])
 
     async def api_version(request: Request) -> Response:
-        s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
-        return JSONResponse({"search_id": s.id, "version": await fingerprint(state.ws.store, s.id)})
+        s = await find_search(state.ws, _ref(request.path_params["ref"]))
+        return JSONResponse({"search_id": s.id, "version": await fingerprint(state.ws, s.id)})
 
     async def api_view(request: Request) -> Response:
         v = await state.view(_ref(request.path_params["ref"]))
@@ -299,18 +286,17 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
         )
 
     async def api_attempt(request: Request) -> Response:
-        s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+        s = await find_search(state.ws, _ref(request.path_params["ref"]))
         aid = _int(request.path_params["attempt"], "attempt id")
-        store = state.ws.store
-        a = await store.get_attempt(aid)
+        rec = await read_attempt(state.ws, aid)
+        a = rec.attempt
         if a.search_id != s.id:
             raise HttpError(404, f"attempt #{aid} belongs to another search, not {s.name!r}")
-        cand = await store.get_candidate(a.candidate_id)
-        base = await resolve_base(store, a)
-        return JSONResponse({"attempt_id": a.id, "node_id": a.node_id, "html": attempt_detail(a, cand, base)})
+        html = attempt_detail(a, rec.candidate, base_of(rec.base))
+        return JSONResponse({"attempt_id": a.id, "node_id": a.node_id, "html": html})
 
     async def api_add_intent(request: Request) -> Response:
-        s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+        s = await find_search(state.ws, _ref(request.path_params["ref"]))
         body = AddIntentIn.model_validate(await _json_body(request))
         spec = IntentSpec.model_validate(body.model_dump(exclude={"reason"}))
         nodes = await propose_intents(
@@ -320,12 +306,12 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
             {
                 "ok": True,
                 "nodes": [_node_json(n) for n in nodes],
-                "version": await fingerprint(state.ws.store, s.id),
+                "version": await fingerprint(state.ws, s.id),
             }
         )
 
     async def api_edits(request: Request) -> Response:
-        s = await find_search(state.ws.store, _ref(request.path_params["ref"]))
+        s = await find_search(state.ws, _ref(request.path_params["ref"]))
         raw = await _json_body(request)
         body = EditsIn.model_validate(raw if isinstance(raw, dict) and "edits" in raw else {"edits": [raw]})
         nodes = await edit_tree(state.ws, EditTreeIn(search=s.id, edits=body.edits, author="human"))
@@ -333,7 +319,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
             {
                 "ok": True,
                 "nodes": [_node_json(n) for n in nodes],
-                "version": await fingerprint(state.ws.store, s.id),
+                "version": await fingerprint(state.ws, s.id),
             }
         )
 

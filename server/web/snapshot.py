@@ -1,4 +1,5 @@
-"""What the page shows, read from the store in one place: the search, its tree, its attempts, its spend.
+"""What the page shows, read through ksearch.tools.read_search: the search, its tree, its attempts, its spend,
+and what the page derives from them.
 
 `fingerprint` is the cheap question the page asks every second or two ("did anything change?"); the
 full `SearchView` (attempts with their evaluations) is read only when the answer is yes.
@@ -6,42 +7,29 @@ full `SearchView` (attempts with their evaluations) is read only when the answer
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 
-from ksearch.worldmodel import runs
-from ksearch.worldmodel.errors import NotFound
+from ksearch.tools.read_search import (
+    AttemptBase,
+    LLMTotals,
+    SearchSnapshot,
+    attempt_base,
+    read_search,
+    search_version,
+)
+from ksearch.tools.runs import ShownStatus
+from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Attempt, Candidate, Node, Search
-from ksearch.worldmodel.runs import RunHolder, ShownStatus
-from ksearch.worldmodel.store import LLMTotals, Store
 
 
-async def find_search(store: Store, ref: int | str) -> Search:
+async def find_search(ws: Workspace, ref: int | str) -> Search:
     """The search by id or name; NotFound names what exists."""
-    return await store.get_search(ref)
+    return await ws.search(ref)
 
 
-async def fingerprint(store: Store, search_id: int) -> str:
-    """A short token that changes whenever anything the page shows changes.
-
-    Covers the search row (round, status, best), every node (edits, status, visits, best attempt),
-    the attempt ids (new attempts) and the LLM spend. Attempt evaluations are immutable once written,
-    so their ids suffice.
-    """
-    s = await store.get_search(search_id)
-    nodes = await store.list_nodes(search_id)
-    speedups = await store.attempt_speedups(search_id)
-    totals = await store.llm_totals(search_id)
-    payload = {
-        "s": s.model_dump(mode="json"),
-        "r": await runs.search_status(store, s),  # a run that dies flips the page to `interrupted`
-        "n": [n.model_dump(mode="json") for n in nodes],
-        "a": sorted(speedups.items()),
-        "l": totals.model_dump(),
-    }
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+async def fingerprint(ws: Workspace, search_id: int) -> str:
+    """A short token that changes whenever anything the page shows changes (tools.read_search.search_version)."""
+    return await search_version(ws, search_id)
 
 
 @dataclass
@@ -61,7 +49,7 @@ class SearchView:
     attempts: list[Attempt]
     llm: LLMTotals
     version: str
-    holder: RunHolder | None = None  # the process running the search, if a run recorded one
+    shown_status: ShownStatus  # `interrupted` for a search left `running` by a run that died
     by_id: dict[int, Node] = field(default_factory=dict)
     children: dict[int | None, list[Node]] = field(default_factory=dict)
     attempt_by_id: dict[int, Attempt] = field(default_factory=dict)
@@ -94,7 +82,7 @@ class SearchView:
     @property
     def status(self) -> ShownStatus:
         """The search's status as a person should read it: `interrupted` when its run died."""
-        return runs.shown_status(self.search, self.holder)
+        return self.shown_status
 
     @property
     def cpu_correct(self) -> int:
@@ -131,29 +119,26 @@ class SearchView:
         return [a for a in self.attempts if a.node_id is None]
 
 
-async def load_view(store: Store, ref: int | str) -> SearchView:
-    s = await find_search(store, ref)
-    version = await fingerprint(store, s.id)
-    # Read after the fingerprint: if a write lands in between, the next poll sees a new token and
-    # reloads, so the page never keeps a stale picture under a fresh token.
-    s = await store.get_search(s.id)
-    nodes = await store.list_nodes(s.id)
-    attempts = await store.list_attempts(s.id)
-    llm = await store.llm_totals(s.id)
-    holder = await runs.holder(store, s.id)
-    return SearchView(search=s, nodes=nodes, attempts=attempts, llm=llm, version=version, holder=holder)
+def view_of(snap: SearchSnapshot) -> SearchView:
+    return SearchView(
+        search=snap.search,
+        nodes=snap.nodes,
+        attempts=snap.attempts,
+        llm=snap.llm_totals,
+        version=snap.version,
+        shown_status=snap.status,
+    )
 
 
-async def resolve_base(store: Store, a: Attempt) -> tuple[str, Attempt, Candidate] | None:
+async def load_view(ws: Workspace, ref: int | str) -> SearchView:
+    return view_of(await read_search(ws, ref))
+
+
+def base_of(b: AttemptBase | None) -> tuple[str, Attempt, Candidate] | None:
+    """An attempt's base as the attempt panel takes it: (why it is the base, base attempt, its candidate)."""
+    return (b.why, b.attempt, b.candidate) if b is not None else None
+
+
+async def resolve_base(ws: Workspace, a: Attempt) -> tuple[str, Attempt, Candidate] | None:
     """What to diff an attempt against, and why: its recorded base, else the code its intent starts from."""
-    why, base_id = "its recorded base", a.base_attempt_id
-    if base_id is None and a.node_id is not None:
-        node = await store.get_node(a.node_id)
-        why, base_id = "the intent's starting code", node.base_attempt_id
-    if base_id is None or base_id == a.id:
-        return None
-    try:
-        ba = await store.get_attempt(base_id)
-        return why, ba, await store.get_candidate(ba.candidate_id)
-    except NotFound:
-        return None
+    return base_of(await attempt_base(ws, a))

@@ -1,0 +1,145 @@
+"""tools.solutions, called as functions over a real SQLite store: a FlashInfer-Bench Solution file recognised and
+taken as the candidate to submit, and a search's best kernel exported as a Solution that loads back as the
+same candidate; every refusal a SolutionError (a KsearchError)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from ksearch.gpu.tasks.fib_solution import parse_solution
+from ksearch.tools.common import resolve_candidate
+from ksearch.tools.solutions import SolutionError, export_solution, is_solution, submitted_candidate
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.edits import apply_intents
+from ksearch.worldmodel.errors import KsearchError
+from ksearch.worldmodel.models import (
+    CompileReport,
+    EvalSettings,
+    Evaluation,
+    IntentSpec,
+    Search,
+    SearchConfig,
+    WorkloadCorrectness,
+    WorkloadTiming,
+)
+
+pytestmark = pytest.mark.anyio
+
+TRACE = Path(__file__).resolve().parents[1] / "tasks" / "fixtures" / "flashinfer_trace"
+RMSNORM = TRACE / "definitions" / "rmsnorm" / "rmsnorm_h128.json"
+ROWS = TRACE / "solutions" / "ksearch-fixtures" / "rmsnorm" / "rmsnorm_h128" / "rmsnorm_h128_triton_rows.json"
+NATIVE = parse_solution(ROWS.read_text()).source("main.py")  # a kernel as a model writes one: `run`
+PYTHON = "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def ws(tmp_path: Path) -> AsyncIterator[Workspace]:
+    async with await Workspace.open(tmp_path / "sol.db") as w:
+        yield w
+
+
+def gpu_eval(speedup: float) -> Evaluation:
+    med = 20.0 / speedup
+    return Evaluation(
+        status="ok",
+        compile=CompileReport(ok=True, language="triton", seconds=1.0),
+        correctness=[WorkloadCorrectness(workload="w", passed=True, kind="ok", trials=3, max_abs_err=1e-3)],
+        timings=[
+            WorkloadTiming(
+                workload="w",
+                device="NVIDIA H200",
+                median_us=med,
+                iqr_us=0.1,
+                ci_low_us=med * 0.99,
+                ci_high_us=med * 1.01,
+                n=100,
+                eager_median_us=20.0,
+                speedup_vs_eager=speedup,
+            )
+        ],
+        speedup_vs_eager=speedup,
+        settings=EvalSettings(seed=1, workloads=["w"]),
+        seconds=3.0,
+    )
+
+
+async def _search(ws: Workspace, task: str, name: str) -> Search:
+    return await ws.store.create_search(name, task, SearchConfig())
+
+
+def test_a_solution_file_is_told_from_a_python_module() -> None:
+    assert is_solution(ROWS.read_text())
+    assert not is_solution(PYTHON)
+    assert not is_solution(RMSNORM.read_text())  # a definition: JSON, but no spec and sources
+    assert not is_solution("{not json")
+
+
+def test_a_submitted_file_becomes_the_candidate_to_benchmark() -> None:
+    text = ROWS.read_text()
+    sol = submitted_candidate(text, "cuda")
+    assert sol.solution_json == text and sol.source is None  # the Solution's spec gives the language
+    py = submitted_candidate(PYTHON, "cuda")
+    assert (py.source, py.language, py.solution_json) == (PYTHON, "cuda", None)
+    with pytest.raises(ValidationError, match="triton"):  # the accepted languages are named
+        submitted_candidate(PYTHON, "fortran")
+
+
+async def test_a_submitted_solution_loads_as_its_candidate_and_is_checked_against_the_task(
+    ws: Workspace,
+) -> None:
+    rms = ws.task(str(RMSNORM))
+    cand = await resolve_candidate(ws, submitted_candidate(ROWS.read_text(), "triton"), rms)
+    assert cand.language == "triton" and cand.source == NATIVE
+    with pytest.raises(SolutionError, match="'softmax' is a kernelbench task"):
+        await resolve_candidate(ws, submitted_candidate(ROWS.read_text(), "triton"), ws.task("softmax"))
+
+
+async def test_the_best_kernel_exports_as_a_solution_that_loads_back_as_itself(ws: Workspace) -> None:
+    s = await _search(ws, str(RMSNORM), "rms")
+    store = ws.store
+    root = await store.root(s.id)
+    (intent,) = await apply_intents(store, s.id, [IntentSpec(title="split rows")], author="llm:m", round=1)
+    slow = await store.put_candidate(NATIVE + "# slower\n", "triton")
+    fast = await store.put_candidate(NATIVE, "triton")
+    await store.record_attempt(s.id, root.id, slow.id, gpu_eval(1.2), author="human")
+    best = await store.record_attempt(s.id, intent.id, fast.id, gpu_eval(2.5), author="llm:claude-test")
+    out = await export_solution(ws, "rms")
+    assert (out.search_id, out.attempt_id) == (s.id, best.id)
+    sol = parse_solution(out.solution_json)
+    assert sol.name == out.name == f"rmsnorm_h128_ksearch_rms_a{best.id}" and sol.definition == "rmsnorm_h128"
+    assert sol.author == "ksearch-llm-claude-test" and sol.spec.target_hardware == ["NVIDIA_H200"]
+    assert sol.description == (
+        f"ksearch search 'rms', attempt #{best.id} (split rows); 2.500x vs eager PyTorch on NVIDIA H200"
+    )
+    # what `ksearch submit` of the exported file would run: the very same candidate
+    back = await resolve_candidate(
+        ws, submitted_candidate(out.solution_json, "triton"), ws.task(str(RMSNORM))
+    )
+    assert back.id == fast.id
+
+
+async def test_refusals_say_why(ws: Workspace) -> None:
+    await _search(ws, "softmax", "kb")
+    with pytest.raises(
+        SolutionError, match=r"'softmax', a kernelbench task: a Solution JSON exists only for"
+    ):
+        await export_solution(ws, "kb")
+    s = await _search(ws, str(RMSNORM), "empty")
+    with pytest.raises(SolutionError, match="has no best kernel to export yet: no timed correct attempt yet"):
+        await export_solution(ws, s.id)
+    helpers = await ws.store.put_candidate(
+        "from ksearch.gpu import nvrtc\n\ndef run(hidden_states, weight):\n    return hidden_states\n", "cuda"
+    )
+    await ws.store.record_attempt(s.id, (await ws.store.root(s.id)).id, helpers.id, gpu_eval(1.5))
+    with pytest.raises(SolutionError, match=r"imports ksearch's own `ksearch.gpu.nvrtc`") as info:
+        await export_solution(ws, "empty")
+    assert isinstance(info.value, KsearchError) and isinstance(info.value, ValueError)

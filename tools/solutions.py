@@ -1,0 +1,87 @@
+"""FlashInfer-Bench Solutions at the edges of a search: a Solution file given as a candidate, and a search's
+best kernel written out as a Solution (ksearch.gpu.tasks.fib_solution does the conversions).
+
+`SolutionError` (a KsearchError and a ValueError) is every refusal here: a file that is not a valid Solution
+for the task, a search on another kind of task, a search without a best kernel.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ksearch.gpu.tasks.fib_solution import (
+    Identity,
+    SolutionError,
+    looks_like_solution,
+    solution_from_candidate,
+)
+from ksearch.tools.common import CandidateRef
+from ksearch.tools.schema import ToolModel
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.render import no_best
+
+__all__ = ["SolutionError", "SolutionOut", "export_solution", "is_solution", "submitted_candidate"]
+
+
+class SolutionOut(ToolModel):
+    """A search's best kernel as a FlashInfer-Bench Solution."""
+
+    search_id: int
+    attempt_id: int
+    """The attempt whose candidate it is (the search's best)"""
+    name: str
+    """The Solution's name (an unchanged submitted Solution keeps its own)"""
+    solution_json: str
+    """The Solution JSON document"""
+
+
+def is_solution(text: str) -> bool:
+    """Whether a file's text is a FlashInfer-Bench Solution JSON (an object with `spec` and `sources`)
+    rather than a Python module."""
+    return looks_like_solution(text)
+
+
+def submitted_candidate(text: str, language: str) -> CandidateRef:
+    """A file's text as the candidate to submit: a Solution JSON (its spec gives the language; it is checked
+    against the search's task when benchmarked, a SolutionError naming the bad field), else a Python module
+    in `language` (triton | cuda | cpp_ext; CandidateRef refuses any other)."""
+    if is_solution(text):
+        return CandidateRef(solution_json=text)
+    return CandidateRef(source=text, language=language)
+
+
+def _safe(text: str, sep: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", sep, text)
+
+
+async def export_solution(ws: Workspace, search: int | str) -> SolutionOut:
+    """The search's best kernel as a FlashInfer-Bench Solution JSON for the definition it searches on.
+
+    SolutionError when the search is not on a FlashInfer-Bench definition, has no best kernel yet, or its
+    best cannot be one (e.g. it imports ksearch's own helpers)."""
+    s = await ws.search(search)
+    task = ws.task(s.task)
+    if task.style != "flashinfer":
+        raise SolutionError(
+            f"search {s.name!r} is on {task.name!r}, a {task.style} task: a Solution JSON exists only for a "
+            "FlashInfer-Bench definition (a search whose task is a definition's .json)"
+        )
+    store = ws.store
+    a = await store.best_attempt(s.id)
+    if a is None or a.evaluation is None:
+        cpu = len((await store.attempt_speedups(s.id)).cpu_interpreted)
+        raise SolutionError(f"search {s.name!r} has no best kernel to export yet: {no_best(cpu)}")
+    cand = await store.get_candidate(a.candidate_id)
+    ev = a.evaluation
+    device = next((t.device for t in ev.timings), None) or (ev.env.device if ev.env else None)
+    node = await store.get_node(a.node_id) if a.node_id is not None else None
+    what = f" ({node.title})" if node is not None and node.kind == "intent" else ""
+    speed = f"; {ev.speedup_vs_eager:.3f}x vs eager PyTorch on {device}" if ev.speedup_vs_eager else ""
+    who = Identity(
+        name=_safe(f"{task.name}_ksearch_{s.name}_a{a.id}", "_"),
+        author=_safe(f"ksearch-{a.author}", "-").strip("-"),
+        description=f"ksearch search {s.name!r}, attempt #{a.id}{what}{speed}",
+        target_hardware=[re.sub(r"\s+", "_", device.strip()) if device else "cuda"],
+    )
+    sol = solution_from_candidate(cand.source, cand.language, task, who)
+    return SolutionOut(search_id=s.id, attempt_id=a.id, name=sol.name, solution_json=sol.to_json())
