@@ -32,11 +32,18 @@ class BenchmarkIn(MeasuredJob):
     )
     base_attempt_id: int | None = Field(None, ge=1, description="Attempt whose code this one modifies")
     profile: bool = Field(False, description="Also run Nsight Compute on the first workload (GPU only)")
-    author: str = Field("human", min_length=1, max_length=80, description="human | llm:<model> | tuner")
+    author: str = Field(
+        "human",
+        min_length=1,
+        max_length=80,
+        description="human | llm:<model> | tuner (the task's own seed, candidate {seed: true}, is always 'seed')",
+    )
 
 
 async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None = None) -> EvaluationOut:
     s, task = await task_for(ws, inp.search, inp.task)
+    # Whoever asks for it measured, nobody in the search wrote the task's seed: it is credited to "seed".
+    author = "seed" if inp.candidate.seed else inp.author
     refine: loop.RefineState | None = None
     node = None
     if inp.node_id is not None:
@@ -75,7 +82,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         # and the stagnation window, and its error is the next attempt's feedback, as any compile error is.
         cand = await ws.store.put_candidate(inp.candidate.source, inp.candidate.language)
         ev = Evaluation(status="compile_error", error=str(e))
-        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, inp.author)
+        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     sb = await ws.sandbox()
     ev = await sb.evaluate(
@@ -89,8 +96,8 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
     if s is None:
         return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)
     if refine is not None:
-        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, inp.author)
-    att = await record(ws, s.id, inp.node_id, cand.id, ev, base_attempt_id, s.round, inp.author)
+        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author)
+    att = await record(ws, s.id, inp.node_id, cand.id, ev, base_attempt_id, s.round, author)
     return EvaluationOut(
         candidate_id=cand.id,
         summary=summarize(ev),

@@ -221,7 +221,7 @@ class Driver:
             return
         self.display.phase("init")
         self.display.event("measuring the seed candidate")
-        out = await self._evaluate(s, root.id, seed)
+        out = await self._evaluate(s, root.id, seed, is_seed=True)
         self.display.attempt(root, out[1], out[2])
 
     async def _init(self, s: Search) -> None:
@@ -277,17 +277,15 @@ class Driver:
         )
 
     async def _evaluate(
-        self, s: Search, node_id: int | None, source: str
+        self, s: Search, node_id: int | None, source: str, *, is_seed: bool = False
     ) -> tuple[str, Attempt | None, Evaluation, loop.RefineState | None]:
+        language = s.config.language
+        # The seed goes as {seed: true}, as a host's does: the tools credit it to "seed", not to the policy.
+        cand = CandidateRef(seed=True, language=language) if is_seed else CandidateRef(source=source, language=language)
         try:
             out = await benchmark(
                 self.ws,
-                BenchmarkIn(
-                    search=s.id,
-                    node_id=node_id,
-                    candidate=CandidateRef(source=source, language=s.config.language),
-                    author=self._author() if node_id is not None else "seed",
-                ),
+                BenchmarkIn(search=s.id, node_id=node_id, candidate=cand, author=self._author()),
             )
         except (ToolFailure, NotFound) as e:
             # Refused before anything was recorded (the phase is over, say): report it as a result.

@@ -25,7 +25,7 @@ async def test_the_seed_on_the_root_is_an_attempt_whose_cpu_timings_rank_nothing
     root = await ws.store.root(s.id)
     out = await benchmark(
         ws,
-        BenchmarkIn(search="rs", node_id=root.id, candidate=CandidateRef(seed=True), trials=1, author="seed"),
+        BenchmarkIn(search="rs", node_id=root.id, candidate=CandidateRef(seed=True), trials=1, author="tuner"),
     )
     ev = out.evaluation
     assert ev.status == "ok" and out.attempt_id is not None and out.refine is None and out.next == ""
@@ -40,6 +40,7 @@ async def test_the_seed_on_the_root_is_an_attempt_whose_cpu_timings_rank_nothing
     assert ev.cpu_interpreted and not ev.ranks
     assert "note: CPU interpreter timings: functional only, not comparable with GPU timings" in out.summary
     att = await ws.store.get_attempt(out.attempt_id)
+    # whoever asked for it measured, the task's seed is credited to "seed", not to the asker
     assert (att.node_id, att.author, att.round, att.candidate_id) == (root.id, "seed", 0, out.candidate_id)
     assert att.evaluation == ev
     assert (await ws.store.get_candidate(out.candidate_id)).source == ROW_SUM_SEED
