@@ -11,6 +11,11 @@ Every module's imports are read from its source (ast, function-level and TYPE_CH
 `ksearch.about` (version, install layout; standard library only) is open to every room. A face
 reaching past the tools would have to be listed in EXCEPTIONS with the reason (none is today); an entry no
 longer needed fails the test too, so the list only shrinks.
+
+An import is not the only way past the tools: a face holding a Workspace could reach the SQLite store through
+its `store` attribute. So no face module reads an attribute named `store` (or `_store`) at all: a face reads
+the records through `ws.records` (ksearch.tools.records, no write reachable) and writes only through the tools'
+operations. STORE_EXCEPTIONS would list a module that still does, with the reason (none does).
 """
 
 from __future__ import annotations
@@ -106,3 +111,54 @@ def test_exceptions_are_faces_only() -> None:
     # the inner rooms have no exceptions at all: only a face may (for now) reach past the tools
     assert all(_room(a) == "server" for a, _ in EXCEPTIONS)
     assert all(reason for reason in EXCEPTIONS.values())
+
+
+# face module -> why it still reaches the store through an attribute. Empty: every read goes through
+# ksearch.tools.records (`ws.records`) and every write through a tools operation.
+STORE_EXCEPTIONS: dict[str, str] = {}
+STORE_ATTRS = ("store", "_store")
+
+
+def _store_lines(source: str, filename: str = "<face>") -> list[int]:
+    """The lines where `source` reads an attribute named `store` or `_store`, however it is reached (`ws.store`,
+    `self.ws.store`, `state.ws.store`, `store = ws.store`)."""
+    tree = ast.parse(source, filename)
+    return sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in STORE_ATTRS)
+
+
+def _store_uses() -> dict[str, list[int]]:
+    """Face module -> the lines where it reaches the store through an attribute."""
+    out: dict[str, list[int]] = {}
+    for name, path in MODULES.items():
+        if _room(name) == "server" and (lines := _store_lines(path.read_text(), str(path))):
+            out[name] = lines
+    return out
+
+
+def test_faces_do_not_reach_the_store_through_the_workspace() -> None:
+    found = {m: lines for m, lines in _store_uses().items() if m not in STORE_EXCEPTIONS}
+    shown = [f"{m} lines {', '.join(map(str, lines))}" for m, lines in sorted(found.items())]
+    assert not shown, (
+        "faces reading the store through an attribute (read with ws.records, write through a tools "
+        "operation):\n" + "\n".join(shown)
+    )
+
+
+def test_every_store_exception_is_still_needed() -> None:
+    stale = sorted(set(STORE_EXCEPTIONS) - set(_store_uses()))
+    assert not stale, "no longer reaching the store, drop from STORE_EXCEPTIONS:\n" + "\n".join(stale)
+    assert all(_room(m) == "server" and reason for m, reason in STORE_EXCEPTIONS.items())
+
+
+def test_the_store_check_sees_every_spelling() -> None:
+    source = "\n".join(
+        [
+            "await ws.store.get_node(1)",  # 1
+            "store = self.ws.store",  # 2
+            "await state.ws.store.list_edits(1)",  # 3
+            "ws.records._store",  # 4
+            "await ws.records.get_node(1)",  # 5: the read-only door
+            "store = 1; restore = ws.restore; ws.stored",  # 6: a name, not an attribute; other attributes
+        ]
+    )
+    assert _store_lines(source) == [1, 2, 3, 4]

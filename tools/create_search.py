@@ -48,7 +48,16 @@ class CreateSearchIn(ToolIn):
     )
 
 
-async def create_search(ws: Workspace, inp: CreateSearchIn) -> Search:
+class DriverSettings(ToolIn):
+    """How the built-in driver runs a search, set when `ksearch run` creates it (hosts drive it themselves)."""
+
+    max_attempts_per_intent: int = Field(8, ge=1, description="Attempts of one refine phase")
+    branching: int = Field(1, ge=1, description="Implementations written at once per intent")
+    base_url: str | None = Field(None, description="An OpenAI-compatible server's URL, for the openai policy")
+
+
+async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettings | None = None) -> Search:
+    """The new search, with `driver`'s settings when given (else SearchConfig's defaults), in one write."""
     task = ws.task(inp.task)
     if inp.language not in task.seeds and task.seeds:
         have = ", ".join(sorted(task.seeds))
@@ -67,6 +76,8 @@ async def create_search(ws: Workspace, inp: CreateSearchIn) -> Search:
         budgets=Budgets(rounds=inp.rounds),
         compile_mode=inp.compile_mode,
     )
+    if driver is not None:
+        config = config.model_copy(update=driver.model_dump())
     return await ws.store.create_search(name, ref, config)
 
 

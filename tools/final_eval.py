@@ -4,11 +4,13 @@ fresh inputs, and end the search. The search workloads may have been overfitted;
 from __future__ import annotations
 
 import logging
+from typing import Literal, get_args
 
 from pydantic import Field
 
 from ksearch.tools import loop
 from ksearch.tools.common import summarize
+from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Attempt, EvalSettings, Evaluation, FinalOutcome, Search, SearchStatus
@@ -140,7 +142,7 @@ async def final_evaluation(
     )
     if verdict.lost_because:
         log.warning("search %s: %s", s.name, verdict.note())
-    await ws.store.set_search_status(s.id, status)
+    await end_search(ws, s, status)
     if not rows:
         nxt = "No correct candidate to re-evaluate: the search ends without a result."
     elif hw.cpu_mode:
@@ -181,6 +183,22 @@ def _why(ev: Evaluation) -> str:
 
 def _cpu(a: Attempt) -> bool:
     return a.evaluation is not None and a.evaluation.cpu_interpreted
+
+
+EndStatus = Literal["done", "stopped"]
+"""How a search ends: `done` (finished) or `stopped` (it may go on)"""
+
+
+async def end_search(ws: Workspace, s: Search, status: SearchStatus | None = None) -> Search:
+    """End the search with `status` (`done` or `stopped`), or with the one `end_status` gives when None: what
+    `final_evaluation` does after re-measuring, and what a driver run does when it ends without one (stopped
+    by its policy, Ctrl-C or a crash: `stopped`, so it can be resumed). ToolFailure for another status."""
+    if status is not None and status not in get_args(EndStatus):
+        raise ToolFailure(
+            f"a search cannot end {status!r}; accepted: {', '.join(get_args(EndStatus))} "
+            "(or none, for the status its budgets and open intents give)"
+        )
+    return await ws.store.set_search_status(s.id, status or await end_status(ws, s))
 
 
 async def end_status(ws: Workspace, s: Search) -> SearchStatus:

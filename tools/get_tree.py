@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.render import MIN_BUDGET, render_tree, tree_json, tree_mermaid
+from ksearch.worldmodel.render import MIN_BUDGET, render_search, render_tree, tree_json, tree_mermaid
 
 
 class GetTreeIn(ToolIn):
@@ -54,3 +54,10 @@ async def get_tree(ws: Workspace, inp: GetTreeIn) -> TreeOut:
         if note:
             out.text = f"{note}\n{out.text}"
     return out
+
+
+async def tree_text(ws: Workspace, search_id: int, budget_chars: int = 6000) -> str:
+    """The search's tree as `ksearch tree` prints it: a title line (name, task, round, shown status), the note
+    of a best that failed the final evaluation, then the tree, all within `budget_chars` (ValueError below
+    MIN_BUDGET + 1)."""
+    return await render_search(ws.store, search_id, budget_chars)

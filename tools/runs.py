@@ -4,6 +4,9 @@ shown status go through here (the records live in the store, ksearch.worldmodel.
 A driver run holds its search for as long as it runs (`hold_run`: claim, heartbeat, release), so a second
 run is refused while it lives and a search it left `running` when killed reads as `interrupted`
 (`run_status`). Searches advanced by an MCP host or a person have no holder and keep their stored status.
+
+What a run writes around its rounds is here too: the `running` status it shows (`mark_running`), the intents a
+run that ended mid-phase left claimed (`reopen_active_intents`) and its summary (`keep_run_result`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import TypeAlias
 
+from pydantic import BaseModel
+
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import runs
 from ksearch.worldmodel.errors import StoreBusy
-from ksearch.worldmodel.models import Search, SearchStatus
+from ksearch.worldmodel.models import Node, NodeStatus, Search, SearchStatus
 
 ShownStatus: TypeAlias = runs.ShownStatus  # a search's status, or "interrupted"
 
@@ -111,3 +116,31 @@ async def hold_run(
         task.cancel()
         await asyncio.wait([task])
         await runs.release(ws.store, search_id)
+
+
+async def mark_running(ws: Workspace, search_id: int) -> Search:
+    """Store the search as `running`, for the run that holds it (`hold_run`). A run that dies leaves it so, and
+    `run_status` shows it `interrupted` once its holder is gone."""
+    return await ws.store.set_search_status(search_id, "running")
+
+
+async def reopen_active_intents(ws: Workspace, search_id: int) -> list[Node]:
+    """Put every intent of the search left `active` back to `open`, and return them (now open): a run that
+    ended mid-phase (killed, crashed, its policy gave up) loses only its attempt in flight, and the intent can
+    be claimed again. Call it while holding the run: any claim on the search is then a leftover."""
+    reopened = []
+    for n in await ws.store.list_nodes(search_id):
+        if n.status == NodeStatus.active:
+            reopened.append(await ws.store.set_node_status(n.id, "open"))
+    return reopened
+
+
+def run_result_key(search_id: int) -> str:
+    """Where `keep_run_result` keeps a search's last run summary (the benchmarks read it there)."""
+    return f"driver-result:{search_id}"
+
+
+async def keep_run_result(ws: Workspace, search_id: int, result: BaseModel) -> None:
+    """Keep the summary of the search's last driver run (why it stopped, rounds, best, spend), as JSON; it
+    replaces the previous run's."""
+    await ws.store.cache_put(run_result_key(search_id), result.model_dump(mode="json"))

@@ -13,6 +13,7 @@ from typing import Any
 from ksearch.gpu.sandbox import LocalSandbox, Sandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import load_task
+from ksearch.tools.records import Records
 from ksearch.worldmodel.models import Search
 from ksearch.worldmodel.store import Store
 
@@ -32,7 +33,8 @@ class StoreCache:
 
 class Workspace:
     def __init__(self, store: Store, sandbox: Sandbox | None = None, *, n_workers: int | None = None) -> None:
-        self.store = store
+        self.store = store  # the tools' own door: reads and writes
+        self.records = Records(store)  # the faces' door: reads only (writes go through the tools' operations)
         self._sandbox = sandbox
         self._n_workers = n_workers
         self._lock = asyncio.Lock()

@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -85,29 +85,15 @@ async def workspace(db: Path) -> AsyncIterator[Workspace]:
         await ws.close()
 
 
-class SearchLookup(Protocol):
-    """What `open_store` hands out: finding a search, and closing."""
-
-    async def get_search(self, id_or_name: int | str) -> Search: ...
-
-    async def close(self) -> None: ...
-
-
-async def open_store(db: Path) -> SearchLookup:
-    """The store of an existing database, or a clear refusal: for `ksearch ui`'s check of its target
-    (server/cli/ui.py); commands use `workspace(db)`."""
-    return (await open_workspace(db)).store
-
-
 async def node_of(ws: Workspace, s: Search, node_id: int) -> Node:
     """The node, checked to belong to the search (ids are global, so a typo can hit another search)."""
     try:
-        n = await ws.store.get_node(node_id)
+        n = await ws.records.get_node(node_id)
     except NotFound as e:
         raise fail(f"no node #{node_id} in search {s.name!r}; `ksearch tree {s.name}` lists its nodes") from e
     if n.search_id != s.id:
         # Node ids are global: name the search it is in, so a person can tell which one they meant.
-        other = await ws.store.get_search(n.search_id)
+        other = await ws.search(n.search_id)
         raise fail(
             f"node #{node_id} belongs to another search, {other.name!r}, not {s.name!r}; "
             f"`ksearch tree {s.name}` lists the nodes of {s.name!r}"
@@ -373,7 +359,7 @@ def submit(
                 base_id, base_why = s.best_attempt_id, "the search's best"
             if base is not None:
                 try:
-                    b = await ws.store.get_attempt(base)
+                    b = await ws.records.get_attempt(base)
                 except NotFound as e:
                     raise fail(
                         f"no attempt #{base}; `ksearch best {s.name}` or the UI show attempt ids"
@@ -381,12 +367,12 @@ def submit(
                 if b.search_id != s.id:
                     raise fail(f"attempt #{base} belongs to another search, not {s.name!r}")
             lang = language or s.config.language
-            target = await ws.store.get_node(node) if node is not None else None
+            target = await ws.records.get_node(node) if node is not None else None
             claimable = target is not None and target.status.value in ("open", "active") and not target.vetoed
             if claimable and await seed_unmeasured(ws, s):
                 # the loop measures the seed before the first round: do it for the person, and say so
                 tell("measuring the task's seed on the root first (the baseline every intent builds on)")
-                root = await ws.store.root(s.id)
+                root = await ws.records.root(s.id)
                 seeded = await benchmark(
                     ws,
                     BenchmarkIn(
@@ -397,7 +383,7 @@ def submit(
                     ),
                 )
                 tell(f"seed: attempt #{seeded.attempt_id}, {seeded.evaluation.status}")
-            if node is not None and (await ws.store.get_node(node)).status.value == "open":
+            if node is not None and (await ws.records.get_node(node)).status.value == "open":
                 # Submitting on an open intent starts its refine phase, as claiming it would: say so.
                 sel = await select_action(ws, SelectActionIn(search=s.id, node_id=node))
                 tell(
@@ -455,14 +441,14 @@ def best(
     async def go() -> tuple[Search, Attempt, Candidate, Node | None]:
         async with workspace(db) as ws:
             s = await ws.search(search)
-            a = await ws.store.best_attempt(s.id)
+            a = await ws.records.best_attempt(s.id)
             if a is None:
                 pure = [
                     x.id
-                    for x in await ws.store.list_attempts(s.id)
+                    for x in await ws.records.list_attempts(s.id)
                     if x.evaluation is not None and x.evaluation.status == "ok" and x.evaluation.pure_pytorch
                 ]
-                cpu = len((await ws.store.attempt_speedups(s.id)).cpu_interpreted)
+                cpu = len((await ws.records.attempt_speedups(s.id)).cpu_interpreted)
                 raise fail(
                     f"search {s.name!r} has no best kernel yet: attempt(s) {', '.join(f'#{i}' for i in pure)} "
                     "are correct but pure PyTorch (no kernel of their own ran), and that is never a best kernel"
@@ -473,8 +459,8 @@ def best(
                     else f"search {s.name!r} has no correct, timed attempt yet",
                     code=1,
                 )
-            cand = await ws.store.get_candidate(a.candidate_id)
-            n = await ws.store.get_node(a.node_id) if a.node_id is not None else None
+            cand = await ws.records.get_candidate(a.candidate_id)
+            n = await ws.records.get_node(a.node_id) if a.node_id is not None else None
             return s, a, cand, n
 
     s, a, cand, n = run_async(go())

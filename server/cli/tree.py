@@ -12,20 +12,21 @@ from rich.table import Table
 
 from ksearch.server.cli.common import DbOption, default_db, fail, print_table, run_async, say
 from ksearch.server.cli.steer import workspace
+from ksearch.tools.get_tree import tree_text
 from ksearch.tools.runs import run_status, run_statuses
 from ksearch.worldmodel.errors import NotFound, SchemaError
-from ksearch.worldmodel.render import MIN_BUDGET, fmt_speedup, no_best, render_search, tree_json, tree_mermaid
+from ksearch.worldmodel.render import MIN_BUDGET, fmt_speedup, no_best, tree_json, tree_mermaid
 
 
 async def _searches(db: Path) -> list[dict[str, object]]:
     async with workspace(db) as ws:
-        store = ws.store
+        records = ws.records
         out: list[dict[str, object]] = []
-        searches = await store.list_searches()
+        searches = await records.list_searches()
         shown = await run_statuses(ws, searches)
         for s in searches:
-            best = await store.best_attempt(s.id)
-            counts = await store.node_counts(s.id)
+            best = await records.best_attempt(s.id)
+            counts = await records.node_counts(s.id)
             out.append(
                 {
                     "id": s.id,
@@ -38,7 +39,7 @@ async def _searches(db: Path) -> list[dict[str, object]]:
                     "open": counts.get("open", 0),
                     "best_speedup": best.speedup if best else None,
                     "best_attempt_id": s.best_attempt_id,
-                    "cpu_correct": len((await store.attempt_speedups(s.id)).cpu_interpreted),
+                    "cpu_correct": len((await records.attempt_speedups(s.id)).cpu_interpreted),
                 }
             )
         return out
@@ -46,12 +47,11 @@ async def _searches(db: Path) -> list[dict[str, object]]:
 
 async def _tree(db: Path, search: str, fmt: str, budget: int) -> str:
     async with workspace(db) as ws:
-        store = ws.store
         found = await ws.search(search)
         if fmt == "text":
-            return await render_search(store, found.id, budget)
-        nodes = await store.list_nodes(found.id)
-        speedups = await store.attempt_speedups(found.id)
+            return await tree_text(ws, found.id, budget)
+        nodes = await ws.records.list_nodes(found.id)
+        speedups = await ws.records.attempt_speedups(found.id)
         if fmt == "json":
             data = tree_json(nodes, speedups, best_attempt_id=found.best_attempt_id)
             data["search"] = found.model_dump(mode="json")

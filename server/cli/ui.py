@@ -74,15 +74,12 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def check_target(db: Path, search: str | None) -> int | None:
     """Refuse a database that does not exist (rather than create an empty one) or an unknown search."""
-    from ksearch.server.cli.steer import open_store
+    from ksearch.server.cli.steer import workspace
 
-    store = await open_store(db)
-    try:
+    async with workspace(db) as ws:
         if search is None:
             return None
         try:
-            return (await store.get_search(search)).id
+            return (await ws.search(search)).id
         except NotFound as e:
             raise fail(str(e)) from e
-    finally:
-        await store.close()

@@ -28,11 +28,12 @@ from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.final_eval import FinalEvalIn, FinalRow, end_status, final_evaluation
+from ksearch.tools.final_eval import FinalEvalIn, FinalRow, end_search, final_evaluation
 from ksearch.tools.finish_intent import close_refine
+from ksearch.tools.llm_calls import record_llm_call
 from ksearch.tools.phase_prompts import init_context
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
-from ksearch.tools.runs import hold_run
+from ksearch.tools.runs import hold_run, keep_run_result, mark_running, reopen_active_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
@@ -92,11 +93,11 @@ class Driver:
     # ------------------------------------------------------------------ accounting
 
     async def _store_call(self, rec: CallRecord) -> None:
-        await self.ws.store.log_llm_call(search_id=self._search_id, **rec.model_dump())
+        await record_llm_call(self.ws, self._search_id, rec)
         self.display.llm_call(rec)
 
     async def _spent(self, search_id: int) -> tuple[int, float]:
-        t = await self.ws.store.llm_totals(search_id)
+        t = await self.ws.records.llm_totals(search_id)
         return t.tokens_in + t.tokens_out, t.usd
 
     # ------------------------------------------------------------------ the loop
@@ -104,18 +105,18 @@ class Driver:
     async def run(self, search_ref: int | str) -> DriverResult:
         s = await self.ws.search(search_ref)
         self._search_id = s.id
-        store = self.ws.store
+        records = self.ws.records
         # Hold the search's run for this process (refused while another live process runs it; a heartbeat
         # while it runs), so a search left `running` by a killed process reads as interrupted (tools/runs.py).
         async with hold_run(self.ws, s.id, on_missed_beat=self.display.event):
-            await store.set_search_status(s.id, "running")
+            await mark_running(self.ws, s.id)
             await self._recover(s)
             b = self._b = _Budget(self.opts, s)
-            held = await store.attempt_speedups(s.id)
+            held = await records.attempt_speedups(s.id)
             self.display.start(
                 s,
                 self.policy,
-                best=await store.best_attempt(s.id),
+                best=await records.best_attempt(s.id),
                 cpu_correct=len(held.cpu_interpreted),
                 attempts=len(held),
                 limits=self._limits(s),
@@ -142,7 +143,7 @@ class Driver:
                 # and the search is `stopped`, not left `running`.
                 self.display.close()
                 await self._recover(s)
-                await store.set_search_status(s.id, "stopped")
+                await end_search(self.ws, s, "stopped")
                 raise
             return await self._finish(s.id, stop, b)
 
@@ -180,9 +181,7 @@ class Driver:
 
     async def _recover(self, s: Search) -> None:
         """A node left `active` by a killed run goes back to `open`: only its in-flight attempt is lost."""
-        for n in await self.ws.store.list_nodes(s.id):
-            if n.status == "active":
-                await self.ws.store.set_node_status(n.id, "open")
+        await reopen_active_intents(self.ws, s.id)
 
     def _limits(self, s: Search) -> Limits:
         """This run's budgets as `_budget_stop` applies them, for the display."""
@@ -212,8 +211,8 @@ class Driver:
     async def _ensure_seed(self, s: Search) -> None:
         """Measure the task's seed once, on the root: the baseline every intent starts from. A seedless
         task (every KernelBench, GPU MODE and FlashInfer-Bench task) starts from the reference instead."""
-        root = await self.ws.store.root(s.id)
-        if root.best_attempt_id is not None or await self.ws.store.list_attempts(s.id, root.id):
+        root = await self.ws.records.root(s.id)
+        if root.best_attempt_id is not None or await self.ws.records.list_attempts(s.id, root.id):
             return
         seed = self.ws.task(s.task).seeds.get(s.config.language)
         if seed is None:
@@ -225,7 +224,7 @@ class Driver:
         self.display.attempt(root, out[1], out[2])
 
     async def _init(self, s: Search) -> None:
-        nodes = await self.ws.store.list_nodes(s.id)
+        nodes = await self.ws.records.list_nodes(s.id)
         if len(nodes) > 1:
             return
         root = nodes[0]
@@ -291,7 +290,7 @@ class Driver:
             # Refused before anything was recorded (the phase is over, say): report it as a result.
             ev = Evaluation(status="error", error=str(e))
             return str(e), None, ev, None
-        att = await self.ws.store.get_attempt(out.attempt_id) if out.attempt_id else None
+        att = await self.ws.records.get_attempt(out.attempt_id) if out.attempt_id else None
         return out.summary, att, out.evaluation, out.refine
 
     async def _refine(self, s: Search, node: Node) -> None:
@@ -343,12 +342,12 @@ class Driver:
                 state = after
             if refused:
                 break
-        current = await self.ws.store.get_node(node.id)
+        current = await self.ws.records.get_node(node.id)
         if current.status == "active":
             await close_refine(self.ws, s, current)
 
     async def _update(self, s: Search, node: Node) -> None:
-        node = await self.ws.store.get_node(node.id)
+        node = await self.ws.records.get_node(node.id)
         self.display.phase("update", node)
         ctx = await contexts.update_context(self.ws, s, node)
         for _ in range(MAX_EDIT_RETRIES + 1):
@@ -383,28 +382,26 @@ class Driver:
                 self.display.event(out.best_lost)
         else:
             stopped = stop.startswith("policy stopped")  # the policy could not go on: resumable, not done
-            await self.ws.store.set_search_status(
-                s.id, "stopped" if stopped else await end_status(self.ws, s)
-            )
-        best = await self.ws.store.best_attempt(s.id)
+            await end_search(self.ws, s, "stopped" if stopped else None)
+        best = await self.ws.records.best_attempt(s.id)
         tokens, usd = await self._spent(s.id)
         res = DriverResult(
             search_id=s.id,
             stop_reason=stop,
             rounds_run=b.rounds_run,
-            attempts=len(await self.ws.store.attempt_speedups(s.id)),
+            attempts=len(await self.ws.records.attempt_speedups(s.id)),
             best_attempt_id=best.id if best else None,
             best_speedup_vs_eager=best.speedup if best else None,
             device=best.evaluation.timings[0].device
             if best and best.evaluation and best.evaluation.timings
             else None,
             final=final,
-            unpriced_calls=(await self.ws.store.llm_totals(s.id)).unpriced_calls,
+            unpriced_calls=(await self.ws.records.llm_totals(s.id)).unpriced_calls,
             tokens=tokens,
             usd=usd,
             wall_s=time.monotonic() - b.started,
         )
-        await self.ws.store.cache_put(f"driver-result:{s.id}", res.model_dump(mode="json"))
+        await keep_run_result(self.ws, s.id, res)
         self.display.finish(res)
         return res
 

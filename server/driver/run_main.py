@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from ksearch.server.driver.display import Display, LiveDisplay
 from ksearch.server.driver.loop import Driver, DriverOptions, DriverResult
 from ksearch.server.driver.policies import PolicyError, default_policy_name, make_policy
-from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.create_search import CreateSearchIn, DriverSettings, create_search
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.runs import check_run_free
 from ksearch.tools.workspace import Workspace
@@ -53,7 +53,7 @@ async def _find(ws: Workspace, a: RunArgs) -> Search | None:
     task = ws.task(a.task)
     ref = task.name if task.builtin else str(task.source_path.resolve())
     if not a.new and a.name is None:
-        unfinished = [s for s in await ws.store.list_searches() if s.task == ref and s.status != "done"]
+        unfinished = [s for s in await ws.records.list_searches() if s.task == ref and s.status != "done"]
         if unfinished:
             return unfinished[-1]  # same task, same db: continue where it stopped
     return None
@@ -61,7 +61,7 @@ async def _find(ws: Workspace, a: RunArgs) -> Search | None:
 
 async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
     assert a.task is not None
-    s = await create_search(
+    return await create_search(
         ws,
         CreateSearchIn(
             task=a.task,
@@ -74,16 +74,7 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
             seed=a.seed,
             compile_mode=a.compile_mode or "default",
         ),
-    )
-    return await ws.store.set_search_fields(
-        s.id,
-        config=s.config.model_copy(
-            update={
-                "max_attempts_per_intent": a.max_attempts,
-                "branching": a.branching,
-                "base_url": a.base_url,
-            }
-        ),
+        DriverSettings(max_attempts_per_intent=a.max_attempts, branching=a.branching, base_url=a.base_url),
     )
 
 

@@ -79,12 +79,12 @@ class HostRecorder:
             if self._update is not None:
                 self._update["edits"] += [e.model_dump(mode="json", exclude_none=True) for e in edits]
             elif not self._claimed:
-                root = await ws.store.root((await ws.search(args["search"])).id)
+                root = await ws.records.root((await ws.search(args["search"])).id)
                 for e in edits:
                     if e.op == "update" and e.node_id == root.id and e.notes:
                         self._init = self._init or {"analysis": "", "intents": []}
                         self._init["analysis"] = e.notes
         elif tool == "benchmark" and args.get("node_id") is not None and getattr(out, "refine", None):
-            cand = await ws.store.get_candidate(out.candidate_id)
-            node = await ws.store.get_node(args["node_id"])
+            cand = await ws.records.get_candidate(out.candidate_id)
+            node = await ws.records.get_node(args["node_id"])
             self._write("write_code", {"source": cand.source, "language": cand.language}, intent=node.title)

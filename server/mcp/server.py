@@ -346,10 +346,10 @@ class KsearchServer:
         async def _node(search: str, node_id: str) -> str:
             ws = await self.ws()
             s = await ws.search(_ref(search))
-            node = await ws.store.get_node(_id(node_id, "node id"))
+            node = await ws.records.get_node(_id(node_id, "node id"))
             if node.search_id != s.id:
                 raise ValueError(f"node {node_id} is not in search {s.name!r}")
-            attempts = await ws.store.list_attempts(s.id, node.id)
+            attempts = await ws.records.list_attempts(s.id, node.id)
             return json.dumps(
                 {
                     "node": node.model_dump(mode="json"),
@@ -367,8 +367,8 @@ class KsearchServer:
 
         async def _attempt(attempt_id: str) -> str:
             ws = await self.ws()
-            a = await ws.store.get_attempt(_id(attempt_id, "attempt id"))
-            cand = await ws.store.get_candidate(a.candidate_id)
+            a = await ws.records.get_attempt(_id(attempt_id, "attempt id"))
+            cand = await ws.records.get_candidate(a.candidate_id)
             return json.dumps(
                 {"attempt": a.model_dump(mode="json"), "language": cand.language, "source": cand.source}
             )

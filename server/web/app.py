@@ -236,7 +236,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
         if aid is not None:
             rec = await read_attempt(state.ws, aid)
             shown = attempt_detail(rec.attempt, rec.candidate, base_of(rec.base))
-        html = node_detail(v, node, await state.ws.store.list_edits(v.search.id), selected=aid)
+        html = node_detail(v, node, await state.ws.records.list_edits(v.search.id), selected=aid)
         return pages.FirstView(node.id, html, aid, shown)
 
     async def api_searches(request: Request) -> Response:
@@ -275,7 +275,7 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
         n = v.by_id.get(nid)
         if n is None:
             raise HttpError(404, f"no node #{nid} in search {v.search.name!r}")
-        edits = await state.ws.store.list_edits(v.search.id)
+        edits = await state.ws.records.list_edits(v.search.id)
         return JSONResponse(
             {
                 "version": v.version,

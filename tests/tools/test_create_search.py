@@ -10,7 +10,7 @@ from conftest import Snapshot
 from pydantic import ValidationError
 
 from ksearch.gpu.task import TaskError
-from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.create_search import CreateSearchIn, DriverSettings, create_search
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.workspace import Workspace
 
@@ -93,4 +93,45 @@ def test_malformed_arguments_are_refused_by_the_input_model() -> None:
     ):
         with pytest.raises(ValidationError) as e:
             CreateSearchIn.model_validate(bad)
+        assert [err["loc"][0] for err in e.value.errors()] == [field], bad
+
+
+async def test_the_drivers_settings_are_set_in_the_same_write(bare_ws: Workspace, snapshot: Snapshot) -> None:
+    plain = await create_search(bare_ws, CreateSearchIn(task="row_sum", name="plain", seed=3))
+    c = plain.config
+    assert (c.max_attempts_per_intent, c.branching, c.base_url) == (8, 1, None)  # without: the defaults
+    driven = await create_search(
+        bare_ws,
+        CreateSearchIn(task="row_sum", name="driven", seed=3, policy="openai", model="local"),
+        DriverSettings(max_attempts_per_intent=3, branching=2, base_url="http://localhost:8000/v1"),
+    )
+    c = driven.config
+    assert (c.max_attempts_per_intent, c.branching, c.base_url, c.policy, c.model) == (
+        3,
+        2,
+        "http://localhost:8000/v1",
+        "openai",
+        "local",
+    )
+    # nothing else of the configuration moves
+    same = {"max_attempts_per_intent", "branching", "base_url", "policy", "model"}
+    assert driven.config.model_dump(exclude=same) == plain.config.model_dump(exclude=same)
+    assert (await bare_ws.search("driven")).config == driven.config  # stored as returned
+    # a refusal writes no search, whatever the settings
+    before = await snapshot()
+    with pytest.raises(ToolFailure, match="a search named 'driven' already exists"):
+        await create_search(
+            bare_ws, CreateSearchIn(task="row_sum", name="driven"), DriverSettings(branching=4)
+        )
+    assert await snapshot() == before
+
+
+def test_malformed_driver_settings_are_refused_by_their_model() -> None:
+    for bad, field in (
+        ({"max_attempts_per_intent": 0}, "max_attempts_per_intent"),
+        ({"branching": 0}, "branching"),
+        ({"lanes": 2}, "lanes"),  # unknown settings are refused, never ignored
+    ):
+        with pytest.raises(ValidationError) as e:
+            DriverSettings.model_validate(bad)
         assert [err["loc"][0] for err in e.value.errors()] == [field], bad

@@ -1,5 +1,5 @@
 """get_tree, called as a function: the three views of a search's tree, and a clear NotFound for a search that
-does not exist."""
+does not exist; tree_text, the titled text `ksearch tree` prints."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 from pydantic import ValidationError
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
-from ksearch.tools.get_tree import GetTreeIn, get_tree
+from ksearch.tools.get_tree import GetTreeIn, get_tree, tree_text
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.runs import hold_run, mark_running
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import IntentSpec, Search
@@ -89,3 +90,26 @@ def test_bad_view_arguments_are_refused_by_the_input_model() -> None:
         GetTreeIn(search="t", format="dot")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="greater than or equal to 500"):
         GetTreeIn(search="t", budget_chars=10)
+
+
+async def test_the_titled_text_names_the_search_its_task_round_and_shown_status(bare_ws: Workspace) -> None:
+    s, (a, _b, c) = await _grown(bare_ws)
+    text = await tree_text(bare_ws, s.id)
+    lines = text.splitlines()
+    assert lines[0] == "search 't' on row_sum (round 0, new)"
+    assert lines[1].startswith("tree: 4 nodes (3 open); no best yet")
+    assert f"  #{a} [open] p0.90 d3 two rows per program" in lines
+    assert f"    #{c} [open] p0.50 d3 four rows per program" in lines
+    async with hold_run(bare_ws, s.id):
+        await mark_running(bare_ws, s.id)
+        assert (await tree_text(bare_ws, s.id)).startswith("search 't' on row_sum (round 0, running)\n")
+    small = await tree_text(bare_ws, s.id, 450)
+    assert len(small) <= 450 and small.startswith("search 't' on row_sum")
+
+
+async def test_the_titled_text_refuses_a_budget_too_small_and_an_unknown_search(bare_ws: Workspace) -> None:
+    s, _ = await _grown(bare_ws)
+    with pytest.raises(ValueError, match="budget_chars 10 is too small; accepted: at least"):
+        await tree_text(bare_ws, s.id, 10)
+    with pytest.raises(NotFound, match="no search with id 7"):
+        await tree_text(bare_ws, 7)

@@ -1,5 +1,6 @@
 """tools.runs, called as functions over a real SQLite store: a driver run holds its search (claimed, beating,
-released however it ends), a second run is refused while it lives, and a run that died reads as interrupted."""
+released however it ends), a second run is refused while it lives, and a run that died reads as interrupted;
+what a run writes around its rounds: the `running` status, the intents it left claimed, its summary."""
 
 from __future__ import annotations
 
@@ -12,12 +13,23 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from ksearch.tools.runs import check_run_free, hold_run, run_status, run_statuses
+from ksearch.tools.runs import (
+    check_run_free,
+    hold_run,
+    keep_run_result,
+    mark_running,
+    reopen_active_intents,
+    run_result_key,
+    run_status,
+    run_statuses,
+)
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import runs
-from ksearch.worldmodel.errors import Conflict
-from ksearch.worldmodel.models import Search, SearchConfig
+from ksearch.worldmodel.edits import apply_intents
+from ksearch.worldmodel.errors import Conflict, NotFound
+from ksearch.worldmodel.models import IntentSpec, Search, SearchConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -117,3 +129,67 @@ async def test_a_dead_run_reads_as_interrupted_and_does_not_block_the_next(
     async with hold_run(ws, dead.id) as held:
         assert held.pid == os.getpid()
         assert (await run_status(ws, dead.id)).status == "running"
+
+
+async def test_a_run_marks_its_search_running_and_a_dead_one_shows_interrupted(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    s = await _search(ws, "marked")
+    async with hold_run(ws, s.id):
+        marked = await mark_running(ws, s.id)
+        assert (marked.id, marked.status) == (s.id, "running")
+        assert (await ws.search(s.id)).status == "running"
+        assert (await run_status(ws, s.id)).status == "running"
+    # what a killed run leaves: the stored `running`, with its holder gone
+    await runs.claim(ws.store, s.id)
+    _set_pid(tmp_path / "runs.db", s.id, _dead_pid())
+    assert (await run_status(ws, s.id)).status == "interrupted"
+    with pytest.raises(NotFound, match="no search with id 99"):
+        await mark_running(ws, 99)
+
+
+async def test_the_intents_a_run_left_active_are_reopened_and_nothing_else(ws: Workspace) -> None:
+    s, other = await _search(ws, "left"), await _search(ws, "elsewhere")
+    claimed, waiting, given_up, also = await apply_intents(
+        ws.store,
+        s.id,
+        [IntentSpec(title=t) for t in ("claimed", "waiting", "given up", "also claimed")],
+        "h",
+        0,
+    )
+    [theirs] = await apply_intents(ws.store, other.id, [IntentSpec(title="another search's")], "h", 0)
+    for n in (claimed, also, theirs):
+        await ws.store.set_node_status(n.id, "active")
+    await ws.store.close_node(given_up.id, "failed")
+    reopened = await reopen_active_intents(ws, s.id)
+    assert [(n.id, n.status.value) for n in reopened] == [(claimed.id, "open"), (also.id, "open")]
+    now = {n.id: n.status.value for n in await ws.records.list_nodes(s.id) if n.kind == "intent"}
+    assert now == {claimed.id: "open", waiting.id: "open", given_up.id: "failed", also.id: "open"}
+    assert (await ws.records.get_node(theirs.id)).status.value == "active"  # another search's claim stays
+    assert await reopen_active_intents(ws, s.id) == []  # nothing left to reopen
+
+
+class _Summary(BaseModel):
+    stop_reason: str
+    rounds_run: int
+    best_speedup_vs_eager: float | None
+
+
+async def test_a_runs_summary_is_kept_and_the_next_run_replaces_it(ws: Workspace) -> None:
+    s, other = await _search(ws, "summed"), await _search(ws, "unsummed")
+    await keep_run_result(
+        ws, s.id, _Summary(stop_reason="round budget reached (2)", rounds_run=2, best_speedup_vs_eager=1.4)
+    )
+    assert await ws.store.cache_get(run_result_key(s.id)) == {
+        "stop_reason": "round budget reached (2)",
+        "rounds_run": 2,
+        "best_speedup_vs_eager": 1.4,
+    }
+    await keep_run_result(ws, s.id, _Summary(stop_reason="done", rounds_run=5, best_speedup_vs_eager=None))
+    assert await ws.store.cache_get(run_result_key(s.id)) == {
+        "stop_reason": "done",
+        "rounds_run": 5,
+        "best_speedup_vs_eager": None,
+    }
+    assert await ws.store.cache_get(run_result_key(other.id)) is None
+    assert run_result_key(s.id) == f"driver-result:{s.id}"  # where bench/driver_tuner.py reads it
