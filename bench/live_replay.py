@@ -3,7 +3,7 @@ ksearch over MCP on a CPU machine) through the built-in driver on this machine, 
 evaluation measured (every workload, held-out ones included; vs eager and vs torch.compile).
 
     python bench/live_replay.py --out bench/results/live-replay-h200.json
-    python bench/live_replay.py --table bench/results/live-replay-h200.json   # the README's table
+    python bench/figures.py --write     # the README's table, from that file
 
 On a GPU the loop may take another course than it did on the CPU (timings rank there): the replay serves
 each intent the host's own answers in order and declines an intent whose answers run out.
@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -49,51 +48,12 @@ def replay(name: str, db: Path, timeout_s: float) -> dict[str, Any]:
     return out
 
 
-_LINE = re.compile(
-    r"^(?P<wl>\S+) on (?P<dev>.+?): median (?P<med>[\d.]+) us .*?; (?P<ve>[\d.]+)x vs eager \((?P<eager>[\d.]+) us\)"
-    r"(?:; (?P<vc>[\d.]+)x vs torch.compile \((?:[^;()]*; )?(?P<comp>[\d.]+) us\))?"  # "(static, per shape; N us)"
-)
-
-
-def table(results: Path) -> str:
-    """The README's table: per workload, the final evaluation of each replay's best row."""
-    data = json.loads(results.read_text())
-    out = [
-        "| task | attempt | workload | split | median | vs eager | vs torch.compile |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, run in data["runs"].items():
-        rows = [r for r in run.get("result", {}).get("final", []) if r["status"] == "ok"]
-        if not rows:
-            out.append(f"| {name} | - | no correct final row | | | | |")
-            continue
-        best = rows[0]
-        heldout = {w for w in best["workloads"]}  # marked below from the task's splits
-        from ksearch.gpu.tasks import load_task
-
-        split = {w.name: w.split for w in load_task(TASKS[name]).workloads}
-        for line in best["summary"].splitlines():
-            m = _LINE.match(line)
-            if m is None or m["wl"] not in heldout:
-                continue
-            comp = f"{float(m['vc']):.2f}x ({float(m['comp']):.1f} us)" if m["vc"] else "-"
-            out.append(
-                f"| {name} | #{best['attempt_id']} | {m['wl']} | {split.get(m['wl'], '?')} | "
-                f"{float(m['med']):.1f} us | {float(m['ve']):.2f}x ({float(m['eager']):.1f} us) | {comp} |"
-            )
-    return "\n".join(out)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--table", type=Path, help="print the README table from a results file and exit")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--only", nargs="*", default=sorted(TASKS))
     ap.add_argument("--timeout-s", type=float, default=280)
     a = ap.parse_args()
-    if a.table is not None:
-        print(table(a.table))
-        return 0
     if a.out is None:
         ap.error("--out is required to run the replays")
     import torch
