@@ -137,3 +137,20 @@ def test_the_web_page_turns_a_ksearch_error_into_a_status() -> None:
     assert asyncio.run(answer(StoreBusy("busy")))[0] == 503
     status, body = asyncio.run(answer(ToolFailure("invalid edit", problems=["item 0: bad priority"])))
     assert status == 400 and body == {"error": "invalid edit", "problems": ["item 0: bad priority"]}
+
+
+def test_a_validators_message_reaches_the_user_without_pydantics_prefix() -> None:
+    from pydantic import ValidationError
+
+    from ksearch.tools.errors import describe_validation
+    from ksearch.tools.evaluate_file import EvaluateFileIn
+
+    try:
+        EvaluateFileIn(task="softmax", path="k.py", language="fortran")  # type: ignore[arg-type]
+    except ValidationError as e:
+        failure = describe_validation(e, "arguments")
+    else:
+        raise AssertionError("an unknown language was accepted")
+    assert failure.problems == [
+        "language: unknown language 'fortran'; accepted: auto, triton, cuda, cpp_ext (got 'fortran')"
+    ]

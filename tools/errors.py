@@ -21,5 +21,7 @@ def describe_validation(err: ValidationError, what: str) -> ToolFailure:
     problems = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or what
-        problems.append(f"{loc}: {e['msg']} (got {e.get('input')!r:.80})")
+        # a validator's own ValueError already says what was wrong: pydantic's "Value error, " adds nothing
+        msg = e["msg"].removeprefix("Value error, ") if e["type"] == "value_error" else e["msg"]
+        problems.append(f"{loc}: {msg} (got {e.get('input')!r:.80})")
     return ToolFailure(f"invalid {what}", problems=problems)
