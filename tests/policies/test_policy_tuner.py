@@ -1,11 +1,13 @@
 """The offline tuner: intents from the seed's TUNABLES, code by rewriting settings, updates from a fitted
-model of each parameter's effect."""
+model of each parameter's effect; against a real store, updates that never repeat a setting the tree holds
+under the same parent, and a retry that drops what the world model refused."""
 
 from __future__ import annotations
 
 import ast
 import difflib
 import math
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,9 +19,34 @@ from ksearch.server.driver.policies.base import (
     IntentDeclined,
     PolicyError,
     UpdateContext,
+    UpdateResult,
     WriteContext,
 )
 from ksearch.server.driver.policies.tuner import EffectModel, TunerPolicy, config_key
+from ksearch.server.driver.policies.tuner_tree import (
+    combine_title,
+    init_title,
+    move_title,
+    read_title,
+    setting_of,
+)
+from ksearch.tools import contexts
+from ksearch.tools.contexts import TREE_BUDGET
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.edit_tree import EditTreeIn, edit_tree
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.tunables import set_tunables
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import (
+    EditSpec,
+    Evaluation,
+    IntentSpec,
+    Node,
+    Search,
+    WorkloadCorrectness,
+    WorkloadTiming,
+)
 from tests.policies.policy_data import SEED, brief
 
 pytestmark = pytest.mark.anyio
@@ -391,3 +418,253 @@ async def test_an_updated_expectation_is_over_the_code_the_intent_builds_on() ->
     over_best, over_seed = await expected(), await expected(base_attempt_id=1)
     assert over_best is not None and over_seed is not None
     assert over_seed == pytest.approx(over_best * 1.3, rel=1e-3)  # the seed measured 1.0x, the best 1.3x
+
+
+# ---------------------------------------------------------------------- the tree it updates: a real store
+
+ROW_SUM_SEED = (Path(__file__).resolve().parents[2] / "gpu/tasks/builtin/row_sum/seed_triton.py").read_text()
+
+
+def gpu_eval(speedup: float) -> Evaluation:
+    """An evaluation as the evaluator writes it on a GPU (none here): correct, timed, ranking."""
+    med = 50.0 / speedup
+    return Evaluation(
+        status="ok",
+        correctness=[WorkloadCorrectness(workload="w", passed=True, kind="ok", trials=3)],
+        timings=[
+            WorkloadTiming(
+                workload="w",
+                device="NVIDIA H200",
+                median_us=med,
+                iqr_us=med * 0.02,
+                ci_low_us=med * 0.99,
+                ci_high_us=med * 1.01,
+                n=100,
+                eager_median_us=50.0,
+                speedup_vs_eager=speedup,
+            )
+        ],
+        speedup_vs_eager=speedup,
+    )
+
+
+@pytest.fixture
+async def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Workspace]:
+    """A workspace over a fresh database; nothing here starts its sandbox."""
+    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(tmp_path / "facts"))
+    async with await Workspace.open(tmp_path / "k.db") as w:
+        yield w
+
+
+async def record(
+    ws: Workspace, s: Search, node: Node | None, settings: dict[str, int], speedup: float
+) -> int:
+    """An attempt with these tunable values, as the evaluator records it."""
+    source = set_tunables(ROW_SUM_SEED, settings).source if settings else ROW_SUM_SEED
+    cand = await ws.store.put_candidate(source, "triton")
+    root = await ws.store.root(s.id)
+    att = await ws.store.record_attempt(
+        s.id, node.id if node else root.id, cand.id, gpu_eval(speedup), round=s.round, author="tuner"
+    )
+    return att.id
+
+
+async def context_of(ws: Workspace, s: Search, node: Node, *, budget: int = TREE_BUDGET) -> UpdateContext:
+    """The update context as tools/contexts.update_context builds it (its parts are the same functions),
+    with the task brief from the test data: the real brief measures the machine through the sandbox."""
+    nodes = await ws.store.list_nodes(s.id)
+    mine = [a for a in await ws.store.list_attempts(s.id) if a.node_id == node.id]
+    return UpdateContext(
+        task=brief(),
+        round=(await ws.search(s.id)).round,
+        intent_id=node.id,
+        intent_title=node.title,
+        intent_status=node.status.value,
+        intent_params=node.params,
+        outcomes=[await contexts.outcome_of(ws, a, None) for a in mine],
+        history=await contexts.history(ws, s.id),
+        tree_view=await contexts.tree_view(ws, s.id, budget),
+        open_intents=contexts.open_intents(nodes),
+        tunables=contexts.tunables_of(ROW_SUM_SEED),
+    )
+
+
+async def apply(ws: Workspace, s: Search, res: UpdateResult) -> None:
+    """What the driver does with an update (server/driver/loop.py): the edits, then the new intents."""
+    if res.edits:
+        await edit_tree(ws, EditTreeIn(search=s.id, edits=res.edits, author="tuner"))
+    if res.new_intents:
+        await propose_intents(ws, ProposeIntentsIn(search=s.id, intents=res.new_intents, author="tuner"))
+
+
+async def seeded_tree(ws: Workspace) -> tuple[Search, dict[str, Node]]:
+    """A row_sum search in round 1: the seed measured (1.0x) on the root, the tuner's first three moves
+    open. Returns the search and its nodes by title."""
+    s = await create_search(ws, CreateSearchIn(task="row_sum", name="t"))
+    await record(ws, s, None, {}, 1.0)
+    init = await TunerPolicy(max_intents=3).init(InitContext(task=brief(), seed_source=ROW_SUM_SEED))
+    await propose_intents(ws, ProposeIntentsIn(search=s.id, intents=init.intents, author="tuner"))
+    await ws.store.bump_round(s.id)
+    return await ws.search(s.id), {n.title: n for n in await ws.store.list_nodes(s.id)}
+
+
+async def tuned_tree(ws: Workspace) -> tuple[Search, Node, int]:
+    """The seeded tree after one round: 'set BLOCK_N = 2048' measured best (1.3x) and closed. Returns the
+    search, that node and its attempt."""
+    s, nodes = await seeded_tree(ws)
+    node = nodes[init_title("BLOCK_N", 2048, 1024)]
+    best = await record(ws, s, node, {"BLOCK_N": 2048}, 1.3)
+    return s, await ws.store.close_node(node.id, "closed"), best
+
+
+async def hold(ws: Workspace, s: Search, spec: IntentSpec, status: str) -> Node:
+    """The tuner's own proposal, already in the tree with `status` (its setting never measured)."""
+    [held] = await propose_intents(ws, ProposeIntentsIn(search=s.id, intents=[spec], author="tuner"))
+    if status == "pruned":
+        await edit_tree(
+            ws,
+            EditTreeIn(
+                search=s.id,
+                edits=[EditSpec(op="prune", node_id=held.id, reason="predicted below the best")],
+                author="tuner",
+            ),
+        )
+    elif status == "failed":  # e.g. declined before any attempt
+        await ws.store.close_node(held.id, "failed")
+    return await ws.store.get_node(held.id)
+
+
+@pytest.mark.parametrize("status", ["pruned", "failed"])
+async def test_update_never_proposes_a_setting_the_tree_holds_under_the_same_parent(
+    ws: Workspace, status: str
+) -> None:
+    s, node, best = await tuned_tree(ws)
+    first = await TunerPolicy().update(await context_of(ws, s, node))
+    move = {"BLOCK_N": 4096, "num_warps": 4}
+    [spec] = [i for i in first.new_intents if i.params == move]
+    assert (spec.title, spec.parent_id) == (f"BLOCK_N 2048 -> 4096 (on attempt {best})", node.id)
+    held = await hold(ws, s, spec, status)
+    assert (
+        held.status.value == status and f"#{held.id} [{status}]" in (await context_of(ws, s, node)).tree_view
+    )
+
+    res = await TunerPolicy().update(await context_of(ws, s, node))
+    assert [i for i in res.new_intents if i.params == move] == []
+    assert [i for i in res.new_intents if i.title == spec.title] == []
+    # the rest is still proposed, and the world model takes the whole update
+    assert [i.title for i in res.new_intents] == [i.title for i in first.new_intents if i.params != move]
+    assert res.new_intents and "1 left out: the tree holds them under" in res.reflection
+    await apply(ws, s, res)
+    under = [n for n in await ws.store.list_nodes(s.id) if n.parent_id == node.id]
+    assert [n.id for n in under if n.params == move] == [held.id]
+    assert len(under) == 1 + len(res.new_intents)
+
+
+async def test_a_setting_held_under_another_title_is_not_proposed_again(ws: Workspace) -> None:
+    """The tree holds the setting under a different title of the tuner's (a combination that moved one
+    value): the world model would take the new title, but the setting is the same, so it is left out."""
+    s, node, best = await tuned_tree(ws)
+    combo = IntentSpec(
+        title=f"combine the best measured values: BLOCK_N=4096 (on attempt {best})",
+        params={"BLOCK_N": 4096, "num_warps": 4},
+        parent_id=node.id,
+    )
+    await hold(ws, s, combo, "pruned")
+    res = await TunerPolicy().update(await context_of(ws, s, node))
+    assert res.new_intents and all(i.params != combo.params for i in res.new_intents)
+
+
+async def test_a_first_move_pruned_under_the_root_is_not_proposed_again_from_the_seed(ws: Workspace) -> None:
+    """The seed is still the best, so new moves go under the root, where the tuner's first moves are: one
+    pruned there ('set BLOCK_N = 2048 (seed: 1024)') is the setting of 'BLOCK_N 1024 -> 2048 (on attempt
+    1)', which the world model would take under that other title."""
+    s, nodes = await seeded_tree(ws)
+    first_move = nodes[init_title("BLOCK_N", 2048, 1024)]
+    prune = EditSpec(op="prune", node_id=first_move.id, reason="not this one")
+    await edit_tree(ws, EditTreeIn(search=s.id, edits=[prune], author="human"))
+    warps = nodes[init_title("num_warps", 8, 4)]
+    await record(ws, s, warps, {"num_warps": 8}, 0.9)
+    warps = await ws.store.close_node(warps.id, "closed")
+    res = await TunerPolicy().update(await context_of(ws, s, warps))
+    assert "Best: 1.000x" in res.reflection  # the seed's, on the root
+    assert res.new_intents and all(i.parent_id == nodes["root"].id for i in res.new_intents)
+    assert all(i.params != first_move.params for i in res.new_intents)
+    await apply(ws, s, res)
+
+
+async def test_a_refused_item_is_dropped_on_the_retry_and_the_rest_kept(ws: Workspace) -> None:
+    """The tree view's budget left the pruned node out (pruned nodes go first): the first answer repeats it,
+    the world model refuses the batch, and the answer to the retry (the driver's loop: the same context with
+    the refusal) has everything but the refused item, which the world model accepts."""
+    s, node, _ = await tuned_tree(ws)
+    tuner = TunerPolicy()
+    first = await tuner.update(await context_of(ws, s, node))
+    [spec] = [i for i in first.new_intents if i.params == {"BLOCK_N": 4096, "num_warps": 4}]
+    held = await hold(ws, s, spec, "pruned")
+    ctx = await context_of(ws, s, node, budget=400)
+    assert f"#{held.id} " not in ctx.tree_view and "not shown" in ctx.tree_view
+
+    again = await tuner.update(ctx)
+    assert spec.title in [i.title for i in again.new_intents]
+    with pytest.raises(ToolFailure) as refused:
+        await apply(ws, s, again)
+    problems = refused.value.problems
+    assert any("near-duplicate" in p and f"#{held.id}" in p for p in problems)
+
+    retry = await tuner.update(ctx.model_copy(update={"rejected": problems}))
+    assert [i.title for i in retry.new_intents] == [
+        i.title for i in again.new_intents if i.title != spec.title
+    ]
+    assert retry.edits == again.edits
+    assert f"Left out after the world model refused them: intent {spec.title!r}" in retry.reflection
+    await apply(ws, s, retry)
+    # a fresh update (no refusal) starts from a clean slate
+    assert spec.title in [i.title for i in (await tuner.update(ctx)).new_intents]
+
+
+async def test_refusals_accumulate_over_the_retries_of_one_update() -> None:
+    """The driver passes only the latest refusal: an item refused on the first try stays out when the second
+    try is refused for another (here an edit, named by its node)."""
+    tuner = TunerPolicy()
+    ctx = update_ctx()
+    first = await tuner.update(ctx)
+    title = first.new_intents[1].title
+    prune = next(e for e in first.edits if e.op == "prune")
+    dup = (
+        f"item 1 field 'title': title {title!r} is a near-duplicate of node #20 {title!r} (pruned) under the "
+        "same parent; accepted: a distinct idea, or reopen #20 instead"
+    )
+    second = await tuner.update(ctx.model_copy(update={"rejected": [dup]}))
+    assert [i.title for i in second.new_intents] == [i.title for i in first.new_intents if i.title != title]
+    assert second.edits == first.edits
+    n = prune.node_id
+    gone = f"item 0 (node #{n}): node #{n} is pruned; op 'prune' does not apply; accepted: op 'reopen' first"
+    third = await tuner.update(ctx.model_copy(update={"rejected": [gone]}))
+    assert third.new_intents == second.new_intents
+    assert third.edits == [e for e in first.edits if e.node_id != prune.node_id]
+    # another update's answer is its own
+    other = ctx.model_copy(update={"round": ctx.round + 1})
+    fresh = await tuner.update(other)
+    assert (fresh.new_intents, fresh.edits) == (first.new_intents, first.edits)
+
+
+def test_the_tuners_titles_read_back_into_their_settings() -> None:
+    bases = {4: {"BLOCK_SIZE": 1024, "NUM_WARPS": 4, "NUM_STAGES": 2}}
+    seed = dict(SEED_CFG)
+    cases = [
+        (move_title("NUM_WARPS", 4, 8, 4), {"BLOCK_SIZE": 1024, "NUM_WARPS": 8, "NUM_STAGES": 2}),
+        (
+            combine_title({"NUM_WARPS": 8, "NUM_STAGES": 1}, 4),
+            {"BLOCK_SIZE": 1024, "NUM_WARPS": 8, "NUM_STAGES": 1},
+        ),
+        (init_title("BLOCK_SIZE", 2048, 512), {**SEED_CFG, "BLOCK_SIZE": 2048}),
+    ]
+    for title, setting in cases:
+        move = read_title(title, SPACE)
+        assert move is not None and setting_of(move, bases, seed) == setting, title
+    # what it cannot tell: another title, an unnamed base, a value outside the space, a base that disagrees
+    for title in ("vectorise loads", move_title("NUM_WARPS", 4, 8, None), move_title("NUM_WARPS", 4, 32, 4)):
+        assert read_title(title, SPACE) is None, title
+    for title in (move_title("NUM_WARPS", 2, 8, 4), move_title("NUM_WARPS", 4, 8, 9)):
+        move = read_title(title, SPACE)  # a base whose value is not the one named, or an unknown base
+        assert move is not None and setting_of(move, bases, seed) is None, title

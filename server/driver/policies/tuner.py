@@ -5,13 +5,17 @@ values; `write_code` sets those values in the base source; `update` fits a small
 (parameter, value)'s effect on the log-speedup to everything measured so far, re-prioritises and prunes
 the open moves by it, and proposes coordinate moves around the best setting plus the combination of the
 best values. Everything is deterministic for a given seed and history.
+
+A proposal never repeats a setting the tree already holds under the same parent, whatever that node's status
+(tuner_tree.py reads the tree view), and when the world model refuses part of an update anyway (a node the
+view left out), the retry drops the refused items and keeps the rest.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ksearch.server.driver.policies.base import (
@@ -26,10 +30,20 @@ from ksearch.server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
+from ksearch.server.driver.policies.tuner_tree import (
+    Config,
+    Held,
+    combine_title,
+    fmt_cfg,
+    held_under,
+    init_title,
+    move_title,
+    root_id,
+    same_title,
+)
 from ksearch.tools.tunables import TunableError, read_tunables, set_tunables
 from ksearch.worldmodel.models import INCONCLUSIVE_STATUSES, EditSpec, IntentSpec
 
-Config = dict[str, Any]
 Feature = tuple[str, str]  # (parameter, repr(value))
 
 # Names that grow the work per program: for a compute-bound op, larger is the better first bet.
@@ -48,10 +62,6 @@ def ordered(allowed: list[Any]) -> list[Any]:
 
 def config_key(cfg: Config) -> tuple[Feature, ...]:
     return tuple(sorted((k, repr(v)) for k, v in cfg.items()))
-
-
-def fmt_cfg(cfg: Config) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in cfg.items())
 
 
 def prior(name: str, current: Any, new: Any, allowed: list[Any], bound: str) -> float:
@@ -157,6 +167,46 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
     return x
 
 
+_REFUSALS_KEPT = 16  # updates whose refusals are remembered (the driver retries one update a few times)
+_ITEM_RE = re.compile(r"^item (\d+)(?: \(node #(\d+)\))?")
+
+
+@dataclass
+class Refused:
+    """The items of one update's answers the world model refused: new intents by title, edits by node."""
+
+    titles: set[str] = field(default_factory=set)
+    nodes: set[int] = field(default_factory=set)
+    unplaced: list[str] = field(default_factory=list)
+
+    def learn(self, problems: list[str], previous: UpdateResult) -> None:
+        """Place each problem ("item N [(node #X)] field ...: ...", ksearch.worldmodel.errors.EditProblem) on
+        the item of `previous` it names: an edit's problem names its node, an intent's does not."""
+        for problem in problems:
+            m = _ITEM_RE.match(problem)
+            quoted = [i.title for i in previous.new_intents if f"title {i.title!r}" in problem]
+            if m is not None and m[2] is not None:
+                self.nodes.add(int(m[2]))
+            elif quoted:
+                self.titles.add(quoted[0])
+            elif m is not None and int(m[1]) < len(previous.new_intents):
+                self.titles.add(previous.new_intents[int(m[1])].title)
+            elif problem not in self.unplaced:
+                self.unplaced.append(problem)
+
+    def apply(self, answer: UpdateResult) -> UpdateResult:
+        """The answer without the refused items, and a reflection that says which went."""
+        intents = [i for i in answer.new_intents if i.title not in self.titles]
+        edits = [e for e in answer.edits if e.node_id not in self.nodes]
+        dropped = [f"intent {t!r}" for t in sorted(self.titles)] + [
+            f"edits of #{n}" for n in sorted(self.nodes)
+        ]
+        note = f" Left out after the world model refused them: {', '.join(dropped)}." if dropped else ""
+        if self.unplaced:
+            note += f" Refusals not tied to one item: {'; '.join(self.unplaced)[:300]}."
+        return UpdateResult(reflection=answer.reflection + note, new_intents=intents, edits=edits)
+
+
 class TunerPolicy(Policy):
     name = "tuner"
     model = "tuner"
@@ -175,6 +225,8 @@ class TunerPolicy(Policy):
         self.max_new_intents = max_new_intents
         self.prune_below = prune_below  # prune a move predicted (from measured effects) below this x the best
         self._space: dict[str, list[Any]] = {}
+        # (round, intent id) -> what the world model refused of that update's answers so far
+        self._refused: dict[tuple[int, int], Refused] = {}
 
     # ------------------------------------------------------------------ init
 
@@ -213,7 +265,7 @@ class TunerPolicy(Policy):
         picks = picks[: self.max_intents]
         intents = [
             IntentSpec(
-                title=f"set {n} = {v!r} (seed: {seed_cfg[n]!r})",
+                title=init_title(n, v, seed_cfg[n]),
                 rationale=(
                     f"One-at-a-time move in the declared space: measures the effect of {n} with every other "
                     "tunable at the seed's value."
@@ -331,6 +383,22 @@ class TunerPolicy(Policy):
     # ------------------------------------------------------------------ update
 
     async def update(self, ctx: UpdateContext) -> UpdateResult:
+        answer = self._answer(ctx)
+        key = (ctx.round, ctx.intent_id)
+        if not ctx.rejected:  # a first answer for this intent's update
+            self._refused.pop(key, None)
+            return answer
+        # Asked again: the world model refused the previous answer. It was this same answer less what earlier
+        # refusals dropped (the answer is deterministic and the context the same), so the problems' item
+        # numbers point into it. The driver passes only the latest refusal: drops accumulate per update.
+        refused = self._refused.pop(key, None) or Refused()
+        refused.learn(ctx.rejected, refused.apply(answer))
+        self._refused[key] = refused
+        while len(self._refused) > _REFUSALS_KEPT:
+            del self._refused[next(iter(self._refused))]
+        return refused.apply(answer)
+
+    def _answer(self, ctx: UpdateContext) -> UpdateResult:
         space = dict(ctx.tunables) or self._space or self._infer_space(ctx)
         obs = self._observations(ctx, space)
         ok = [o for o in obs if o.log_speedup is not None]
@@ -403,8 +471,16 @@ class TunerPolicy(Policy):
                 )
                 updated += 1
 
-        new = self._new_intents(space, model, best, best_y, bad, {config_key(o.cfg) for o in obs} | open_keys)
-        reflection.append(f"Re-prioritised {updated}, pruned {pruned}, proposed {len(new)} new setting(s).")
+        held = self._held(ctx, space, obs, best)
+        under = f"#{best.outcome.node_id}" if best.outcome.node_id is not None else "the root"
+        new, skipped = self._new_intents(
+            space, model, best, best_y, bad, {config_key(o.cfg) for o in obs} | open_keys, held
+        )
+        reflection.append(
+            f"Re-prioritised {updated}, pruned {pruned}, proposed {len(new)} new setting(s)"
+            + (f" ({skipped} left out: the tree holds them under {under} already)" if skipped else "")
+            + "."
+        )
         return UpdateResult(reflection=" ".join(reflection), new_intents=new, edits=edits)
 
     def _new_intents(
@@ -415,20 +491,25 @@ class TunerPolicy(Policy):
         best_y: float,
         bad: list[Feature],
         taken: set[tuple[Feature, ...]],
-    ) -> list[IntentSpec]:
+        held: Held,
+    ) -> tuple[list[IntentSpec], int]:
+        """The new intents, best first, and how many were left out because the tree holds their setting (or
+        their title) under the same parent already, whatever that node's status."""
         proposals: list[tuple[Config, str, str]] = []
+        held_keys = {config_key(cfg) for cfg in held.settings}
+        skipped = 0
         combo = dict(best.cfg)
         for n in space:
             scored = [(eff, v) for v in ordered(space[n]) if (eff := model.effect(n, v)) is not None]
             if scored:
                 combo[n] = max(scored, key=lambda t: t[0])[1]
-        where = f"attempt {best.outcome.attempt_id}" if best.outcome.attempt_id else "the best so far"
+        where = best.outcome.attempt_id
         if combo != best.cfg:
             moved = {k: v for k, v in combo.items() if best.cfg.get(k) != v}
             proposals.append(
                 (
                     combo,
-                    f"combine the best measured values: {fmt_cfg(moved)} (on {where})",
+                    combine_title(moved, where),
                     "each value was the best measured for its parameter",
                 )
             )
@@ -442,7 +523,7 @@ class TunerPolicy(Policy):
                     proposals.append(
                         (
                             best.cfg | {n: order[k]},
-                            f"{n} {best.cfg[n]!r} -> {order[k]!r} (on {where})",
+                            move_title(n, best.cfg[n], order[k], where),
                             "coordinate move around the best measured setting",
                         )
                     )
@@ -450,6 +531,9 @@ class TunerPolicy(Policy):
         for cfg, title, why in proposals:
             key = config_key(cfg)
             if key in taken or self._first_bad(cfg, bad)[0] is not None:
+                continue
+            if key in held_keys or same_title(title[:200]) in held.titles:
+                skipped += 1
                 continue
             taken.add(key)
             pred = model.predict(cfg)
@@ -470,7 +554,20 @@ class TunerPolicy(Policy):
             )
             scored_props.append((pri, title, spec))
         scored_props.sort(key=lambda t: (-t[0], t[1]))
-        return [s for _, _, s in scored_props[: self.max_new_intents]]
+        return [s for _, _, s in scored_props[: self.max_new_intents]], skipped
+
+    @staticmethod
+    def _held(
+        ctx: UpdateContext, space: dict[str, list[Any]], obs: list[Observation], best: Observation
+    ) -> Held:
+        """What the tree holds under the parent new intents go to (the best's node): the tree view's
+        children there, with the settings their titles name over the measured bases (the seed: the first
+        attempt on the root)."""
+        bases = {o.outcome.attempt_id: o.cfg for o in obs if o.outcome.attempt_id is not None}
+        root = root_id(ctx.tree_view)
+        on_root = [o for o in obs if o.outcome.node_id == root and o.outcome.attempt_id is not None]
+        seed = min(on_root, key=lambda o: o.outcome.attempt_id or 0).cfg if on_root else None
+        return held_under(ctx.tree_view, best.outcome.node_id, space, bases, seed)
 
     @staticmethod
     def _blamed(obs: list[Observation]) -> list[Feature]:
