@@ -205,12 +205,18 @@ def _recheck(spec: IntentSpec | EditSpec) -> list[tuple[str, str]]:
     return bad
 
 
+# Who may write the tree: a person, the offline tuner, or a language model named after "llm:". An edit's
+# author is shown beside it everywhere, so an unknown word would credit the tree to nobody in particular.
+EDIT_AUTHORS = ("human", "tuner")
+
+
 def _check_author(author: str) -> None:
     if (
         not isinstance(author, str)
         or not author.strip()
         or len(author) > 100
         or text_problem(author, one_line=True)
+        or not (author in EDIT_AUTHORS or (author.startswith("llm:") and author[4:].strip()))
     ):
         raise ValueError(
             f"bad author {author!r}; accepted: 'human', 'tuner' or 'llm:<model>' (1-100 characters)"

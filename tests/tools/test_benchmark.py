@@ -5,7 +5,7 @@ every refusal naming the bad argument before anything is stored or run."""
 from __future__ import annotations
 
 import pytest
-from conftest import NO_MODELNEW, NOT_PYTHON, ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
+from toolkit import NO_MODELNEW, NOT_PYTHON, ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
 
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
@@ -25,7 +25,9 @@ async def test_the_seed_on_the_root_is_an_attempt_whose_cpu_timings_rank_nothing
     root = await ws.store.root(s.id)
     out = await benchmark(
         ws,
-        BenchmarkIn(search="rs", node_id=root.id, candidate=CandidateRef(seed=True), trials=1, author="tuner"),
+        BenchmarkIn(
+            search="rs", node_id=root.id, candidate=CandidateRef(seed=True), trials=1, author="tuner"
+        ),
     )
     ev = out.evaluation
     assert ev.status == "ok" and out.attempt_id is not None and out.refine is None and out.next == ""

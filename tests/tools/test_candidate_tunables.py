@@ -37,7 +37,9 @@ def test_set_rewrites_only_the_named_lines() -> None:
     assert after.space() == before.space()
     old_lines, new_lines = SEED.splitlines(), after.source.splitlines()
     assert len(old_lines) == len(new_lines)
-    assert [i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=True)) if a != b] == [block.line - 1]
+    assert [i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=True)) if a != b] == [
+        block.line - 1
+    ]
     assert set_tunables(SEED, {}).source == SEED
 
 

@@ -5,7 +5,7 @@ gets a report saying why; bad arguments are refused."""
 from __future__ import annotations
 
 import pytest
-from conftest import NO_MODELNEW, NOT_PYTHON, ROW_SUM_SEED, Snapshot
+from toolkit import NO_MODELNEW, NOT_PYTHON, ROW_SUM_SEED, Snapshot
 
 from ksearch.gpu.task import TaskError
 from ksearch.tools.common import CandidateRef

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Snapshot
 from pydantic import ValidationError
+from toolkit import Snapshot
 
 from ksearch.gpu.task import TaskError
 from ksearch.tools.create_search import CreateSearchIn, DriverSettings, create_search

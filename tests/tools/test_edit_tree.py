@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Snapshot
 from pydantic import ValidationError
+from toolkit import Snapshot
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree

@@ -4,7 +4,7 @@ the one its open intents and budgets give; any other status is refused, writing 
 from __future__ import annotations
 
 import pytest
-from conftest import Snapshot
+from toolkit import Snapshot
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure

@@ -5,7 +5,7 @@ that is not being refined is refused, writing nothing."""
 from __future__ import annotations
 
 import pytest
-from conftest import ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
+from toolkit import ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
 
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef

@@ -4,7 +4,7 @@ too), counts in the search's spend, and a call on a search that does not exist w
 from __future__ import annotations
 
 import pytest
-from conftest import Snapshot
+from toolkit import Snapshot
 
 from ksearch.tools.llm_calls import record_llm_call
 from ksearch.tools.workspace import Workspace

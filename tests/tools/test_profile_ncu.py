@@ -4,7 +4,7 @@ refused naming the task's workloads, before the sandbox is asked."""
 from __future__ import annotations
 
 import pytest
-from conftest import ROW_SUM_SEED, Snapshot
+from toolkit import ROW_SUM_SEED, Snapshot
 
 from ksearch.gpu.sandbox_api import SandboxError
 from ksearch.tools.common import CandidateRef

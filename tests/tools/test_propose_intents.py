@@ -4,7 +4,7 @@ batch refused as a whole, every problem named, nothing written."""
 from __future__ import annotations
 
 import pytest
-from conftest import Snapshot
+from toolkit import Snapshot
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure

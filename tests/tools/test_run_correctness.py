@@ -4,7 +4,7 @@ attempt recorded, wrong values located, and bad arguments refused before anythin
 from __future__ import annotations
 
 import pytest
-from conftest import NO_MODELNEW, ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
+from toolkit import NO_MODELNEW, ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
 
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Snapshot
+from toolkit import Snapshot
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure

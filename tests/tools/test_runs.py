@@ -154,10 +154,10 @@ async def test_the_intents_a_run_left_active_are_reopened_and_nothing_else(ws: W
         ws.store,
         s.id,
         [IntentSpec(title=t) for t in ("claimed", "waiting", "given up", "also claimed")],
-        "h",
+        "human",
         0,
     )
-    [theirs] = await apply_intents(ws.store, other.id, [IntentSpec(title="another search's")], "h", 0)
+    [theirs] = await apply_intents(ws.store, other.id, [IntentSpec(title="another search's")], "human", 0)
     for n in (claimed, also, theirs):
         await ws.store.set_node_status(n.id, "active")
     await ws.store.close_node(given_up.id, "failed")

@@ -4,8 +4,8 @@ round, and every refusal of the loop saying what to do instead, with nothing wri
 from __future__ import annotations
 
 import pytest
-from conftest import Snapshot
 from pydantic import ValidationError
+from toolkit import Snapshot
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree

@@ -150,7 +150,9 @@ async def test_check_a_sound_builtin() -> None:
     smoke = load_task("rmsnorm").smoke()
     assert check.ok and check.error is None and check.task == "rmsnorm" and check.workload == smoke.name
     assert check.device == "cpu" and check.seconds > 0 and check.warnings == []
-    assert [(o.shape, o.dtype) for o in check.outputs] == [([smoke.params["M"], smoke.params["N"]], "bfloat16")]
+    assert [(o.shape, o.dtype) for o in check.outputs] == [
+        ([smoke.params["M"], smoke.params["N"]], "bfloat16")
+    ]
 
 
 @pytest.mark.slow

@@ -155,7 +155,7 @@ async def test_duplicates_within_a_batch_and_what_is_not_a_duplicate(store: Stor
             store,
             search.id,
             [{"title": "Keep Q in registers"}, {"title": "keep q in the registers."}],
-            "h",
+            "human",
             0,
         )
     )
@@ -174,10 +174,10 @@ async def test_duplicates_within_a_batch_and_what_is_not_a_duplicate(store: Stor
         0,
     )
     (child,) = await apply_intents(
-        store, search.id, [{"title": "use BLOCK_M=64", "parent_id": nodes[4].id}], "h", 0
+        store, search.id, [{"title": "use BLOCK_M=64", "parent_id": nodes[4].id}], "human", 0
     )
     assert child.parent_id == nodes[4].id  # the same title under another parent is fine
-    err = await rejected(apply_intents(store, search.id, [{"title": "Split K over the KV sequence"}], "h", 0))
+    err = await rejected(apply_intents(store, search.id, [{"title": "Split K over the KV sequence"}], "human", 0))
     assert f"#{nodes[4].id}" in err.details[0].problem
 
 
@@ -189,7 +189,7 @@ async def test_edit_refusals(store: Store, search: Search) -> None:
         store,
         search.id,
         [{"op": "prune", "node_id": t["a1"].id}, {"op": "veto", "node_id": t["c"].id}],
-        "h",
+        "human",
         1,
     )
     err = await rejected(
@@ -249,6 +249,13 @@ async def test_unknown_search_and_bad_author(store: Store, search: Search) -> No
         await apply_intents(store, 999, [{"title": "anything"}], "human", 0)
     with pytest.raises(ValueError, match="bad author"):
         await apply_intents(store, search.id, [{"title": "anything"}], "", 0)
+    # a word that names nobody ksearch knows is refused with the accepted forms; nothing is written
+    for author in ("robot", "llm:", "llm: ", "seed", "Human"):
+        with pytest.raises(ValueError, match=r"accepted: 'human', 'tuner' or 'llm:<model>'"):
+            await apply_intents(store, search.id, [{"title": f"by {author}"}], author, 0)
+    assert [n.title for n in await store.list_nodes(search.id)] == ["root"]
+    for i, author in enumerate(("human", "tuner", "llm:claude-sonnet-4")):
+        await apply_intents(store, search.id, [{"title": f"idea {i}"}], author, 0)
     with pytest.raises(ValueError, match="bad round"):
         await apply_edits(store, search.id, [], "human", -1)
 
@@ -266,7 +273,7 @@ async def test_batches_are_all_or_nothing_and_sequential(store: Store, search: S
                 {"op": "prune", "node_id": t["a"].id},
                 {"op": "update", "node_id": t["a1"].id, "notes": "late"},
             ],
-            "h",
+            "human",
             3,
         )
     )  # the third item edits a node the second one pruned
@@ -281,7 +288,7 @@ async def test_batches_are_all_or_nothing_and_sequential(store: Store, search: S
             {"op": "reopen", "node_id": t["a"].id},
             {"op": "update", "node_id": t["a"].id, "notes": "back"},
         ],
-        "h",
+        "human",
         3,
     )
     assert [(n.id, n.status, n.notes) for n in out] == [(t["a"].id, "open", "back")] * 3
@@ -309,13 +316,13 @@ async def test_prune_takes_the_whole_subtree_and_reopen_needs_live_parent(
         "dead end",
         [t["a"].id, t["a1"].id, t["a1x"].id],
     )
-    await rejected(apply_edits(store, search.id, [{"op": "prune", "node_id": t["a"].id}], "h", 2))
-    await rejected(apply_edits(store, search.id, [{"op": "reopen", "node_id": t["a1"].id}], "h", 2))
+    await rejected(apply_edits(store, search.id, [{"op": "prune", "node_id": t["a"].id}], "human", 2))
+    await rejected(apply_edits(store, search.id, [{"op": "reopen", "node_id": t["a1"].id}], "human", 2))
     await apply_edits(
         store,
         search.id,
         [{"op": "reopen", "node_id": t["a"].id}, {"op": "reopen", "node_id": t["a1"].id}],
-        "h",
+        "human",
         2,
     )
     assert (await store.get_node(t["a1"].id)).status == "open"
@@ -696,7 +703,7 @@ async def test_move_takes_the_subtree_and_its_branch(store: Store, search: Searc
     }
     # Under the root, a node starts a branch of its own.
     await apply_edits(
-        store, search.id, [{"op": "move", "node_id": t["a1"].id, "parent_id": t["root"].id}], "h", 3
+        store, search.id, [{"op": "move", "node_id": t["a1"].id, "parent_id": t["root"].id}], "human", 3
     )
     branches = await _branches(store, search)
     assert branches[t["a1"].id] == branches[t["a1x"].id] == t["a1"].id
@@ -708,14 +715,14 @@ async def test_move_refusals(store: Store, search: Search) -> None:
         store,
         search.id,
         [{"title": "Vectorize the loads"}, {"title": "dead idea"}, {"title": "forbidden idea"}],
-        "h",
+        "human",
         1,
     )
     await apply_edits(
         store,
         search.id,
         [{"op": "prune", "node_id": pruned.id}, {"op": "veto", "node_id": vetoed.id}],
-        "h",
+        "human",
         1,
     )
     other = await store.create_search("other", "t")
@@ -780,7 +787,7 @@ async def test_move_refusals(store: Store, search: Search) -> None:
 
 async def test_moves_in_a_batch_see_earlier_items(store: Store, search: Search) -> None:
     t = await tree(store, search)
-    (d,) = await apply_intents(store, search.id, [{"title": "vectorize the loads"}], "h", 1)
+    (d,) = await apply_intents(store, search.id, [{"title": "vectorize the loads"}], "human", 1)
     nodes_before = await store.list_nodes(search.id)
     # b goes under a1x, so a would be moving into its own subtree.
     err = await rejected(
@@ -791,7 +798,7 @@ async def test_moves_in_a_batch_see_earlier_items(store: Store, search: Search) 
                 {"op": "move", "node_id": t["b"].id, "parent_id": t["a1x"].id},
                 {"op": "move", "node_id": t["a"].id, "parent_id": t["b"].id},
             ],
-            "h",
+            "human",
             2,
         )
     )
@@ -805,7 +812,7 @@ async def test_moves_in_a_batch_see_earlier_items(store: Store, search: Search) 
                 {"op": "move", "node_id": t["a1"].id, "parent_id": t["c"].id},
                 {"op": "move", "node_id": d.id, "parent_id": t["c"].id},
             ],
-            "h",
+            "human",
             2,
         )
     )
@@ -820,7 +827,7 @@ async def test_moves_in_a_batch_see_earlier_items(store: Store, search: Search) 
             {"op": "move", "node_id": t["a1x"].id, "parent_id": t["b"].id},
             {"op": "prune", "node_id": t["c"].id},
         ],
-        "h",
+        "human",
         2,
     )
     status = {n.id: n.status for n in await store.list_nodes(search.id)}

@@ -35,7 +35,7 @@ def timed(speedup: float, *, pure: bool = False, device: str = "NVIDIA H200") ->
 
 
 async def test_a_pure_pytorch_attempt_is_never_a_best(store: Store, search: Search) -> None:
-    (n,) = await apply_intents(store, search.id, [{"title": "call cuBLAS"}], "h", 0)
+    (n,) = await apply_intents(store, search.id, [{"title": "call cuBLAS"}], "human", 0)
     cand = await store.put_candidate("src", "triton")
 
     def always(a: Attempt, b: Attempt) -> bool:

@@ -306,7 +306,7 @@ def test_cpu_only_tree_has_no_best_marker() -> None:
 @pytest.mark.anyio
 async def test_render_search_with_cpu_interpreter_attempts(store: Store, search: Search) -> None:
     a, b = await apply_intents(
-        store, search.id, [{"title": "online softmax"}, {"title": "warp per row"}], "h", 0
+        store, search.id, [{"title": "online softmax"}, {"title": "warp per row"}], "human", 0
     )
     cand = await store.put_candidate("src", "triton")
     await store.record_attempt(search.id, a.id, cand.id, cpu_attempt(1, a.id, 3.0).evaluation)

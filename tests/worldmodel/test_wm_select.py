@@ -143,7 +143,7 @@ async def test_select_action_agrees_with_the_pure_definition(store: Store, seed:
 
 async def test_select_action_claims_distinct_nodes(store: Store, search: Search) -> None:
     await apply_intents(
-        store, search.id, [{"title": f"parallel idea {i}", "priority": 0.5} for i in range(5)], "h", 0
+        store, search.id, [{"title": f"parallel idea {i}", "priority": 0.5} for i in range(5)], "human", 0
     )
     picks = await asyncio.gather(*(select_action(store, search.id, claim=True) for _ in range(4)))
     chosen = [p.node_id for p in picks]
@@ -166,7 +166,7 @@ async def test_select_action_uses_search_cap_and_round(store: Store) -> None:
             {"title": "hard rewrite", "priority": 0.8, "difficulty": 5},
             {"title": "easy tweak", "priority": 0.6, "difficulty": 2},
         ],
-        "h",
+        "human",
         0,
     )
     sel = await select_action(store, search.id)

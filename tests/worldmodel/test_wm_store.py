@@ -337,7 +337,7 @@ def timed(speedup: float, device: str = "NVIDIA H200") -> Evaluation:
 
 
 async def test_cpu_interpreter_timings_never_rank(store: Store, search: Search) -> None:
-    n1, n2 = await apply_intents(store, search.id, [{"title": "tile the loop"}, {"title": "fuse it"}], "h", 0)
+    n1, n2 = await apply_intents(store, search.id, [{"title": "tile the loop"}, {"title": "fuse it"}], "human", 0)
     cand = await store.put_candidate("src", "triton")
     asked: list[tuple[int, int]] = []
 
@@ -382,7 +382,7 @@ async def test_cpu_interpreter_timings_never_rank(store: Store, search: Search) 
 
 
 async def test_cpu_only_search_has_no_best(store: Store, search: Search) -> None:
-    (n,) = await apply_intents(store, search.id, [{"title": "tile the loop"}], "h", 0)
+    (n,) = await apply_intents(store, search.id, [{"title": "tile the loop"}], "human", 0)
     cand = await store.put_candidate("src", "triton")
     # The default rule (higher speedup) and an interpreter run known only from its environment.
     interpreted_env = Evaluation(
