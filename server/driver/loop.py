@@ -280,7 +280,11 @@ class Driver:
     ) -> tuple[str, Attempt | None, Evaluation, loop.RefineState | None]:
         language = s.config.language
         # The seed goes as {seed: true}, as a host's does: the tools credit it to "seed", not to the policy.
-        cand = CandidateRef(seed=True, language=language) if is_seed else CandidateRef(source=source, language=language)
+        cand = (
+            CandidateRef(seed=True, language=language)
+            if is_seed
+            else CandidateRef(source=source, language=language)
+        )
         try:
             out = await benchmark(
                 self.ws,
@@ -350,23 +354,36 @@ class Driver:
         node = await self.ws.records.get_node(node.id)
         self.display.phase("update", node)
         ctx = await contexts.update_context(self.ws, s, node)
+        applied: int | None = None  # edits that went in: a retry asks only for what was refused
         for _ in range(MAX_EDIT_RETRIES + 1):
             res = await self.policy.update(ctx)
             try:
-                if res.edits:
+                if res.edits and applied is None:
                     await edit_tree(self.ws, EditTreeIn(search=s.id, edits=res.edits, author=self._author()))
+                    applied = len(res.edits)
                 if res.new_intents:
                     await self._propose(s, res.new_intents, res.reflection)
                 self.display.event(
-                    f"update: {len(res.edits)} edits, {len(res.new_intents)} new intents"
+                    f"update: {applied or 0} edits, {len(res.new_intents)} new intents"
                     + (f" — {res.reflection[:160]}" if res.reflection else "")
                 )
                 return
             except ToolFailure as e:
                 problems = e.problems or [str(e)]
                 self.display.event(f"update rejected, asking again: {'; '.join(problems)[:300]}")
+                if applied is not None:
+                    # the edits are in the tree: sent again they would be logged twice (a prune refused)
+                    problems = [
+                        *problems,
+                        f"your {applied} edit(s) were applied; only the new intents were refused: send the "
+                        "new intents again, corrected (edits in this answer are ignored)",
+                    ]
                 ctx = ctx.model_copy(update={"rejected": problems})
-        self.display.event("update: edits still invalid after retries; tree left unchanged this round")
+        self.display.event(
+            f"update: {applied} edits applied; the new intents still invalid after retries, none added"
+            if applied is not None
+            else "update: edits still invalid after retries; tree left unchanged this round"
+        )
 
     # ------------------------------------------------------------------ final
 
