@@ -295,6 +295,23 @@ async def test_update_blames_a_failure_only_on_an_unambiguous_value() -> None:
     assert [e for e in res.edits if e.op == "prune"] == []
 
 
+async def test_update_on_the_cpu_interpreter_counts_correct_settings_it_could_not_time() -> None:
+    # Without a GPU every correct attempt has no speedup: it ran correctly, it is just not timed.
+    cpu = [
+        outcome(1, 1, "ok", None).model_copy(update={"cpu_interpreter": True}),
+        outcome(2, 2, "ok", None, BLOCK_SIZE=2048).model_copy(update={"cpu_interpreter": True}),
+        outcome(3, 2, "compile_error", None, BLOCK_SIZE=2048, NUM_STAGES=1),
+    ]
+    ctx = UpdateContext(
+        task=brief(), round=1, intent_id=2, intent_title="tune", outcomes=cpu, tree_view="", tunables=SPACE
+    )
+    res = await TunerPolicy().update(ctx)
+    assert "2 of 3 measured settings ran correctly (0 of them timed on a GPU)." in res.reflection
+    assert "No setting timed on a GPU yet" in res.reflection
+    # BLOCK_SIZE=2048 ran correctly on the interpreter: the compile error is blamed on NUM_STAGES=1 alone
+    assert "Values that only ever failed: NUM_STAGES=1." in res.reflection
+
+
 def test_effect_model_adds_independent_gains() -> None:
     obs = [
         ({"A": 1, "B": 1}, 0.0),

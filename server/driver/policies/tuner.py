@@ -87,6 +87,11 @@ class Observation:
     # not measured and not failed (the CPU interpreter ran out of time): never blamed on its values
     inconclusive: bool = False
 
+    @property
+    def correct(self) -> bool:
+        """It ran correctly, timed on a GPU or not (the CPU interpreter's times rank nothing)."""
+        return self.outcome.status == "ok"
+
 
 class EffectModel:
     """Additive model of log-speedup: mean + one effect per (parameter, value), fitted by ridge least
@@ -406,13 +411,16 @@ class TunerPolicy(Policy):
         edits: list[EditSpec] = []
         reflection = [
             f"tuner, round {ctx.round}: {len(ctx.outcomes)} attempt(s) on #{ctx.intent_id}; "
-            f"{len(ok)} of {len(obs)} measured settings ran correctly."
+            f"{sum(o.correct for o in obs)} of {len(obs)} measured settings ran correctly"
+            + (f" ({len(ok)} of them timed on a GPU)." if len(ok) != sum(o.correct for o in obs) else ".")
         ]
         if bad:
             reflection.append("Values that only ever failed: " + ", ".join(f"{k}={v}" for k, v in bad) + ".")
         if not ok:
             reflection.append(
-                "No correct measurement yet: nothing to fit, and no failure can be blamed on a value."
+                "No setting timed on a GPU yet (the CPU interpreter's times rank nothing): nothing to fit."
+                if any(o.correct for o in obs)
+                else "No correct measurement yet: nothing to fit, and no failure can be blamed on a value."
             )
             return UpdateResult(reflection=" ".join(reflection))
 
@@ -574,12 +582,13 @@ class TunerPolicy(Policy):
         """Values that explain a failure on their own: the one value of a failed setting that no correct
         setting ever had. A failed setting with several such values blames none of them (ambiguous), and
         without any correct setting nothing is blamed."""
-        good = {(k, repr(v)) for o in obs if o.log_speedup is not None for k, v in o.cfg.items()}
+        # a value that ran correctly anywhere (a GPU, or the CPU interpreter) cannot explain a failure
+        good = {(k, repr(v)) for o in obs if o.correct for k, v in o.cfg.items()}
         if not good:
             return []
         bad: set[Feature] = set()
         for o in obs:
-            if o.log_speedup is None and not o.inconclusive:
+            if not o.correct and not o.inconclusive:
                 unseen = {(k, repr(v)) for k, v in o.cfg.items()} - good
                 if len(unseen) == 1:
                     bad |= unseen
