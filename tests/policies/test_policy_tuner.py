@@ -22,7 +22,8 @@ from ksearch.server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from ksearch.server.driver.policies.tuner import EffectModel, TunerPolicy, config_key
+from ksearch.server.driver.policies.tuner import TunerPolicy
+from ksearch.server.driver.policies.tuner_model import EffectModel, config_key
 from ksearch.server.driver.policies.tuner_tree import (
     combine_title,
     init_title,

@@ -10,7 +10,8 @@ import pytest
 
 from ksearch.gpu import interp_watch
 from ksearch.gpu.sandbox import LocalSandbox
-from ksearch.server.driver.policies.tuner import Observation, TunerPolicy
+from ksearch.server.driver.policies.tuner import TunerPolicy
+from ksearch.server.driver.policies.tuner_model import Observation
 from ksearch.tools import loop
 from ksearch.tools.finish_intent import close_refine
 from ksearch.tools.phase_models import AttemptOutcome

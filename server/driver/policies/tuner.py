@@ -4,7 +4,8 @@ Its space is the `TUNABLES` the seed declares. `init` proposes one-at-a-time mov
 values; `write_code` sets those values in the base source; `update` fits a small additive model of each
 (parameter, value)'s effect on the log-speedup to everything measured so far, re-prioritises and prunes
 the open moves by it, and proposes coordinate moves around the best setting plus the combination of the
-best values. Everything is deterministic for a given seed and history.
+best values (the model and its observations: tuner_model.py). Everything is deterministic for a given seed
+and history.
 
 A proposal never repeats a setting the tree already holds under the same parent, whatever that node's status
 (tuner_tree.py reads the tree view), and when the world model refuses part of an update anyway (a node the
@@ -14,12 +15,9 @@ view left out), the retry drops the refused items and keeps the rest.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from ksearch.server.driver.policies.base import (
-    AttemptOutcome,
     CodeResult,
     InitContext,
     InitResult,
@@ -30,9 +28,19 @@ from ksearch.server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
+from ksearch.server.driver.policies.tuner_model import (
+    EffectModel,
+    Feature,
+    Observation,
+    config_key,
+    ordered,
+    prior,
+)
 from ksearch.server.driver.policies.tuner_tree import (
+    REFUSALS_KEPT,
     Config,
     Held,
+    Refused,
     combine_title,
     fmt_cfg,
     held_under,
@@ -43,173 +51,6 @@ from ksearch.server.driver.policies.tuner_tree import (
 )
 from ksearch.tools.tunables import TunableError, read_tunables, set_tunables
 from ksearch.worldmodel.models import INCONCLUSIVE_STATUSES, EditSpec, IntentSpec
-
-Feature = tuple[str, str]  # (parameter, repr(value))
-
-# Names that grow the work per program: for a compute-bound op, larger is the better first bet.
-_SIZE_LIKE = re.compile(r"BLOCK|TILE|WARP|STAGE|SIZE|GROUP|SPLIT|_[MNK]$", re.IGNORECASE)
-
-
-def ordered(allowed: list[Any]) -> list[Any]:
-    """Allowed values in their natural order: numeric ones sorted, others as declared; duplicates dropped."""
-    seen: list[Any] = []
-    for v in allowed:
-        if v not in seen:
-            seen.append(v)
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen)
-    return sorted(seen) if numeric else seen
-
-
-def config_key(cfg: Config) -> tuple[Feature, ...]:
-    return tuple(sorted((k, repr(v)) for k, v in cfg.items()))
-
-
-def prior(name: str, current: Any, new: Any, allowed: list[Any], bound: str) -> float:
-    """How promising a one-at-a-time move looks before anything is measured: near moves first, and
-    moves to larger tiles / more warps / more stages first for compute-bound work."""
-    order = ordered(allowed)
-    step: float
-    if current in order:
-        step = order.index(new) - order.index(current)
-    else:
-        step = order.index(new) - (len(order) - 1) / 2
-    p = 0.6 - 0.07 * (abs(step) - 1)
-    if _SIZE_LIKE.search(name) and step > 0:
-        p += 0.1 if bound in ("compute", "mixed") else 0.03
-    return round(min(0.95, max(0.05, p)), 4)
-
-
-@dataclass
-class Observation:
-    cfg: Config
-    log_speedup: float | None  # None: the attempt failed (compile error, incorrect, crash, ...)
-    outcome: AttemptOutcome
-    # not measured and not failed (the CPU interpreter ran out of time): never blamed on its values
-    inconclusive: bool = False
-
-    @property
-    def correct(self) -> bool:
-        """It ran correctly, timed on a GPU or not (the CPU interpreter's times rank nothing)."""
-        return self.outcome.status == "ok"
-
-
-class EffectModel:
-    """Additive model of log-speedup: mean + one effect per (parameter, value), fitted by ridge least
-    squares. With one-at-a-time data it predicts a combination of two good moves as the sum of their gains.
-    An unmeasured value of a numeric parameter is estimated from its measured neighbours (interpolated
-    between them, or continued past the last one at half the slope), so a trend is followed."""
-
-    def __init__(
-        self, observations: list[tuple[Config, float]], space: dict[str, list[Any]], ridge: float = 0.05
-    ) -> None:
-        self.space = space
-        self.features = sorted({(k, repr(v)) for cfg, _ in observations for k, v in cfg.items()})
-        index = {f: i for i, f in enumerate(self.features)}
-        ys = [y for _, y in observations]
-        self.mean = sum(ys) / len(ys) if ys else 0.0
-        n = len(self.features)
-        a = [[0.0] * n for _ in range(n)]
-        b = [0.0] * n
-        for cfg, y in observations:
-            rows = [index[(k, repr(v))] for k, v in cfg.items()]
-            for i in rows:
-                b[i] += y - self.mean
-                for j in rows:
-                    a[i][j] += 1.0
-        for i in range(n):
-            a[i][i] += ridge
-        self.weights = dict(zip(self.features, _solve(a, b), strict=True))
-
-    def knows(self, cfg: Config) -> bool:
-        return all((k, repr(v)) in self.weights for k, v in cfg.items())
-
-    def predict(self, cfg: Config) -> float:
-        return self.mean + sum(self.estimate(k, v) for k, v in cfg.items())
-
-    def effect(self, name: str, value: Any) -> float | None:
-        """The fitted effect of a measured value; None when the value was never measured."""
-        return self.weights.get((name, repr(value)))
-
-    def estimate(self, name: str, value: Any) -> float:
-        known = self.effect(name, value)
-        if known is not None:
-            return known
-        order = ordered(self.space.get(name, []))
-        numeric = order and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in order)
-        if not numeric or value not in order:
-            return 0.0
-        j = order.index(value)
-        measured = [(i, e) for i, v in enumerate(order) if (e := self.effect(name, v)) is not None]
-        below = [(i, e) for i, e in measured if i < j]
-        above = [(i, e) for i, e in measured if i > j]
-        if below and above:
-            (i0, e0), (i1, e1) = below[-1], above[0]
-            return e0 + (e1 - e0) * (j - i0) / (i1 - i0)
-        side = below[-2:] if below else above[:2]
-        if not side:
-            return 0.0
-        (i_near, e_near) = side[-1] if below else side[0]
-        if len(side) < 2:
-            return e_near
-        slope = (side[1][1] - side[0][1]) / (side[1][0] - side[0][0])
-        return e_near + 0.5 * slope * (j - i_near)
-
-
-def _solve(a: list[list[float]], b: list[float]) -> list[float]:
-    """Gaussian elimination with partial pivoting (the system is small and, with the ridge, regular)."""
-    n = len(b)
-    m = [[*row, rhs] for row, rhs in zip(a, b, strict=True)]
-    for col in range(n):
-        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
-        m[col], m[piv] = m[piv], m[col]
-        for r in range(col + 1, n):
-            f = m[r][col] / m[col][col]
-            for c in range(col, n + 1):
-                m[r][c] -= f * m[col][c]
-    x = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
-    return x
-
-
-_REFUSALS_KEPT = 16  # updates whose refusals are remembered (the driver retries one update a few times)
-_ITEM_RE = re.compile(r"^item (\d+)(?: \(node #(\d+)\))?")
-
-
-@dataclass
-class Refused:
-    """The items of one update's answers the world model refused: new intents by title, edits by node."""
-
-    titles: set[str] = field(default_factory=set)
-    nodes: set[int] = field(default_factory=set)
-    unplaced: list[str] = field(default_factory=list)
-
-    def learn(self, problems: list[str], previous: UpdateResult) -> None:
-        """Place each problem ("item N [(node #X)] field ...: ...", ksearch.worldmodel.errors.EditProblem) on
-        the item of `previous` it names: an edit's problem names its node, an intent's does not."""
-        for problem in problems:
-            m = _ITEM_RE.match(problem)
-            quoted = [i.title for i in previous.new_intents if f"title {i.title!r}" in problem]
-            if m is not None and m[2] is not None:
-                self.nodes.add(int(m[2]))
-            elif quoted:
-                self.titles.add(quoted[0])
-            elif m is not None and int(m[1]) < len(previous.new_intents):
-                self.titles.add(previous.new_intents[int(m[1])].title)
-            elif problem not in self.unplaced:
-                self.unplaced.append(problem)
-
-    def apply(self, answer: UpdateResult) -> UpdateResult:
-        """The answer without the refused items, and a reflection that says which went."""
-        intents = [i for i in answer.new_intents if i.title not in self.titles]
-        edits = [e for e in answer.edits if e.node_id not in self.nodes]
-        dropped = [f"intent {t!r}" for t in sorted(self.titles)] + [
-            f"edits of #{n}" for n in sorted(self.nodes)
-        ]
-        note = f" Left out after the world model refused them: {', '.join(dropped)}." if dropped else ""
-        if self.unplaced:
-            note += f" Refusals not tied to one item: {'; '.join(self.unplaced)[:300]}."
-        return UpdateResult(reflection=answer.reflection + note, new_intents=intents, edits=edits)
 
 
 class TunerPolicy(Policy):
@@ -399,7 +240,7 @@ class TunerPolicy(Policy):
         refused = self._refused.pop(key, None) or Refused()
         refused.learn(ctx.rejected, refused.apply(answer))
         self._refused[key] = refused
-        while len(self._refused) > _REFUSALS_KEPT:
+        while len(self._refused) > REFUSALS_KEPT:
             del self._refused[next(iter(self._refused))]
         return refused.apply(answer)
 

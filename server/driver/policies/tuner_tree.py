@@ -5,7 +5,9 @@ intents appear only in the rendered tree view (ksearch.worldmodel.render.render_
 `#id [status] p<priority> d<difficulty> <flags> title`, indented by depth). The tuner's titles name the
 setting they move to (from a base attempt, or from the seed), so they are built here and read back here: a
 node the tuner proposed earlier is recognised under its parent whatever its status, and the same setting is
-not proposed there again (the world model would refuse it as a near-duplicate).
+not proposed there again (the world model would refuse it as a near-duplicate). What the world model still
+refuses in an update (a node the view left out) is remembered here too (`Refused`), so a retry drops just
+those items.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ksearch.server.driver.policies.base import UpdateResult
 
 Config = dict[str, Any]
 
@@ -199,3 +203,43 @@ def held_under(
 
 def root_id(tree_view: str) -> int | None:
     return next((n.id for n in shown_nodes(tree_view) if n.parent_id is None), None)
+
+
+REFUSALS_KEPT = 16  # updates whose refusals are remembered (the driver retries one update a few times)
+_ITEM_RE = re.compile(r"^item (\d+)(?: \(node #(\d+)\))?")
+
+
+@dataclass
+class Refused:
+    """The items of one update's answers the world model refused: new intents by title, edits by node."""
+
+    titles: set[str] = field(default_factory=set)
+    nodes: set[int] = field(default_factory=set)
+    unplaced: list[str] = field(default_factory=list)
+
+    def learn(self, problems: list[str], previous: UpdateResult) -> None:
+        """Place each problem ("item N [(node #X)] field ...: ...", ksearch.worldmodel.errors.EditProblem) on
+        the item of `previous` it names: an edit's problem names its node, an intent's does not."""
+        for problem in problems:
+            m = _ITEM_RE.match(problem)
+            quoted = [i.title for i in previous.new_intents if f"title {i.title!r}" in problem]
+            if m is not None and m[2] is not None:
+                self.nodes.add(int(m[2]))
+            elif quoted:
+                self.titles.add(quoted[0])
+            elif m is not None and int(m[1]) < len(previous.new_intents):
+                self.titles.add(previous.new_intents[int(m[1])].title)
+            elif problem not in self.unplaced:
+                self.unplaced.append(problem)
+
+    def apply(self, answer: UpdateResult) -> UpdateResult:
+        """The answer without the refused items, and a reflection that says which went."""
+        intents = [i for i in answer.new_intents if i.title not in self.titles]
+        edits = [e for e in answer.edits if e.node_id not in self.nodes]
+        dropped = [f"intent {t!r}" for t in sorted(self.titles)] + [
+            f"edits of #{n}" for n in sorted(self.nodes)
+        ]
+        note = f" Left out after the world model refused them: {', '.join(dropped)}." if dropped else ""
+        if self.unplaced:
+            note += f" Refusals not tied to one item: {'; '.join(self.unplaced)[:300]}."
+        return UpdateResult(reflection=answer.reflection + note, new_intents=intents, edits=edits)
