@@ -25,6 +25,7 @@ from ksearch.worldmodel.models import (
     TimingProtocol,
     compile_baseline_how,
 )
+from ksearch.worldmodel.render import kernel_resources
 
 Progress = Callable[[str, float], Awaitable[None]]
 
@@ -230,10 +231,7 @@ def summarize(ev: Evaluation) -> str:
             where = f"line {d.line}: " if d.line else ""
             lines.append(f"  {d.severity}: {where}{d.message}")
         for k in c.kernels:
-            lines.append(
-                f"  kernel {k.name}: regs={k.registers} spills={k.spill_stores_bytes}/{k.spill_loads_bytes}B "
-                f"smem={k.shared_bytes}B stack={k.stack_bytes}B"
-            )
+            lines.append(f"  kernel {k.name}: {kernel_resources(k)}")
     for r in ev.correctness:
         if r.passed:
             lines.append(

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ksearch.worldmodel import runs
-from ksearch.worldmodel.models import Attempt, AttemptSpeedups, Node, NodeStatus
+from ksearch.worldmodel.models import Attempt, AttemptSpeedups, KernelResources, Node, NodeStatus
 from ksearch.worldmodel.store import Store
 
 AttemptsById = Mapping[int, Attempt] | Mapping[int, float | None]
@@ -515,3 +515,16 @@ async def render_search(store: Store, search_id: int, budget_chars: int = 6000) 
 
 
 __all__ = ["AttemptsById", "NodeStatus", "render_search", "render_tree", "tree_json", "tree_mermaid"]
+
+
+def kernel_resources(k: KernelResources) -> str:
+    """`regs=40 spills=0/0B smem=32B stack=0B`: a count nobody reported is `?`, never a number (Triton's
+    metadata after a launch gives no spill loads or stack)."""
+
+    def n(v: int | None, unit: str = "") -> str:
+        return "?" if v is None else f"{v}{unit}"
+
+    spills = f"{n(k.spill_stores_bytes)}/{n(k.spill_loads_bytes)}"
+    return (
+        f"regs={n(k.registers)} spills={spills}B smem={n(k.shared_bytes, 'B')} stack={n(k.stack_bytes, 'B')}"
+    )

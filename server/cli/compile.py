@@ -15,6 +15,7 @@ import typer
 
 from ksearch.server.cli.common import console, refusals, run_async, say, tell
 from ksearch.worldmodel.models import CompileReport, KernelResources
+from ksearch.worldmodel.render import kernel_resources
 
 LOG_LINES = 40  # the raw compiler output shown when a failure has no diagnostics
 
@@ -24,10 +25,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _kernel_line(k: KernelResources) -> str:
-    parts = [
-        f"kernel {k.name}: regs={k.registers} spills={k.spill_stores_bytes}/{k.spill_loads_bytes}B "
-        f"smem={k.shared_bytes}B stack={k.stack_bytes}B"
-    ]
+    parts = [f"kernel {k.name}: {kernel_resources(k)}"]
     launch = [
         f"{v} {what}"
         for v, what in (

@@ -290,9 +290,7 @@ def test_cpu_only_tree_has_no_best_marker() -> None:
         for best in (None, 5):
             text = render_tree(nodes, attempts, best_attempt_id=best)
             assert "BEST" not in text and "x " not in text.split("\n", 1)[1]
-            assert text.splitlines()[0].endswith(
-                "no best yet: 1 correct, none timed on a GPU (at #2)"
-            )
+            assert text.splitlines()[0].endswith("no best yet: 1 correct, none timed on a GPU (at #2)")
             assert f"#2 [closed] p0.50 d3 {CPU_TEXT} idea 2" in text
             data = tree_json(nodes, attempts, best_attempt_id=best)
             assert (data["best_node_id"], data["best_path"]) == (None, [])
@@ -319,3 +317,16 @@ async def test_render_search_with_cpu_interpreter_attempts(store: Store, search:
     text = await render_search(store, search.id, 1000)
     assert "best 1.250x tries 1 <-BEST warp per row" in text and f"{CPU_TEXT} tries 1 online softmax" in text
     assert f"best 1.250x at #{b.id}" in text
+
+
+def test_kernel_resources_show_an_unreported_count_as_unknown() -> None:
+    from ksearch.worldmodel.models import KernelResources
+    from ksearch.worldmodel.render import kernel_resources
+
+    known = KernelResources(
+        name="k", registers=40, spill_stores_bytes=0, spill_loads_bytes=0, shared_bytes=32, stack_bytes=0
+    )
+    assert kernel_resources(known) == "regs=40 spills=0/0B smem=32B stack=0B"
+    # after a launch Triton's metadata has no spill loads nor stack: they are unknown, not "None"
+    launched = KernelResources(name="k", registers=39, spill_stores_bytes=0, shared_bytes=64)
+    assert kernel_resources(launched) == "regs=39 spills=0/?B smem=64B stack=?"
