@@ -13,9 +13,8 @@ from ksearch.gpu.sandbox_api import Sandbox
 from ksearch.tools.candidate_file import CandidateFileIn, read_candidate_file
 from ksearch.tools.common import Progress, check_workloads, eval_settings_on, summarize
 from ksearch.tools.schema import ToolModel
-from ksearch.worldmodel.models import EvalSettings, Evaluation, Language, TimingProtocol
+from ksearch.worldmodel.models import TIMING_PROTOCOLS, EvalSettings, Evaluation, Language, TimingProtocol
 
-TIMING_PROTOCOLS = ("ksearch", "gpumode")
 
 
 class EvaluateFileIn(CandidateFileIn):

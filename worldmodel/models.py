@@ -208,14 +208,18 @@ CPU_INTERPRETER = "cpu-interpreter"
 """The device name of timings taken in the Triton CPU interpreter (no GPU): they show that code runs,
 not how fast it is, so they never rank candidates."""
 
-TimingProtocol = Literal["ksearch", "gpumode"]
+TimingProtocol = Literal["ksearch", "gpumode", "kernelbench", "flashinfer"]
+TIMING_PROTOCOLS: tuple[str, ...] = get_args(TimingProtocol)
 """How calls are timed. `ksearch`: L2 flushed and the launch covered before each call, inputs rotated among
 several sets (a per-call copy of GPU MODE data made outside the timed region), median with a confidence
 interval. `gpumode`: as a GPU MODE task folder's own eval.py times a benchmark (one input set from the task's
 seeds, the first call untimed and checked, then up to 100 calls each between a synchronize and CUDA events or
 the host clock, the L2 flushed only where that eval.py flushes it, stopping at its error bound; in final mode
 fresh inputs and a check for every call, as its leaderboard mode): the statistic it reports is the mean
-(`WorkloadTiming.mean_us`). Cheat checks run in both."""
+(`WorkloadTiming.mean_us`). `kernelbench`: as KernelBench's own evaluation times a kernel. `flashinfer`: as
+FlashInfer-Bench's benchmark runner times a solution. A task's searches use its owner's protocol
+(`default_timing_protocol`); native tasks use `ksearch`. Cheat checks run in every protocol, outside the timed
+loop."""
 
 CompileMode = Literal["default", "max-autotune", "max-autotune-no-cudagraphs"]
 COMPILE_MODES: tuple[str, ...] = get_args(CompileMode)
