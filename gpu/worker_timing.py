@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ksearch.gpu import checking, guard, hardware, timing
+from ksearch.gpu import checking, guard, hardware, timing, timing_kernelbench
 from ksearch.gpu.tasks.rt_common import clone_data
 from ksearch.gpu.worker_core import CandidateFailure, WorkerCore, restore_precision
 from ksearch.worldmodel.models import EvalSettings
@@ -104,6 +104,8 @@ class Timing(WorkerCore):
         assert self.task is not None
         wl = self.task.workload(args["workload"])
         st = EvalSettings.model_validate(args["settings"])
+        if st.timing_protocol == "kernelbench" and not self.cpu_mode:  # the CPU interpreter: time_cpu below
+            return timing_kernelbench.benchmark(self, args)
         which = args.get("which", "candidate")
         seed = st.seed + 1000  # timing inputs differ from the correctness trials
         like_gpumode = st.timing_protocol == "gpumode" and not self.cpu_mode
