@@ -4,7 +4,8 @@ A file defining `Model`, `get_inputs()` and `get_init_inputs()` is a task as it 
 module-level extras: `WORKLOADS` (named parameter sets, split into search / heldout / smoke),
 `TOLERANCE`, `COST` (a callable: params -> {"flops", "bytes", "dtype"}) and `META` (op, dtype,
 bound, title). Metadata is read with `ast` (the file is not run, torch is not imported); a file
-whose extras are computed rather than literal is probed once in a subprocess.
+whose extras are computed rather than literal is probed once in a subprocess. A plain KernelBench
+problem (no extras, not built in) is judged by KernelBench's own rule (gpu/tasks/kernelbench_rules.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from ksearch.gpu.task import Task, TaskError, Workload
 from ksearch.gpu.tasks.facts import enabled as facts_enabled
 from ksearch.gpu.tasks.facts import probe_task
+from ksearch.gpu.tasks.kernelbench_rules import kernelbench_tolerance
 from ksearch.gpu.tasks.literals import ModuleFacts, NotLiteral
 from ksearch.gpu.tasks.probe import run_probe
 from ksearch.gpu.tasks.shrink import size_knobs
@@ -147,7 +149,10 @@ def load_native(
     declared = sorted(
         k for k in ("op", "dtype", "bound", "title") if isinstance(raw_meta, dict) and k in raw_meta
     )
-    tolerance = parse_tolerance(extras.get("TOLERANCE"), path)
+    if builtin or extras or facts.defines("COST"):
+        tolerance = parse_tolerance(extras.get("TOLERANCE"), path)
+    else:  # a plain KernelBench problem: KernelBench's rule (never stricter than it)
+        tolerance = kernelbench_tolerance()
     task_name = name or (path.parent.name if path.name == "task.py" else path.stem)
     task = Task(
         name=task_name,
