@@ -1,7 +1,7 @@
 """Is candidate A faster than candidate B beyond measurement noise?
 
-Each evaluation carries, per workload, a median and a 95% distribution-free CI of that median.
-We turn each CI into a standard error of log(median) (so ratios combine additively), take the
+Each evaluation carries, per workload, its protocol's statistic (ksearch's median with a 95% distribution-free
+CI, or an owner's mean with its 95% CI). We turn each CI into a standard error of log(time) (so ratios combine additively), take the
 geometric mean over the workloads both were timed on, and call A faster only when the lower bound
 of the combined speedup is above 1 *and* the speedup itself reaches `min_gain`. Never a bare `<`.
 """
@@ -28,12 +28,12 @@ class Verdict(BaseModel):
     ci_low: float | None
     ci_high: float | None
     reason: str
-    per_workload: dict[str, float] = Field(default_factory=dict)  # B median / A median per workload
+    per_workload: dict[str, float] = Field(default_factory=dict)  # B time / A time per workload (the protocol's statistic)
 
 
 def _log_se(t: WorkloadTiming) -> float:
-    """Standard error of log(median) implied by the stored 95% CI of the median."""
-    if t.median_us <= 0:
+    """Standard error of log(time) implied by the stored 95% CI of the protocol's statistic."""
+    if t.time_us <= 0:
         return math.inf
     lo = max(t.ci_low_us, 1e-12)
     hi = max(t.ci_high_us, lo)
@@ -82,6 +82,9 @@ def compare(a: Evaluation, b: Evaluation, min_gain: float = 0.02, confidence: fl
     devices = {ta[w].device for w in common} | {tb[w].device for w in common}
     if len(devices) != 1:
         return no(f"timings come from different devices ({', '.join(sorted(devices))}); never compared")
+    protocols = {ta[w].protocol for w in common} | {tb[w].protocol for w in common}
+    if len(protocols) != 1:
+        return no(f"timed by different protocols ({', '.join(sorted(protocols))}); never compared")
     if a.env and b.env and a.env.key() != b.env.key():
         return no(f"measured in different environments ({a.env.key()} vs {b.env.key()})")
 
@@ -89,9 +92,9 @@ def compare(a: Evaluation, b: Evaluation, min_gain: float = 0.02, confidence: fl
     per: dict[str, float] = {}
     for w in common:
         x, y = ta[w], tb[w]
-        if x.median_us <= 0 or y.median_us <= 0:
-            return no(f"workload {w} has a non-positive median")
-        lr = math.log(y.median_us) - math.log(x.median_us)
+        if x.time_us <= 0 or y.time_us <= 0:
+            return no(f"workload {w} has a non-positive time")
+        lr = math.log(y.time_us) - math.log(x.time_us)
         logs.append(lr)
         per[w] = math.exp(lr)
         var += _log_se(x) ** 2 + _log_se(y) ** 2

@@ -33,9 +33,10 @@ from ksearch.gpu.sandbox_api import HardwareFacts, Progress, Sandbox, SandboxErr
 from ksearch.gpu.sandbox_dryrun import DryRun
 from ksearch.gpu.sandbox_profile import profile_on
 from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json
-from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps
+from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of
 from ksearch.gpu.task import Task
 from ksearch.worldmodel.models import (
+    PROTOCOL_STATISTIC,
     Candidate,
     CompileReport,
     Environment,
@@ -443,7 +444,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         )
 
     async def reference_times(self, task: Task, settings: EvalSettings) -> dict[str, dict[str, float | None]]:
-        """The reference's eager and torch.compile medians (us) per workload, measured exactly as the
+        """The reference's eager and torch.compile times (us, the protocol's statistic) per workload, measured as the
         baselines every speedup divides by (cached per task, workload and environment). Empty without a
         GPU: interpreter-era CPU times say nothing about a kernel's GPU time."""
         env = await self._environment()
@@ -457,8 +458,10 @@ class LocalSandbox(EvalSteps, Sandbox):
                 if not reply.get("ok"):
                     raise SandboxError(f"the worker could not set up the task: {reply.get('error')}")
             base = await self._baselines(w, run, task, names, env)
+        stat = PROTOCOL_STATISTIC[settings.timing_protocol]
         return {
-            wl: {kind: (v or {}).get("median_us") for (n, kind), v in base.items() if n == wl} for wl in names
+            wl: {kind: stat_of(v, stat)[0] if v else None for (n, kind), v in base.items() if n == wl}
+            for wl in names
         }
 
     async def close(self) -> None:

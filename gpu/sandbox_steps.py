@@ -18,7 +18,14 @@ from ksearch.gpu.pool import WorkerError, WorkerProcess
 from ksearch.gpu.sandbox_api import SandboxError
 from ksearch.gpu.sandbox_run import Run, params_text, task_json
 from ksearch.gpu.task import Task, TaskError
-from ksearch.worldmodel.models import Environment, EvalSettings, WorkloadCorrectness, WorkloadTiming
+from ksearch.worldmodel.models import (
+    PROTOCOL_STATISTIC,
+    Environment,
+    EvalSettings,
+    TimingStatistic,
+    WorkloadCorrectness,
+    WorkloadTiming,
+)
 
 # v3: the torch.compile baseline is compiled static and fresh per workload, and its key names the mode
 # (before, one compile served every workload: dynamically shaped after the first)
@@ -42,6 +49,17 @@ def task_fingerprint(task: Task) -> str:
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:20]
+
+
+def stat_of(res: dict[str, Any], stat: TimingStatistic) -> tuple[float, float, float]:
+    """(value, CI low, CI high) of a worker's timing in the protocol's statistic. A mean with no CI (a single
+    call) is bounded by the calls' range, as the median's is."""
+    if stat == "mean" and res.get("mean_us") is not None:
+        lo, hi = res.get("mean_ci_low_us"), res.get("mean_ci_high_us")
+        if lo is None or hi is None:
+            lo, hi = res["ci_low_us"], res["ci_high_us"]
+        return float(res["mean_us"]), float(lo), float(hi)
+    return float(res["median_us"]), float(res["ci_low_us"]), float(res["ci_high_us"])
 
 
 def timing_s(st: EvalSettings) -> float:
@@ -334,24 +352,30 @@ class EvalSteps:
                 return
             measured.append((wl, res))
         base = await self._baselines(w, run, task, names, env)
+        protocol = st.timing_protocol
+        stat = PROTOCOL_STATISTIC[protocol]
         for wl, res in measured:
             eager, comp = base.get((wl, "eager")), base.get((wl, "compile"))
-            med = res["median_us"]
+            val, lo, hi = stat_of(res, stat)
+            e_us = stat_of(eager, stat)[0] if eager else None
+            c_us = stat_of(comp, stat)[0] if comp else None
             t = WorkloadTiming(
                 workload=wl,
                 device=res["device"],
-                median_us=med,
+                median_us=res["median_us"],
                 mean_us=res.get("mean_us"),
+                protocol=protocol,
+                statistic=stat,
                 iqr_us=res["iqr_us"],
-                ci_low_us=res["ci_low_us"],
-                ci_high_us=res["ci_high_us"],
+                ci_low_us=lo,
+                ci_high_us=hi,
                 n=res["n"],
                 host_median_us=res.get("host_median_us"),
-                eager_median_us=eager["median_us"] if eager else None,
-                compile_median_us=comp["median_us"] if comp else None,
+                eager_median_us=e_us,
+                compile_median_us=c_us,
                 compile_mode=comp.get("compile_mode") if comp else None,
-                speedup_vs_eager=eager["median_us"] / med if eager and med > 0 else None,
-                speedup_vs_compile=comp["median_us"] / med if comp and med > 0 else None,
+                speedup_vs_eager=e_us / val if e_us and val > 0 else None,
+                speedup_vs_compile=c_us / val if c_us and val > 0 else None,
                 roofline_fraction=res.get("roofline_fraction"),
                 flags=list(res.get("flags", [])),
             )

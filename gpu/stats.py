@@ -89,6 +89,16 @@ def summarize(samples: Sequence[float], confidence: float = 0.95) -> Summary:
     )
 
 
+def mean_halfwidth(samples: Sequence[float], confidence: float = 0.95) -> float | None:
+    """Half the width of the normal-approximation CI of the mean (None below 2 samples)."""
+    n = len(samples)
+    if n < 2:
+        return None
+    m = sum(samples) / n
+    sd = math.sqrt(sum((x - m) ** 2 for x in samples) / (n - 1))
+    return NormalDist().inv_cdf(1 - (1 - confidence) / 2) * sd / math.sqrt(n)
+
+
 def geomean(xs: Sequence[float]) -> float | None:
     vals = [x for x in xs if x is not None and x > 0 and math.isfinite(x)]
     if not vals:

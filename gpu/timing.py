@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ksearch.gpu.stats import Summary, summarize
+from ksearch.gpu.stats import Summary, mean_halfwidth, summarize
 
 _perf = time.perf_counter  # bound now: a candidate patching time.perf_counter later does not reach us
 MIN_WARMUP_S = 0.025  # warm-up lasts at least this long (and at least `warmup` calls)
@@ -51,10 +51,15 @@ class TimingResult:
 
     def to_dict(self) -> dict[str, Any]:
         s = self.summary
+        mean = self.mean_us if self.mean_us is not None else _mean(self.samples_us)
+        half = mean_halfwidth(self.samples_us)
         return {
             "device": self.device,
             "median_us": s.median,
-            "mean_us": self.mean_us if self.mean_us is not None else _mean(self.samples_us),
+            "mean_us": mean,
+            # the owners' protocols rank by a mean: its CI is what their decisions compare
+            "mean_ci_low_us": None if mean is None or half is None else mean - half,
+            "mean_ci_high_us": None if mean is None or half is None else mean + half,
             "iqr_us": s.iqr,
             "ci_low_us": s.ci_low,
             "ci_high_us": s.ci_high,

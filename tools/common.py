@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from ksearch.gpu.sandbox_api import Sandbox
 from ksearch.gpu.task import Task
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.protocols import protocol_line
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
@@ -23,6 +24,7 @@ from ksearch.worldmodel.models import (
     Node,
     Search,
     TimingProtocol,
+    WorkloadTiming,
     compile_baseline_how,
 )
 from ksearch.worldmodel.render import kernel_resources
@@ -179,6 +181,7 @@ async def eval_settings(
         trials,
         seed=s.config.seed if s is not None else None,
         compile_mode=s.config.compile_mode if s is not None else "default",
+        timing_protocol=s.config.timing_protocol if s is not None else "ksearch",
     )
 
 
@@ -211,6 +214,15 @@ async def eval_settings_on(
         compile_mode=compile_mode,
         timing_protocol=timing_protocol,
     )
+
+
+def timing_text(tm: WorkloadTiming) -> str:
+    """The protocol's statistic with its noise: "median 12.3 us (IQR .., 95% CI .., n=..)", or for a protocol
+    that reports a mean, "mean 12.6 us (95% CI .., median 12.3 us, n=..)"."""
+    ci = f"95% CI {tm.ci_low_us:.1f}-{tm.ci_high_us:.1f}"
+    if tm.statistic == "mean" and tm.mean_us is not None:
+        return f"mean {tm.mean_us:.1f} us ({ci}, median {tm.median_us:.1f}, n={tm.n})"
+    return f"median {tm.median_us:.1f} us (IQR {tm.iqr_us:.1f}, {ci}, n={tm.n})"
 
 
 def summarize(ev: Evaluation) -> str:
@@ -246,11 +258,10 @@ def summarize(ev: Evaluation) -> str:
                     f"  first mismatch at {r.first_mismatch_index}: expected {r.expected_at_first}, "
                     f"got {r.got_at_first}; {r.mismatches}/{r.numel} elements off; max abs err {r.max_abs_err}"
                 )
+    protocols = sorted({tm.protocol for tm in ev.timings if tm.device != "cpu-interpreter"})
+    lines.extend(f"timed: {protocol_line(p)}" for p in protocols)
     for tm in ev.timings:
-        parts = [
-            f"{tm.workload} on {tm.device}: median {tm.median_us:.1f} us "
-            f"(IQR {tm.iqr_us:.1f}, 95% CI {tm.ci_low_us:.1f}-{tm.ci_high_us:.1f}, n={tm.n})"
-        ]
+        parts = [f"{tm.workload} on {tm.device}: {timing_text(tm)}"]
         if tm.speedup_vs_eager is not None:
             parts.append(f"{tm.speedup_vs_eager:.3f}x vs eager ({tm.eager_median_us:.1f} us)")
         if tm.speedup_vs_compile is not None:

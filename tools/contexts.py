@@ -14,6 +14,7 @@ from ksearch.gpu.tasks.facts import task_facts
 from ksearch.gpu.tasks.tunables import TunableError, read_tunables
 from ksearch.tools import loop
 from ksearch.tools.common import summarize
+from ksearch.tools.protocols import protocol_line
 from ksearch.tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
 from ksearch.tools.select_action import base_attempt
 from ksearch.tools.workspace import Workspace
@@ -77,15 +78,17 @@ async def reference_times_text(ws: Workspace, s: Search) -> str:
     task = ws.task(s.task)
     names = [w.name for w in task.by_split("search")]
     mode = s.config.compile_mode
-    got = await times(task, EvalSettings(seed=s.config.seed, workloads=names, compile_mode=mode))
+    protocol = s.config.timing_protocol
+    got = await times(
+        task, EvalSettings(seed=s.config.seed, workloads=names, compile_mode=mode, timing_protocol=protocol)
+    )
 
     def us(x: float | None) -> str:
         return "not measured" if x is None else f"{x:.1f} us"
 
     how = f"torch.compile ({compile_baseline_how(mode)})"
-    return "\n".join(
-        f"- {wl}: eager {us(v.get('eager'))}, {how} {us(v.get('compile'))}" for wl, v in got.items()
-    )
+    lines = [f"- {wl}: eager {us(v.get('eager'))}, {how} {us(v.get('compile'))}" for wl, v in got.items()]
+    return "\n".join([f"timed: {protocol_line(protocol)}", *lines])
 
 
 def tunables_of(source: str) -> dict[str, list[Any]]:

@@ -8,6 +8,7 @@ import secrets
 from pydantic import Field
 
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.protocols import choose_protocol
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Budgets, CompileMode, Language, Search, SearchConfig
@@ -46,6 +47,13 @@ class CreateSearchIn(ToolIn):
         description="torch.compile mode of the baseline speedups are reported against (always static, "
         "compiled per workload); max-autotune is the stronger baseline, its compile paid once and cached",
     )
+    timing_protocol: str | None = Field(
+        None,
+        max_length=40,
+        description="How candidates are timed: ksearch | gpumode | kernelbench | flashinfer. Default: the task's "
+        "owner's (GPU MODE folder: gpumode, KernelBench problem: kernelbench, FlashInfer-Bench definition: "
+        "flashinfer, built-in or ksearch-native task: ksearch); fixed once the search exists",
+    )
 
 
 class DriverSettings(ToolIn):
@@ -62,6 +70,7 @@ async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettin
     if inp.language not in task.seeds and task.seeds:
         have = ", ".join(sorted(task.seeds))
         raise ToolFailure(f"task {task.name!r} has no {inp.language} seed candidate; it has: {have}")
+    protocol = choose_protocol(task, inp.timing_protocol)
     name = inp.name or await _free_name(ws, task.name)
     existing = {s.name for s in await ws.store.list_searches()}
     if name in existing:
@@ -75,6 +84,7 @@ async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettin
         stagnation=inp.stagnation,
         budgets=Budgets(rounds=inp.rounds),
         compile_mode=inp.compile_mode,
+        timing_protocol=protocol,
     )
     if driver is not None:
         config = config.model_copy(update=driver.model_dump())

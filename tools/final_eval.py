@@ -36,6 +36,7 @@ class FinalRow(ToolModel):
     )
     workloads: list[str]
     device: str | None = None  # where it was timed: a GPU name or "cpu-interpreter"
+    timing_protocol: str | None = None  # how it was timed on the GPU (ksearch, gpumode, kernelbench, flashinfer)
     pure_pytorch: bool = False  # no kernel of its own ran: listed after every kernel, never the result
     summary: str
 
@@ -106,6 +107,7 @@ async def final_evaluation(
                 workloads=names,
                 final=True,
                 compile_mode=s.config.compile_mode,
+                timing_protocol=s.config.timing_protocol,
             )
             ev = await sb.evaluate(cand, task, settings, timing=True)
             passed = ev.status == "ok" and not ev.pure_pytorch
@@ -124,6 +126,7 @@ async def final_evaluation(
                     speedup_vs_eager=ev.speedup_vs_eager,
                     speedup_vs_compile=ev.speedup_vs_compile,
                     compile_baseline=ev.compile_label,
+                    timing_protocol=ev.timing_protocol,
                     workloads=names,
                     device=ev.timings[0].device if ev.timings else None,
                     pure_pytorch=ev.pure_pytorch,

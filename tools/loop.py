@@ -81,6 +81,9 @@ class LoopState(ToolModel):
     phase: Phase
     refining: list[RefineState] = Field(default_factory=list)
     budget: BudgetState
+    timing_protocol: str = Field(
+        "ksearch", description="How its candidates are timed (the task's owner's evaluator's way, or ksearch's)"
+    )
     best_lost: str = Field(
         "", description="When the search's best failed the final evaluation: which, why, and what replaced it"
     )
@@ -328,6 +331,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         phase=phase,
         refining=refining,
         budget=budget,
+        timing_protocol=s.config.timing_protocol,
         best_lost=verdict.note() if verdict is not None else "",
         next=nxt,
     )

@@ -210,6 +210,22 @@ not how fast it is, so they never rank candidates."""
 
 TimingProtocol = Literal["ksearch", "gpumode", "kernelbench", "flashinfer"]
 TIMING_PROTOCOLS: tuple[str, ...] = get_args(TimingProtocol)
+TimingStatistic = Literal["median", "mean"]
+PROTOCOL_STATISTIC: dict[str, TimingStatistic] = {
+    "ksearch": "median",
+    "gpumode": "mean",
+    "kernelbench": "mean",
+    "flashinfer": "mean",
+}
+"""The statistic each protocol ranks by: what its owner's evaluator reports (FlashInfer-Bench's is the mean of
+its trials' medians, held in `mean_us`)."""
+PROTOCOL_HOW: dict[str, str] = {
+    "ksearch": "ksearch's protocol: L2 flushed and launch covered before each call, inputs rotated, median",
+    "gpumode": "as GPU MODE's eval.py times (a synchronize before each call, its L2 policy, mean)",
+    "kernelbench": "as KernelBench's evaluation times (its warm-up, trials and cache policy, mean)",
+    "flashinfer": "as FlashInfer-Bench's benchmark runner times (its warm-up, iterations and trials, mean)",
+}
+"""Each protocol in a few words, for every face that shows a figure."""
 """How calls are timed. `ksearch`: L2 flushed and the launch covered before each call, inputs rotated among
 several sets (a per-call copy of GPU MODE data made outside the timed region), median with a confidence
 interval. `gpumode`: as a GPU MODE task folder's own eval.py times a benchmark (one input set from the task's
@@ -253,31 +269,43 @@ class WorkloadTiming(Strict):
     median_us: float
     """Median time per call."""
     mean_us: float | None = None
-    """What GPU MODE's evaluator reports (the `gpumode` timing protocol)."""
+    """Mean time per call: what the owners' evaluators report (GPU MODE, KernelBench; FlashInfer-Bench: the
+    mean of its trials' medians)."""
+    protocol: TimingProtocol = "ksearch"
+    """How the calls were timed."""
+    statistic: TimingStatistic = "median"
+    """The statistic the protocol ranks by; `time_us` is it, and the CI and speedups are of it."""
     iqr_us: float
     """Interquartile range of the per-call times."""
     ci_low_us: float
-    """Lower end of the confidence interval of the median."""
+    """Lower end of the 95% confidence interval of the statistic."""
     ci_high_us: float
-    """Upper end of the confidence interval of the median."""
+    """Upper end of the 95% confidence interval of the statistic."""
     n: int
     """Timed calls."""
     host_median_us: float | None = None
     """Host-clock cross-check."""
     eager_median_us: float | None = None
-    """Median of the reference in eager PyTorch, measured the same way."""
+    """The reference in eager PyTorch, timed by the same protocol: its statistic (the median under ksearch's)."""
     compile_median_us: float | None = None
-    """Median of the torch.compile baseline, measured the same way."""
+    """The torch.compile baseline, timed by the same protocol: its statistic."""
     compile_mode: CompileMode | None = None
     """How that baseline was compiled (None: not recorded)."""
     speedup_vs_eager: float | None = None
-    """eager_median_us / median_us."""
+    """eager_median_us / time_us."""
     speedup_vs_compile: float | None = None
-    """compile_median_us / median_us."""
+    """compile_median_us / time_us."""
     roofline_fraction: float | None = None
     """Achieved / attainable throughput, from the task's cost model."""
     flags: list[str] = Field(default_factory=list)
     """Plausibility notes on this timing (e.g. a launch-bound call)."""
+
+    @property
+    def time_us(self) -> float:
+        """The protocol's number: the mean where the protocol reports a mean, else the median."""
+        if self.statistic == "mean" and self.mean_us is not None:
+            return self.mean_us
+        return self.median_us
 
 
 class ProfileSummary(Strict):
@@ -460,6 +488,12 @@ class Evaluation(Strict):
         return compile_label(t.compile_mode for t in self.timings if t.speedup_vs_compile is not None)
 
     @property
+    def timing_protocol(self) -> str | None:
+        """The protocol its GPU timings were taken by ("a, b" if mixed; None when none was GPU-timed)."""
+        got = sorted({t.protocol for t in self.timings if t.device != CPU_INTERPRETER})
+        return ", ".join(got) or None
+
+    @property
     def cpu_interpreted(self) -> bool:
         """Measured in the CPU interpreter: its timings (and speedups) rank nothing."""
         return any(t.device == CPU_INTERPRETER for t in self.timings) or (
@@ -536,6 +570,9 @@ class SearchConfig(Strict):
     """When the driver stops."""
     compile_mode: CompileMode = "default"
     """The torch.compile baseline its evaluations divide by."""
+    timing_protocol: TimingProtocol = "ksearch"
+    """How its candidates and baselines are timed: the task's owner's evaluator's way by default (fixed at
+    creation; a search stored before protocols were kept was timed with ksearch's)."""
 
 
 SearchStatus = Literal["new", "running", "stopped", "done"]

@@ -138,6 +138,8 @@ def load_native(
     else:
         workloads = [Workload(name="default", params={}, split="search")]
     extras_out: dict[str, Any] = {}
+    # ksearch's own extras make a native task (ksearch's protocol); a plain KernelBench problem has none
+    extras_out["ksearch_extras"] = sorted(set(extras) | ({"COST"} if facts.defines("COST") else set()))
     if not any(w.split == "smoke" for w in workloads):
         smoke = _derived_smoke(workloads)
         workloads.append(smoke)

@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
 def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
     """Where the search's loop stands (phase, round, attempts against the cap, budget) and what to do next."""
     from ksearch.tools.loop import LoopState, loop_state
+    from ksearch.tools.protocols import protocol_line
     from ksearch.tools.runs import run_status
 
     async def go() -> tuple[LoopState, str]:
@@ -48,6 +49,7 @@ def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_D
     b = st.budget
     rounds = f"{b.rounds_used}/{b.rounds}" if b.rounds is not None else str(b.rounds_used)
     say(f"search {st.search!r}: {shown}, phase {st.phase}, round {rounds}, {b.attempts_used} attempts")
+    say(f"timed: {protocol_line(st.timing_protocol)}")
     if shown == "interrupted":
         say(f"its run was killed; `ksearch run --resume {st.search}` continues it")
     if st.best_lost:
@@ -121,7 +123,8 @@ def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
             if r.speedup_vs_compile is not None
             else ""
         )
-        say(f"attempt #{r.attempt_id}: {r.status}, {vs}{comp} on {', '.join(r.workloads)} [{r.device}]")
+        timed = f", timed: {r.timing_protocol}" if r.timing_protocol else ""
+        say(f"attempt #{r.attempt_id}: {r.status}, {vs}{comp} on {', '.join(r.workloads)} [{r.device}]{timed}")
     if out.best_lost:
         say(out.best_lost)
     say(f"next: {out.next}")

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from ksearch.server.cli.common import DEFAULT_DB, NewDbOption, console, fail, say
+from ksearch.server.cli.common import DEFAULT_DB, NewDbOption, TokenOption, console, fail, refusals, say
 from ksearch.worldmodel.errors import KsearchError, StoreBusy
-from ksearch.worldmodel.models import COMPILE_MODES, LANGUAGES
+from ksearch.worldmodel.models import COMPILE_MODES, LANGUAGES, TIMING_PROTOCOLS
 
 
 def register(app: typer.Typer) -> None:
@@ -68,6 +68,14 @@ def run(
             "(always static, compiled per workload; max-autotune is the stronger one, its compile paid once and cached)",
         ),
     ] = None,
+    timing_protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--timing-protocol",
+            help="How a new search times candidates: ksearch | gpumode | kernelbench | flashinfer (default: the "
+            "task's owner's evaluator's; ksearch for built-in and ksearch-native tasks). Fixed once created",
+        ),
+    ] = None,
     no_final: Annotated[bool, typer.Option("--no-final", help="Skip the final evaluation")] = False,
     plain: Annotated[bool, typer.Option("--plain", help="Plain log lines instead of the live panel")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON at the end")] = False,
@@ -91,6 +99,8 @@ def run(
         raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
     if compile_mode is not None and compile_mode not in COMPILE_MODES:
         raise fail(f"unknown --compile-mode {compile_mode!r}; accepted: {', '.join(COMPILE_MODES)}")
+    if timing_protocol is not None and timing_protocol not in TIMING_PROTOCOLS:
+        raise fail(f"unknown --timing-protocol {timing_protocol!r}; accepted: {', '.join(TIMING_PROTOCOLS)}")
     args = RunArgs(
         task=task,
         resume=resume,
@@ -113,6 +123,7 @@ def run(
         branching=branching,
         seed=seed,
         compile_mode=compile_mode,
+        timing_protocol=timing_protocol,
         final=not no_final,
         plain=plain or not sys.stdout.isatty(),
         verbose=verbose,
@@ -158,9 +169,25 @@ def serve(
             "`ksearch run --policy replay --replay FILE` plays them through the built-in driver",
         ),
     ] = None,
+    token: TokenOption = None,
+    allow_unjailed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unjailed",
+            help="With a non-loopback --host: serve even where candidates cannot be jailed (they could read "
+            "this user's processes and write anywhere this user can)",
+        ),
+    ] = False,
     db: NewDbOption = DEFAULT_DB,
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
+    from ksearch.server.access import AccessRefused, http_access
     from ksearch.server.mcp.server import serve as _serve
 
-    _serve(db, http=http, host=host, port=port, record=record)
+    try:
+        # the token rule is checked before anything is opened or bound; the jail rule before binding
+        access = http_access(host, token, "ksearch serve") if http else None
+        with refusals():
+            _serve(db, http=access, port=port, record=record, allow_unjailed=allow_unjailed)
+    except AccessRefused as e:
+        raise fail(str(e)) from None

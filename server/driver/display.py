@@ -339,6 +339,7 @@ class Display:
             out.append(
                 f"final: attempt {r.attempt_id}: {verdict_word(r.status)}, {_speed(r.speedup_vs_eager)} vs eager, "
                 f"{_speed(r.speedup_vs_compile)} vs {r.compile_baseline} on {', '.join(r.workloads)}{_on(r.device)}"
+                + (f", timed: {r.timing_protocol}" if r.timing_protocol else "")
             )
         if res.device == "cpu-interpreter" or (res.best_attempt_id is None and self.cpu_correct):
             out.append(

@@ -39,6 +39,7 @@ class RunArgs(BaseModel):
     branching: int = 1
     seed: int | None = None
     compile_mode: str | None = None  # of a new search's torch.compile baseline; None: "default"
+    timing_protocol: str | None = None  # of a new search; None: the task's owner's
     final: bool = True
     plain: bool = True
     verbose: bool = False  # round lines with the whole selection score
@@ -73,6 +74,7 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
             stagnation=a.stagnation,
             seed=a.seed,
             compile_mode=a.compile_mode or "default",
+            timing_protocol=a.timing_protocol,
         ),
         DriverSettings(max_attempts_per_intent=a.max_attempts, branching=a.branching, base_url=a.base_url),
     )
@@ -91,6 +93,12 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
             raise ToolFailure(
                 f"search {found.name} measures its torch.compile baseline in mode "
                 f"{found.config.compile_mode!r}, fixed when it was created; --compile-mode {a.compile_mode} "
+                "needs a new search (--new)"
+            )
+        if found is not None and a.timing_protocol and a.timing_protocol != found.config.timing_protocol:
+            raise ToolFailure(
+                f"search {found.name} is timed by the {found.config.timing_protocol!r} protocol, fixed when it was "
+                f"created (its figures compare only within one protocol); --timing-protocol {a.timing_protocol} "
                 "needs a new search (--new)"
             )
         prev = found if a.resume is not None else None

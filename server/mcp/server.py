@@ -29,7 +29,9 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticUndefined
 
 from ksearch.about import __version__
+from ksearch.server.access import HttpAccess
 from ksearch.server.mcp.args import RefuseUnknownArguments
+from ksearch.server.mcp.http import serve_http
 from ksearch.server.mcp.record import HostRecorder
 from ksearch.server.mcp.stdio_input import HostLines
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
@@ -559,12 +561,13 @@ def _evaluation_lines(out: EvaluationOut) -> list[str]:
             )
     timed = [t for t in ev.timings if t.device != CPU_INTERPRETER]
     if timed:
-        lines.append(f"timed on {timed[0].device}: median per call (95% CI)")
+        stat = "mean" if timed[0].statistic == "mean" else "median"
+        lines.append(f"timed on {timed[0].device} by the {ev.timing_protocol} protocol: {stat} per call (95% CI)")
     for t in ev.timings:
         if t.device == CPU_INTERPRETER:
             lines.append(f"{t.workload}: median {t.median_us:.0f} us in the CPU interpreter (not a speed)")
             continue
-        parts = [f"  {t.workload}: {t.median_us:.1f} us ({t.ci_low_us:.1f}-{t.ci_high_us:.1f})"]
+        parts = [f"  {t.workload}: {t.time_us:.1f} us ({t.ci_low_us:.1f}-{t.ci_high_us:.1f})"]
         if t.speedup_vs_eager is not None:
             parts.append(f"{t.speedup_vs_eager:.2f}x vs eager")
         if t.speedup_vs_compile is not None:
@@ -627,15 +630,21 @@ async def _run_stdio(ks: KsearchServer) -> None:
 
 
 def serve(
-    db: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765, record: Path | None = None
+    db: Path,
+    *,
+    http: HttpAccess | None = None,
+    port: int = 8765,
+    record: Path | None = None,
+    allow_unjailed: bool = False,
 ) -> None:
+    """stdio, or streamable HTTP under `http`'s token rule (server/mcp/http.py)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     ks = build_server(db, record=record)
 
     async def run() -> None:
         try:
-            if http:
-                await ks.mcp.run_streamable_http_async(host=host, port=port)
+            if http is not None:
+                await serve_http(ks, http, port, allow_unjailed=allow_unjailed)
             else:
                 await _run_stdio(ks)
         finally:

@@ -72,7 +72,7 @@ def _timings(ev: Evaluation) -> Markup | None:
             [
                 t.workload,
                 *([t.device] if per_row else []),
-                num(t.median_us, 2),
+                num(t.time_us, 2),
                 num(t.iqr_us, 2),
                 f"{t.ci_low_us:.2f}–{t.ci_high_us:.2f}",
                 str(t.n),
@@ -92,6 +92,9 @@ def _timings(ev: Evaluation) -> Markup | None:
             "CPU interpreter timings: functional only, not comparable with GPU timings.",
         )
     where = "" if per_row else f" on {devices[0]}"
+    stat = "mean" if ev.timings[0].statistic == "mean" else "median"
+    if ev.timing_protocol:
+        where += f", timed by the {ev.timing_protocol} protocol"
     return h(
         "section",
         {"class": "block"},
@@ -100,7 +103,7 @@ def _timings(ev: Evaluation) -> Markup | None:
             [
                 "workload",
                 *(["device"] if per_row else []),
-                "median us",
+                f"{stat} us",
                 "IQR",
                 "95% CI",
                 "n",

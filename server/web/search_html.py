@@ -22,6 +22,7 @@ from ksearch.server.web.parts import (
     text_block,
 )
 from ksearch.server.web.snapshot import SearchView
+from ksearch.tools.protocols import protocol_line
 from ksearch.worldmodel.models import Attempt, Edit, Node
 from ksearch.worldmodel.render import no_best
 
@@ -49,6 +50,7 @@ def summary(view: SearchView) -> Markup:
         ("status", status_badge(view.status)),
         ("round", str(s.round)),
         ("policy", s.config.policy + (f" ({s.config.model})" if s.config.model else "")),
+        ("timed", protocol_line(s.config.timing_protocol)),
         ("attempts", f"{len(view.attempts)} ({ok} correct & timed on a GPU)"),
         ("intents", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none yet"),
         (
@@ -69,6 +71,11 @@ def summary(view: SearchView) -> Markup:
                         f" vs eager · {speed(best.evaluation.speedup_vs_compile if best.evaluation else None)}"
                         f" vs {best.evaluation.compile_label if best.evaluation else 'torch.compile'}"
                         f" · attempt #{best.id}"
+                        + (
+                            f" · timed: {best.evaluation.timing_protocol}"
+                            if best.evaluation and best.evaluation.timing_protocol
+                            else ""
+                        )
                         + (f" on #{best.node_id}" if best.node_id is not None else ""),
                     ),
                 ]
