@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ksearch.server.access import TOKEN_HELP
+
 T = TypeVar("T")
 
 DEFAULT_DB = Path(".ksearch") / "ksearch.db"
@@ -36,6 +38,12 @@ NewDbOption = Annotated[
         help="SQLite database of the project (created if missing).",
         show_default=True,
     ),
+]
+
+# The bearer token of the HTTP faces (`serve --http`, `ui`); the rule is in ksearch.server.access.
+TokenOption = Annotated[
+    str | None,
+    typer.Option("--token", envvar="KSEARCH_TOKEN", show_envvar=True, help=TOKEN_HELP, show_default=False),
 ]
 
 

@@ -1,4 +1,4 @@
-"""`ksearch ui`: serve the live web page for a database (127.0.0.1 by default)."""
+"""`ksearch ui`: serve the live web page for a database (127.0.0.1 by default; elsewhere only with a token)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ksearch.server.cli.common import DEFAULT_DB, DbOption, console, err_console, fail, run_async
+from ksearch.server.cli.common import DEFAULT_DB, DbOption, TokenOption, console, fail, run_async, tell
 from ksearch.worldmodel.errors import NotFound
 
 
@@ -24,25 +24,25 @@ def ui(
     host: Annotated[
         str,
         typer.Option(
-            help="Bind address. The page can steer the search and has no login: "
-            "keep it on loopback unless the network is yours"
+            help="Bind address. The page can steer the search: an address other than loopback needs --token"
         ),
     ] = "127.0.0.1",
+    token: TokenOption = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """A local web page: the tree live, each attempt's code, diff and numbers, the score over rounds, and
     steering controls (add intent, priority, pin, veto, prune) that go through the same tools as the CLI."""
     import uvicorn
 
-    from ksearch.server.web.app import LOOPBACK, build_app
+    from ksearch.server.access import AccessRefused, http_access
+    from ksearch.server.web.app import build_app
 
+    try:
+        access = http_access(host, token, "ksearch ui")  # before the database is opened or a port bound
+    except AccessRefused as e:
+        raise fail(str(e)) from None
     search_id = run_async(check_target(db, search))
-    if host not in LOOPBACK:
-        err_console.print(
-            f"[yellow]warning:[/yellow] serving on {host}: anyone who can reach it can steer "
-            "this search (there is no login)"
-        )
-    app = build_app(db, default_search=search_id, host=host)
+    app = build_app(db, default_search=search_id, host=host, access=access)
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -51,6 +51,13 @@ def ui(
     console.print(
         f"ksearch ui: http://{shown}:{bound}{where} (database {db}; Ctrl-C to stop)", soft_wrap=True
     )
+    if access.token is not None:
+        tell(
+            "ksearch ui: "
+            + access.notice(f"http://{shown}:{bound}")
+            + f"; in a browser, open http://{shown}:{bound}{where}?token=<the token> once (the page then keeps "
+            "a cookie derived from it)"
+        )
     console.file.flush()
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

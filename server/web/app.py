@@ -10,7 +10,8 @@ again only when it changed, so another process writing to the same database show
 Safety: everything rendered is escaped (ksearch.server.web.html) and a strict Content-Security-Policy allows
 only this origin's own script and style. Writes need a JSON body (so a form on another site cannot
 post one without a CORS preflight, which this app never grants), a same-origin `Origin` when one is
-sent, and a Host header naming this server (against DNS rebinding).
+sent, and a Host header naming this server (against DNS rebinding). With a token (required off loopback),
+every request needs it first (ksearch.server.access).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ksearch.server.access import HttpAccess, page_middleware
 from ksearch.server.web import pages
 from ksearch.server.web.attempt_html import attempt_detail
 from ksearch.server.web.search_html import chart, default_attempt, first_selection, node_detail, summary, tree
@@ -207,8 +209,11 @@ def _node_json(n: Node) -> dict[str, Any]:
     return n.model_dump(mode="json")
 
 
-def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.1") -> Starlette:
-    """The app for one database; `host` is the bind address (it decides which Host headers are accepted)."""
+def build_app(
+    db: Path, default_search: int | None = None, host: str = "127.0.0.1", access: HttpAccess | None = None
+) -> Starlette:
+    """The app for one database; `host` is the bind address (it decides which Host headers are accepted);
+    `access` the token rule (ksearch.server.access), for every route, the JSON endpoints and writes included."""
     state = UiState(db, default_search)
 
     async def index(request: Request) -> Response:
@@ -345,7 +350,8 @@ def build_app(db: Path, default_search: int | None = None, host: str = "127.0.0.
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     middleware = [
-        Middleware(SecurityHeaders),
+        Middleware(SecurityHeaders),  # outermost: a 401 gets the same headers as a page
+        *page_middleware(access),
         Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host)),
     ]
     return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
