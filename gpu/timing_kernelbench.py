@@ -129,8 +129,9 @@ def time_like_kernelbench(
         out = fn(data)
         end.record()
         _sync()
+        elapsed_ms = start.elapsed_time(end)
         if trial >= discard_first:
-            samples.append(start.elapsed_time(end) * 1000.0)
+            samples.append(elapsed_ms * 1000.0)
             if after_each is not None:
                 after_each(trial - discard_first, out)
         if samples and trial + 1 < total and _perf() - t_start > wall_s:

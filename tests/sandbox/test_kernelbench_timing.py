@@ -1,0 +1,299 @@
+"""The `kernelbench` timing protocol: the loop of KernelBench's `time_execution_with_cuda_event` (checked here with
+fake CUDA events on the CPU, and against KernelBench's own function on a GPU), the sandbox taking the protocol on
+both, and KernelBench's correctness rule for plain KernelBench files."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import random
+import statistics
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from ksearch.gpu import checking, timing_kernelbench
+from ksearch.gpu.task import Tolerance
+from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.kernelbench_rules import KERNELBENCH_TOLERANCE, kernelbench_tolerance
+
+ROOT = Path(__file__).resolve().parents[2]
+KB_TIMING = ROOT / ".ext" / "kb" / "src" / "kernelbench" / "timing.py"
+
+
+# ---------------------------------------------------------------- the loop, with fake CUDA events
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.times: Iterator[float] = iter(())  # elapsed ms per event pair, in order
+        self.clock = 0.0
+
+
+class _FakeEvent:
+    log: _Log
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing
+
+    def record(self) -> None:
+        self.log.calls.append("record")
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        return next(self.log.times)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> _Log:
+    log = _Log()
+    _FakeEvent.log = log
+    monkeypatch.setattr(timing_kernelbench, "_Event", _FakeEvent)
+    monkeypatch.setattr(timing_kernelbench, "_sync", lambda: log.calls.append("sync"))
+    monkeypatch.setattr(timing_kernelbench, "_empty_cache", lambda: log.calls.append("empty_cache"))
+    monkeypatch.setattr(timing_kernelbench, "_device_name", lambda: "fake")
+    monkeypatch.setattr(timing_kernelbench, "_perf", lambda: log.clock)
+    return log
+
+
+def test_the_loop_is_kernelbenchs_warm_up_then_clear_and_events_around_each_trial(fake: _Log) -> None:
+    fake.times = iter([9.0, 1.0, 2.0, 3.0])  # the first trial is discarded, as upstream's discard_first=1
+
+    def fn(inputs: list[Any]) -> int:
+        fake.calls.append("call")
+        return 0
+
+    res = timing_kernelbench.time_like_kernelbench(
+        fn,
+        lambda k: fake.calls.append(f"in{k}") or [],  # type: ignore[func-returns-value]
+        warmup=2,
+        trials=3,
+        clear_l2=lambda: fake.calls.append("clear"),
+        host_check=False,
+    )
+    trial = ["sync", "clear", "record", "call", "record", "sync"]
+    assert fake.calls == [
+        *["in-1", "call", "sync", "in-2", "call", "sync"],  # warm-up: a synchronize after each call, no clear
+        "empty_cache",
+        *[x for k in range(4) for x in [f"in{k}", *trial]],
+    ]
+    assert res.samples_us == [1000.0, 2000.0, 3000.0] and res.mean_us == pytest.approx(2000.0)
+    assert res.summary.n == 3 and res.to_dict()["mean_us"] == pytest.approx(2000.0)
+    assert res.device == "fake" and res.flags == []
+
+
+def test_defaults_are_kernelbenchs_and_the_mean_is_of_the_kept_trials(fake: _Log) -> None:
+    ms = [random.uniform(0.5, 2.0) for _ in range(101)]
+    fake.times = iter(ms)
+    calls = []
+    res = timing_kernelbench.time_like_kernelbench(lambda x: calls.append(1), lambda k: [], host_check=False)
+    assert (
+        len(calls) == timing_kernelbench.WARMUP + timing_kernelbench.TRIALS + timing_kernelbench.DISCARD_FIRST
+    )
+    assert (timing_kernelbench.WARMUP, timing_kernelbench.TRIALS, timing_kernelbench.DISCARD_FIRST) == (
+        3,
+        100,
+        1,
+    )
+    assert timing_kernelbench.REFERENCE_WARMUP == 5
+    assert res.summary.n == 100 and res.mean_us == pytest.approx(statistics.fmean(ms[1:]) * 1000.0)
+
+
+def test_each_output_lives_until_the_next_call_returns(fake: _Log) -> None:
+    """Upstream assigns each result to `_`: the previous one is freed only once the next call has returned."""
+    fake.times = iter([1.0] * 4)
+
+    class Out:
+        pass
+
+    alive_at_entry: list[bool] = []
+    last: list[weakref.ref[Out]] = []
+
+    def fn(inputs: list[Any]) -> Out:
+        gc.collect()
+        alive_at_entry.append(bool(last) and last[-1]() is not None)
+        out = Out()
+        last.append(weakref.ref(out))
+        return out
+
+    timing_kernelbench.time_like_kernelbench(fn, lambda k: [], warmup=1, trials=3, host_check=False)
+    # warm-up results are dropped at once; from the second trial on the previous trial's output is alive
+    assert alive_at_entry == [False, False, True, True, True]
+    gc.collect()
+    assert all(r() is None for r in last)  # and nothing is kept after the loop
+
+
+def test_outputs_of_kept_trials_are_handed_to_the_check(fake: _Log) -> None:
+    fake.times = iter([1.0] * 4)
+    seen: list[tuple[int, int]] = []
+    count = iter(range(100))
+    timing_kernelbench.time_like_kernelbench(
+        lambda x: next(count),
+        lambda k: [],
+        warmup=1,
+        trials=3,
+        after_each=lambda t, out: seen.append((t, out)),
+        host_check=False,
+    )
+    assert seen == [(0, 2), (1, 3), (2, 4)]  # call 0 warmed up, call 1 was the discarded trial
+
+
+def test_a_loop_past_its_wall_limit_stops_and_says_so(fake: _Log) -> None:
+    fake.times = iter([1.0] * 10)
+
+    def slow(inputs: list[Any]) -> None:
+        fake.clock += 1.0
+
+    res = timing_kernelbench.time_like_kernelbench(
+        slow, lambda k: [], warmup=1, trials=8, wall_s=3.5, host_check=False
+    )
+    # warm-up and the discarded trial take 2 s; two kept trials later the clock is past 3.5 s
+    assert res.summary.n == 2 and res.flags and "stopped after 2 of 8 trials" in res.flags[0]
+    assert res.flags[0].startswith("note:")  # a note: it never changes the evaluation's status
+
+
+def test_the_l2_clear_is_kernelbenchs_256_mib_of_int64() -> None:
+    assert timing_kernelbench.L2_CLEAR_SHAPE == (32, 1024, 1024)
+    n = 1
+    for d in timing_kernelbench.L2_CLEAR_SHAPE:
+        n *= d
+    assert n * 8 == 256 << 20 and timing_kernelbench.L2_CLEAR_VALUE == 42
+
+
+# ---------------------------------------------------------------- KernelBench's correctness rule
+
+
+def test_kernelbench_tolerance_per_precision() -> None:
+    assert KERNELBENCH_TOLERANCE == {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+    tol = kernelbench_tolerance()
+    for dtype, t, most in (("float32", 1e-4, 1.0002), ("float16", 1e-2, 1.013), ("bfloat16", 1e-2, 1.027)):
+        atol, rtol = tol.for_dtype(dtype)
+        assert atol == rtol and t / (1 - t) <= atol <= most * t
+    assert tol.for_dtype("float8_e4m3fn") == Tolerance().for_dtype("float8_e4m3fn")  # no KernelBench rule
+    assert tol.mismatch_ratio == 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_whatever_kernelbenchs_allclose_accepts_ksearch_accepts(dtype: torch.dtype) -> None:
+    name = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
+    t = KERNELBENCH_TOLERANCE[name]
+    g = torch.Generator().manual_seed(0)
+    ref = (torch.randn(4096, generator=g) * 10).to(dtype)
+    # right at allclose's edge, on both sides of the reference: |ref - got| = t + t * |got|, where the
+    # candidate-relative term lets a larger |got| pass further out than a reference-relative one would
+    r = ref.double()
+    unwidened = Tolerance(atol={str(ref.dtype)[6:]: t}, rtol={str(ref.dtype)[6:]: t})
+    narrower = []
+    for s in (1.0, -1.0):  # away from zero (the candidate-relative term is the larger), then towards it
+        for nudge in (0.999, 1.0, 1.001, 1.01):
+            got = (r + s * torch.sign(r) * nudge * t * (1 + r.abs()) / (1 - s * t)).to(dtype)
+            ok = torch.isclose(ref, got, atol=t, rtol=t)  # KernelBench: torch.allclose(reference, candidate)
+            if ok.any():
+                chk = checking.compare_tensor(got[ok], ref[ok], kernelbench_tolerance())
+                assert chk.passed, (s, nudge, chk.message)
+                narrower.append(not checking.compare_tensor(got[ok], ref[ok], unwidened).passed)
+    assert any(narrower)  # t itself, reference-relative, would have rejected some of what allclose accepts
+
+
+def test_a_plain_kernelbench_file_gets_kernelbenchs_rule_a_native_task_keeps_its_own(tmp_path: Path) -> None:
+    plain = tmp_path / "19_ReLU.py"
+    plain.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+        "def get_inputs():\n    return [torch.rand(16, 8)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    assert load_task(str(plain)).tolerance == kernelbench_tolerance()
+    native = tmp_path / "relu_native.py"
+    native.write_text(plain.read_text() + '\nMETA = {"op": "relu"}\n')
+    assert load_task(str(native)).tolerance == Tolerance()
+    assert load_task("softmax").tolerance.for_dtype("float32")[0] == 1e-7  # the suite keeps its own rules
+
+
+# ---------------------------------------------------------------- the sandbox, CPU and GPU
+
+
+@pytest.mark.anyio
+@pytest.mark.cpu
+async def test_the_cpu_interpreter_takes_the_protocol(sandbox: Any, affine: Any, cand: Any, st: Any) -> None:
+    ev = await sandbox.evaluate(cand("good_triton"), affine, st("small", timing_protocol="kernelbench"))
+    assert ev.status == "ok", (ev.error, ev.flags)
+    t = ev.timings[0]
+    assert t.device == "cpu-interpreter" and t.protocol == "kernelbench" and t.statistic == "mean"
+
+
+def _upstream_timing() -> Any:
+    """KernelBench's own timing.py, loaded as a file (it imports torch, numpy and the standard library only)."""
+    spec = importlib.util.spec_from_file_location("kb_upstream_timing", KB_TIMING)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _plain_kernelbench_loop(fn: Any, args: list[Any], trials: int) -> float:
+    """The same protocol written out plainly: 3 warm-up calls, a discarded trial, a 256 MiB int64 fill before each."""
+    for _ in range(3):
+        fn(*args)
+        torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    times = []
+    for trial in range(trials + 1):
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.empty((32, 1024, 1024), dtype=torch.int64, device="cuda").fill_(42)
+        s.record()
+        _ = fn(*args)
+        e.record()
+        torch.cuda.synchronize()
+        if trial:
+            times.append(s.elapsed_time(e) * 1000.0)
+    return statistics.fmean(times)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("op", ["elementwise", "matmul", "launches"])
+def test_the_protocols_mean_matches_kernelbenchs_own_timing(op: str) -> None:
+    x = torch.randn(4096, 4096, device="cuda")
+    fns = {
+        "elementwise": lambda a: a * 2.0 + 1.0,
+        "matmul": lambda a: a @ a,
+        "launches": lambda a: torch.relu(a + 1.0).sum(dim=1) * 0.5,  # several kernels per call
+    }
+    f = fns[op]
+    upstream = _upstream_timing() if KB_TIMING.is_file() else None
+    ours, theirs = [], []
+    for _ in range(3):  # interleaved: the GPU's clocks drift alike for both
+        ours.append(
+            timing_kernelbench.time_like_kernelbench(
+                lambda a: f(*a), lambda k: [x], clear_l2=timing_kernelbench.l2_clearer(x.device)
+            ).mean_us
+        )
+        if upstream is not None:
+            ms = upstream.time_execution_with_cuda_event(
+                f, [x], num_trials=100, verbose=False, device=x.device
+            )
+            theirs.append(statistics.fmean(ms) * 1000.0)
+        else:
+            theirs.append(_plain_kernelbench_loop(f, [x], 100))
+    a, b = min(v for v in ours if v), min(theirs)
+    assert abs(a / b - 1) < 0.05, (op, ours, theirs)
+
+
+@pytest.mark.gpu
+@pytest.mark.anyio
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("final", [False, True], ids=["search", "final"])
+async def test_the_sandbox_times_candidate_and_baseline_as_kernelbench(
+    sandbox: Any, affine: Any, cand: Any, st: Any, final: bool
+) -> None:
+    settings = st("small", timing_protocol="kernelbench", final=final, max_reps=200)
+    ev = await sandbox.evaluate(cand("good_triton"), affine, settings)
+    assert ev.status == "ok", (ev.error, ev.flags)
+    t = ev.timings[0]
+    assert t.protocol == "kernelbench" and t.statistic == "mean" and t.n == 100
+    assert t.mean_us is not None and t.time_us == t.mean_us and t.eager_median_us is not None
+    assert not any(f.startswith(("recheck_failed", "final_recheck_failed", "stale_output")) for f in ev.flags)
