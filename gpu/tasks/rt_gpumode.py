@@ -29,13 +29,13 @@ import torch
 
 from ksearch.gpu.checking import poisoned_allocations
 from ksearch.gpu.task import Cost, Task, TaskError, Workload
+from ksearch.gpu.tasks.input_cache import InputCache
 from ksearch.gpu.tasks.rt_common import (
     CandidateError,
     as_result,
     clone_data,
     load_file_module,
     seed_everything,
-    to_device,
 )
 from ksearch.worldmodel.models import WorkloadCorrectness
 
@@ -58,6 +58,7 @@ class GpuModeRuntime:
                 load_file_module(p, name)
         self.reference = load_file_module(Path(modules["reference"]))
         self._last: dict[str, list] = {}
+        self.inputs = InputCache()  # TriMul-like generators draw on the CPU: each (workload, seed) once
 
     def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
         """Fresh inputs for a trial: the workload's own seed combined with `seed`."""
@@ -79,12 +80,16 @@ class GpuModeRuntime:
             raise TaskError(f"task {self.task.name!r} needs a GPU: {why}; this machine runs it on the CPU")
         if "seed" in inspect.signature(gen).parameters or "seed" in params:
             params["seed"] = seed
-        # An output buffer the generator leaves uninitialised (torch.empty) holds NaN, not whatever an
-        # earlier evaluation left in that memory: with the same seed, possibly the very answer.
-        with poisoned_allocations("nan"):
-            seed_everything(seed)
-            data = gen(**params)
-        inputs = [to_device(data, device)]
+
+        def draw() -> Any:
+            # An output buffer the generator leaves uninitialised (torch.empty) holds NaN, not whatever an
+            # earlier evaluation left in that memory: with the same seed, possibly the very answer.
+            with poisoned_allocations("nan"):
+                seed_everything(seed)
+                return gen(**params)
+
+        key = (workload.name, repr(sorted(params.items())), seed)
+        inputs = [self.inputs.get(key, draw, device)]
         self._last[workload.name] = inputs
         return inputs
 
