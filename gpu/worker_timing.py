@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ksearch.gpu import checking, guard, hardware, timing, timing_kernelbench
+from ksearch.gpu import checking, guard, hardware, timing, timing_flashinfer, timing_kernelbench
 from ksearch.gpu.tasks.rt_common import clone_data
 from ksearch.gpu.worker_core import CandidateFailure, WorkerCore, restore_precision
 from ksearch.worldmodel.models import EvalSettings
@@ -107,6 +107,8 @@ class Timing(WorkerCore):
         if st.timing_protocol == "kernelbench" and not self.cpu_mode:  # the CPU interpreter: time_cpu below
             return timing_kernelbench.benchmark(self, args)
         which = args.get("which", "candidate")
+        if st.timing_protocol == "flashinfer" and not self.cpu_mode:  # the CPU interpreter: time_cpu below
+            return timing_flashinfer.benchmark(self, wl, st, which, args)
         seed = st.seed + 1000  # timing inputs differ from the correctness trials
         like_gpumode = st.timing_protocol == "gpumode" and not self.cpu_mode
         copied = self.rt.copies_per_call

@@ -177,6 +177,38 @@ class FlashInferRuntime:
 
         return call_dps
 
+    def timed_call(
+        self, module: types.ModuleType | None, workload: Workload, device: str | torch.device, inputs: list
+    ) -> tuple[Callable[[], Any], Callable[[Any], Any], tuple[torch.Tensor, ...]]:
+        """One trial's call as FlashInfer-Bench's runner times it, and how to read its output.
+
+        `module` None: the reference. The call is `run` on the bound inputs, nothing around it (no no_grad,
+        no output normalization: the runner's timed call is the entry point itself). In destination-passing
+        style the outputs are allocated once for the trial and every call writes into the same ones, as the
+        runner's `allocate_outputs` does (here NaN-filled, so a call that skips writing shows). The second
+        callable turns a call's return value into the outputs in definition order, for the checks; the tuple
+        holds the outputs a destination-passing call writes into (empty in value-returning style)."""
+        kwargs = self._kwargs(inputs)
+        if module is None:
+            ref_run = self.reference.run
+            return (lambda: ref_run(**kwargs)), (lambda v: self._ordered(v, "the reference run()")), ()
+        run = getattr(module, "run", None)
+        if run is None:
+            raise CandidateError("the candidate defines no `run`")
+        if not self.destination_passing(module):
+            return (lambda: run(**kwargs)), (lambda v: self._ordered(v, "the candidate's run()")), ()
+        outs = {
+            n: poisoned(self._shape(s, workload), s["dtype"], device)
+            for n, s in self.outputs.items()
+            if s["shape"] is not None
+        }
+        if len(outs) != len(self.outputs):
+            raise CandidateError(
+                "destination-passing style cannot return scalar outputs; return them instead"
+            )
+        values = tuple(outs.values())
+        return (lambda: run(**kwargs, **outs)), (lambda _v: values[0] if len(values) == 1 else values), values
+
     # ------------------------------------------------------------------ judging
 
     def check(
