@@ -2,11 +2,16 @@
 
 One worker slot per visible GPU (one in CPU mode), each process pinned with CUDA_VISIBLE_DEVICES,
 started with a scrubbed environment in its own scratch directory and process group, inside
-ksearch.gpu.jail where the machine allows it (own PID namespace, read-only filesystem but for its scratch
-directory and compiler caches). A call that does not answer within its timeout, a worker that dies
-(segfault, abort, CUDA context lost), one that grows past the host-memory limit or one whose caller
-gave up is killed; the caller gets a `WorkerError` saying which, and the slot gets a fresh process
-for the next caller.
+ksearch.gpu.jail where the machine allows it (own PID and network namespaces, a root showing only what
+gpu/jail_view.py lists and the task's files, its own GPU's device node alone, limits on processes, host
+memory and scratch disk). A call that does not answer within its timeout, a worker that dies (segfault,
+abort, CUDA context lost), one that goes over a limit or one whose caller gave up is killed; the caller
+gets a `WorkerError` saying which, and the slot gets a fresh process for the next caller. After each reply
+of a jailed worker the jail is asked to measure at once, so a verdict over a limit is the call's that went
+over it, never the next candidate's.
+
+A jailed process sees only the task files it was started with: a slot asked to serve another task's
+files (`ensure_view`) replaces its process (and its spare) with one that shows them.
 
 A slot with `spare` keeps a second process started ahead, idle, that has never been handed out and so
 never ran candidate code: when the slot's process is killed or replaced, the spare takes over at once
@@ -25,26 +30,30 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ksearch.gpu import jail
+from ksearch.gpu import jail, jail_view
+from ksearch.gpu.jail_limits import RESOURCE_LIMIT, Limits
 from ksearch.gpu.scrub import scrubbed_env
 from ksearch.worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")
 
-FaultKind = Literal["crash", "timeout", "memory", "start", "cancelled"]
+FaultKind = Literal["crash", "timeout", "memory", "limit", "start", "cancelled"]
 Mode = Literal["candidate", "baseline"]
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class WorkerError(KsearchError):
-    """The worker could not answer: it crashed, timed out, ran out of host memory, or never started."""
+    """The worker could not answer: it crashed, timed out, went over a resource limit (kind "memory" from
+    the pool's own watch, "limit" from the jail's: processes, host memory, scratch disk), or never started."""
 
     def __init__(
         self, kind: FaultKind, message: str, *, returncode: int | None = None, stderr: str = ""
@@ -87,11 +96,23 @@ def compiler_cache_env(caches: Path) -> dict[str, str]:
 class _Process:
     """One OS process of a worker slot: its pipes, output readers, memory watch and pending calls."""
 
-    def __init__(self, slot: int, scratch: Path, mode: Mode, memory_limit_bytes: int) -> None:
+    def __init__(
+        self,
+        slot: int,
+        scratch: Path,
+        mode: Mode,
+        memory_limit_bytes: int,
+        readable: frozenset[str] = frozenset(),
+    ) -> None:
         self.slot = slot
         self.scratch = scratch  # its own directory (cwd and HOME), removed when it is discarded
         self.mode = mode
         self.memory_limit_bytes = memory_limit_bytes
+        self.readable = readable  # the task files its jail shows
+        # the limit-check socket of its jail: this side, and the jail's (passed to it, then closed here)
+        self.control: socket.socket | None = None
+        self.jail_end: socket.socket | None = None
+        self._ctl: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self.hello: dict[str, Any] | None = None
         self.ran_candidate = False  # whether this process has loaded candidate code
         self.started: asyncio.Task[None] | None = None  # its start, from `launch`
@@ -103,6 +124,7 @@ class _Process:
         self._hello_fut: asyncio.Future[dict[str, Any]] | None = None
         self._death: WorkerError | None = None
         self._killed_for: FaultKind | None = None
+        self._verdict: str | None = None  # the jail's resource-limit verdict, once it gave one
         self._group_gone = False
 
     @property
@@ -149,16 +171,24 @@ class _Process:
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.scratch.mkdir(parents=True, exist_ok=True)
         self._hello_fut = asyncio.get_running_loop().create_future()
-        self._proc = await asyncio.create_subprocess_exec(
-            *cmd,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=self.scratch,
-            env=env,
-            start_new_session=True,
-            limit=64 << 20,
-        )
+        jail_end, self.jail_end = self.jail_end, None
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.scratch,
+                env=env,
+                start_new_session=True,
+                limit=64 << 20,
+                pass_fds=(jail_end.fileno(),) if jail_end is not None else (),
+            )
+        finally:
+            if jail_end is not None:
+                jail_end.close()  # the jail's init holds it now
+        if self.control is not None:
+            self._ctl = await asyncio.open_unix_connection(sock=self.control)
         self._tasks = [
             asyncio.create_task(self._read_stdout()),
             asyncio.create_task(self._read_stderr()),
@@ -191,6 +221,14 @@ class _Process:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks = []
+        if self._ctl is not None:
+            self._ctl[1].close()
+            self._ctl = None
+        elif self.control is not None:
+            self.control.close()
+        if self.jail_end is not None:  # never started
+            self.jail_end.close()
+            self.jail_end = None
 
     def kill_now(self) -> None:
         """SIGKILL the whole group without waiting."""
@@ -289,10 +327,13 @@ class _Process:
 
     def _death_error(self, rc: int) -> WorkerError:
         tail = self.stderr_tail()
+        verdict = self._verdict or (jail.limit_verdict(tail) if rc == jail.EXIT_RESOURCE_LIMIT else None)
+        if verdict is not None:
+            return WorkerError("limit", f"{verdict}; the worker was killed", returncode=rc, stderr=tail)
         if self._killed_for == "memory":
             return WorkerError(
                 "memory",
-                f"the worker exceeded the host-memory limit of "
+                f"resource_limit: host memory: the worker exceeded the host-memory limit of "
                 f"{self.memory_limit_bytes / 2**30:.1f} GiB and was killed",
                 returncode=rc,
                 stderr=tail,
@@ -374,8 +415,35 @@ class _Process:
         if reply.get("fatal"):
             await self._proc.wait()  # the worker leaves by itself after a fatal CUDA error
             self._death = WorkerError("crash", "CUDA context lost", returncode=self._proc.returncode)
+        elif op != "exit":
+            await self._ask_jail()
         reply.setdefault("seconds", time.monotonic() - t0)
         return reply
+
+    async def _ask_jail(self, timeout_s: float = 60.0) -> None:
+        """Have the jail measure its limits now (jailed processes only); over one, the process is gone and
+        this raises its death, so the reply just read is not used."""
+        if self._ctl is None or self._proc is None:
+            return
+        reader, writer = self._ctl
+        try:
+            writer.write(b"?\n")
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.readline(), timeout_s)
+        except (OSError, TimeoutError):
+            answer = b""
+        if answer.startswith(b"ok"):
+            return
+        if answer.startswith(RESOURCE_LIMIT.encode()):
+            self._verdict = answer.decode(errors="replace").strip()
+            self._killed_for = "limit"
+        try:
+            await asyncio.wait_for(self._proc.wait(), 10.0)
+        except TimeoutError:
+            await self.kill("crash")
+        await asyncio.sleep(0.05)  # the stderr reader drains the last lines
+        self._death = self._death or self._death_error(self._proc.returncode or -1)
+        raise self._death
 
 
 class WorkerProcess:
@@ -396,11 +464,13 @@ class WorkerProcess:
         extra_env: dict[str, str] | None = None,
         jailed: bool = False,
         spare: bool = False,
+        limits: Limits | None = None,
     ) -> None:
         self.slot = slot
-        self.jailed = (
-            jailed  # run inside ksearch.gpu.jail: own PID namespace, read-only outside scratch/caches
-        )
+        self.jailed = jailed  # run inside ksearch.gpu.jail (see the module's docstring)
+        # a jailed process's limits; its host memory is the pool's memory limit
+        self.limits = replace(limits or Limits(), memory_bytes=memory_limit_bytes)
+        self.readable: frozenset[str] = frozenset()  # task files its jail shows (see ensure_view)
         self.gpu = gpu
         self.root = root  # this sandbox's own directory: scratch dirs of its workers
         self.shared = shared  # compiler caches shared by every sandbox on the machine
@@ -409,6 +479,7 @@ class WorkerProcess:
         self.memory_limit_bytes = memory_limit_bytes
         self.start_timeout_s = start_timeout_s
         self.extra_env = dict(extra_env or {})
+        self.inputs_s = 0.0  # host seconds its processes reported drawing inputs (every process of the slot)
         self.spare = spare
         self.starts = 0  # processes that have served this slot
         self.spares_taken = 0  # of those, the ones a spare supplied (no cold start waited for)
@@ -453,12 +524,27 @@ class WorkerProcess:
         """Send one request to the slot's process and wait for its reply (see `_Process.call`)."""
         if self._cur is None:
             raise WorkerError("crash", "the worker is not running")
-        return await self._cur.call(op, args, timeout_s)
+        reply = await self._cur.call(op, args, timeout_s)
+        self.inputs_s += float(reply.get("inputs_s") or 0.0)
+        return reply
 
     # ------------------------------------------------------------------ starting and replacing
+    def gpu_view(self) -> tuple[list[str], str]:
+        """(the device nodes its jail shows, CUDA_VISIBLE_DEVICES): a jailed GPU worker sees its own GPU's
+        node alone and names it by UUID (CUDA numbers the GPUs it can open from 0, so an index could name
+        none); unjailed, the index."""
+        if self.cpu_mode or self.gpu is None:
+            return [], ""
+        if not self.jailed:
+            return [], str(self.gpu)
+        dev = jail_view.gpu_devices().get(str(self.gpu))
+        if dev is None:
+            return [f"/dev/nvidia{self.gpu}"], str(self.gpu)
+        return [dev.node], dev.uuid or str(self.gpu)
+
     def _env(self, scratch: Path, mode: Mode) -> dict[str, str]:
         extra = {
-            "CUDA_VISIBLE_DEVICES": "" if self.cpu_mode else str(self.gpu),
+            "CUDA_VISIBLE_DEVICES": self.gpu_view()[1],
             "TRITON_INTERPRET": "1" if self.cpu_mode else "0",
             **compiler_cache_env(self._caches(mode)),
             "KSEARCH_WORKER": json.dumps(
@@ -472,14 +558,38 @@ class WorkerProcess:
         n = next(self._serial)
         # one directory per process, none a prefix of another's name (w0-001, w0-002, ..., w1-001)
         scratch = self.root / f"w{self.slot}-{n:03d}"
-        p = _Process(self.slot, scratch, mode, self.memory_limit_bytes)
+        p = _Process(self.slot, scratch, mode, self.memory_limit_bytes, self.readable)
         caches = self._caches(mode)
         caches.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "ksearch.gpu.worker"]
         if self.jailed:
-            cmd = jail.wrap(cmd, [scratch, caches])
+            p.control, p.jail_end = socket.socketpair()
+            cmd = jail.wrap(
+                cmd,
+                [scratch],
+                caches=[caches],
+                readable=sorted(self.readable),
+                devices=self.gpu_view()[0],
+                limits=self.limits,
+                control_fd=p.jail_end.fileno(),
+            )
         p.launch(cmd, self._env(scratch, mode), self.start_timeout_s, jailed=self.jailed, after=after)
         return p
+
+    async def ensure_view(self, paths: Iterable[str]) -> None:
+        """Make `paths` (a task's files: jail_view.task_paths) visible to the slot's process. A jail shows
+        only what it was started with: a process without them is replaced, and the slot's later processes
+        show them too. Nothing to do unjailed, or for files inside the ksearch package (built-in tasks)."""
+        if not self.jailed:
+            return
+        wanted = {p for p in paths if not jail_view.in_package(p)}
+        self.readable = self.readable | wanted
+        cur = self._cur
+        if cur is not None and cur.usable and wanted <= cur.readable:
+            return
+        if cur is None:
+            return  # the first start shows them
+        await self.restart(self.mode)
 
     def _discard_later(self, p: _Process) -> asyncio.Task[None]:
         p.kill_now()  # killed now; reaped and its directory removed in the background
@@ -493,7 +603,8 @@ class WorkerProcess:
         old process is gone. The old one is discarded either way."""
         self.mode = mode
         old, sp = self._cur, self._spare
-        if sp is not None and not sp.usable:  # it died waiting: no use
+        if sp is not None and (not sp.usable or not self.readable <= sp.readable):
+            # it died waiting, or does not show the task files the slot now needs: no use
             self._spare = None
             self._discard_later(sp)
             sp = None
@@ -591,10 +702,12 @@ class WorkerPool:
         await asyncio.gather(*(w.ensure_started() for w in self.workers))
 
     @contextlib.asynccontextmanager
-    async def acquire(self) -> AsyncIterator[WorkerProcess]:
+    async def acquire(self, files: Iterable[str] = ()) -> AsyncIterator[WorkerProcess]:
+        """A worker for one caller at a time; `files`: a task's files its jail must show (ensure_view)."""
         q = self._queue()
         w = await q.get()
         try:
+            await w.ensure_view(files)
             await w.ensure_started()
             yield w
         finally:

@@ -14,6 +14,7 @@ on the device (inside `with torch.device(device)` after `torch.manual_seed(seed)
 
 from __future__ import annotations
 
+import time
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ class TaskRuntime:
 
     def __init__(self, task: Task) -> None:
         self.task = task
+        self.inputs_s = 0.0  # host seconds spent drawing inputs (GPU draws: their launch time only)
         if task.style == "flashinfer":
             from ksearch.gpu.tasks.rt_flashinfer import FlashInferRuntime
 
@@ -46,7 +48,11 @@ class TaskRuntime:
 
     def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
         """Forward inputs for one trial: the same seed gives the same values, signed and varied."""
-        return self._impl.make_inputs(workload, seed, device)
+        t0 = time.perf_counter()
+        try:
+            return self._impl.make_inputs(workload, seed, device)
+        finally:
+            self.inputs_s += time.perf_counter() - t0
 
     def build_reference(self, workload: Workload, device: str) -> Callable[[list], Any]:
         """A callable inputs -> output (tensor or tuple of tensors) computing the reference."""
@@ -88,7 +94,11 @@ class TaskRuntime:
     def task_inputs(self, workload: Workload, device: str) -> list | None:
         """The inputs the task's own evaluator times (its fixed seeds), for formats that have them, else None."""
         fn = getattr(self._impl, "task_inputs", None)
-        return fn(workload, device) if fn else None
+        t0 = time.perf_counter()
+        try:
+            return fn(workload, device) if fn else None
+        finally:
+            self.inputs_s += time.perf_counter() - t0
 
     def tolerance(self) -> Tolerance:
         return self.task.tolerance

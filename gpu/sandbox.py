@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu import jail, ncu
+from ksearch.gpu import jail, jail_view, ncu
 from ksearch.gpu.compiler import StaticCompiler
 from ksearch.gpu.kvcache import JsonFileCache, KVCache
 from ksearch.gpu.pool import WorkerError, WorkerPool, WorkerProcess
@@ -213,6 +213,10 @@ class LocalSandbox(EvalSteps, Sandbox):
             timeout_s=dryrun_timeout_s,
         )
 
+    def _files(self, task: Task) -> list[str]:
+        """The task's own files, which a jailed worker must be shown (jail_view.task_paths)."""
+        return jail_view.task_paths(task) if self.jailed else []
+
     # ------------------------------------------------------------------ facts
     async def start(self) -> None:
         """Start every worker now (otherwise they start on first use)."""
@@ -319,7 +323,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         # Triton compiles at its first launch: load the module and launch once on the smoke workload
         wl = smoke_name(task)
         run = Run(candidate, EvalSettings(seed=0, trials=1, workloads=[wl]), task)
-        async with self.pool.acquire() as w:
+        async with self.pool.acquire(self._files(task)) as w:
             if await self._load(w, run, task):
                 await self._correctness(w, run, task, wl)
                 if run.ran:
@@ -382,32 +386,41 @@ class LocalSandbox(EvalSteps, Sandbox):
                     "Only the static nvcc compile ran (see compile); correctness and timing need a GPU.",
                 )
                 return finish(run, report, env, self.arch)
-            async with self.pool.acquire() as w:
+            t_wait = time.perf_counter()
+            async with self.pool.acquire(self._files(task)) as w:
+                run.steps["wait_for_worker"] = time.perf_counter() - t_wait
+                drawn = w.inputs_s
                 if timing and not env.cpu_mode:
-                    await self._ensure_ceilings(w, env)
+                    with run.step("gpu_ceilings"):
+                        await self._ensure_ceilings(w, env)
                 await say("loading", 0.05)
-                if await self._load(w, run, task):
-                    for i, wl in enumerate(names):
-                        await say(f"correctness: {wl}", 0.1 + 0.4 * i / len(names))
-                        await self._correctness(w, run, task, wl)
-                        if (
-                            run.status in ("crash", "timeout", "interpreter_timeout")
-                            or run.runtime_compile is not None
-                            or not w.alive
-                        ):
-                            break
-                    if run.ran and w.alive:
-                        await self._collect_kernels(w, run)
+                with run.step("load"):
+                    loaded = await self._load(w, run, task)
+                if loaded:
+                    with run.step("correctness"):
+                        for i, wl in enumerate(names):
+                            await say(f"correctness: {wl}", 0.1 + 0.4 * i / len(names))
+                            await self._correctness(w, run, task, wl)
+                            if (
+                                run.status in ("crash", "timeout", "interpreter_timeout")
+                                or run.runtime_compile is not None
+                                or not w.alive
+                            ):
+                                break
+                        if run.ran and w.alive:
+                            await self._collect_kernels(w, run)
                     all_ok = run.status is None and all(c.passed for c in run.correctness)
                     if timing and all_ok and w.alive:
                         ceil = await self.ceilings(w) if not env.cpu_mode else {}
-                        await self._timing(w, run, task, names, env, say, ceil)
+                        await self._timing(w, run, task, names, env, say, ceil)  # steps timing, baselines
                     if profile_workload and all_ok and not env.cpu_mode and w.alive:
                         await say(f"profiling: {profile_workload}", 0.95)
                         try:
-                            profile = await self._profile_on(w, candidate, task, profile_workload, None)
+                            with run.step("profile"):
+                                profile = await self._profile_on(w, candidate, task, profile_workload, None)
                         except SandboxError as e:
                             run.flag(f"note: profiling failed: {e}")
+                run.steps["inputs"] = w.inputs_s - drawn
             report = await static
             await say("done", 1.0)
             return finish(run, report, env, self.arch, profile=profile, timing=timing)
@@ -425,7 +438,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         if self.cpu_mode:
             raise SandboxError("profiling needs a GPU; this machine has none (CPU interpreter mode)")
         task.workload(workload)  # a clear TaskError for an unknown name
-        async with self.pool.acquire() as w:
+        async with self.pool.acquire(self._files(task)) as w:
             return await self._profile_on(w, candidate, task, workload, kernel)
 
     async def _profile_on(
@@ -452,7 +465,7 @@ class LocalSandbox(EvalSteps, Sandbox):
             return {}
         names = settings.workloads or [w.name for w in task.by_split("search")]
         run = Run(Candidate.of("# reference times only\n", "triton"), settings)
-        async with self.pool.acquire() as w:
+        async with self.pool.acquire(self._files(task)) as w:
             if not self.clean_baselines:
                 reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
                 if not reply.get("ok"):

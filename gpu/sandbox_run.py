@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ksearch.gpu import occupancy
@@ -67,6 +69,16 @@ class Run:
         self.runtime_kernels: list[dict[str, Any]] = []
         self.ran = False  # the candidate was loaded and called at least once
         self.pure_pytorch = False  # the kernel audit saw no kernel of the candidate's own run
+        self.steps: dict[str, float] = {}  # where the seconds went, by step
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Add the wall time of the block to step `name`."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.steps[name] = self.steps.get(name, 0.0) + time.perf_counter() - t0
 
     def flag(self, *flags: str) -> None:
         for f in flags:
@@ -207,5 +219,13 @@ def finish(
         flags=run.flags,
         error=run.error[:6000] if run.error else None,
         seconds=time.perf_counter() - run.t0,
+        seconds_by_step=_steps(run, report),
         pure_pytorch=run.pure_pytorch,
     )
+
+
+def _steps(run: Run, report: CompileReport | None) -> dict[str, float]:
+    out = dict(run.steps)
+    if report is not None and report.seconds:
+        out["compile"] = report.seconds
+    return {k: round(v, 3) for k, v in out.items() if v >= 0.0005}

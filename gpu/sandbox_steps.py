@@ -8,6 +8,7 @@ evaluation's `Run` (a status and a message a model can act on), never raised.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -330,6 +331,7 @@ class EvalSteps:
         give each timing its baselines."""
         st = run.settings
         measured: list[tuple[str, dict[str, Any]]] = []
+        t_timing = time.perf_counter()
         for i, wl in enumerate(names):
             await say(f"timing: {wl}", 0.5 + 0.4 * i / len(names))
             timeout = self.call_timeout_s + timing_s(st)
@@ -351,7 +353,9 @@ class EvalSteps:
                 run.fail(status, f"the candidate failed while being timed on {wl!r}: {f['message']}")
                 return
             measured.append((wl, res))
-        base = await self._baselines(w, run, task, names, env)
+        run.steps["timing"] = run.steps.get("timing", 0.0) + time.perf_counter() - t_timing
+        with run.step("baselines"):
+            base = await self._baselines(w, run, task, names, env)
         protocol = st.timing_protocol
         stat = PROTOCOL_STATISTIC[protocol]
         for wl, res in measured:

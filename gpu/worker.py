@@ -68,6 +68,7 @@ def main() -> None:
             send({"id": rid, "ok": True, "result": {}})
             break
         t0 = time.perf_counter()
+        drawn = state.inputs_s
         try:
             result = state.handle(op, args)
             reply: dict[str, Any] = {"id": rid, "ok": True, "result": result}
@@ -79,6 +80,7 @@ def main() -> None:
                 "trace": traceback.format_exc()[-4000:],
             }
         reply["seconds"] = time.perf_counter() - t0
+        reply["inputs_s"] = state.inputs_s - drawn
         fatal = state.fatal
         if fatal:
             reply["fatal"] = fatal

@@ -88,6 +88,7 @@ class WorkerCore:
         self._task_key: str | None = None
         self.task: Task | None = None
         self.rt: Any = None
+        self._inputs_before = 0.0  # input-drawing seconds of earlier tasks' runtimes
         self._cand_id: str | None = None
         self.module: Any = None
         self._source = ""
@@ -159,6 +160,7 @@ class WorkerCore:
         from ksearch.gpu.runtime import TaskRuntime
 
         self.task = Task.model_validate(task_dict)
+        self._inputs_before += float(getattr(self.rt, "inputs_s", 0.0))  # the count goes on across tasks
         self.rt = TaskRuntime(self.task)
         self._task_key = key
         # the reference's own module joins the watch before any candidate code runs with it

@@ -21,6 +21,11 @@ from ksearch.gpu.worker_timing import Timing
 class WorkerState(CorrectnessChecks, Timing):
     """A worker's state and the operations its requests name."""
 
+    @property
+    def inputs_s(self) -> float:
+        """Host seconds this worker's task runtimes have spent drawing inputs, across tasks."""
+        return float(getattr(self.rt, "inputs_s", 0.0)) + self._inputs_before
+
     def handle(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "ping": lambda a: {"pong": True},

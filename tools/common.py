@@ -225,6 +225,15 @@ def timing_text(tm: WorkloadTiming) -> str:
     return f"median {tm.median_us:.1f} us (IQR {tm.iqr_us:.1f}, {ci}, n={tm.n})"
 
 
+def seconds_text(ev: Evaluation) -> str:
+    """ "took 14.2 s: correctness 6.1, timing 5.2, baselines 2.0 (drawing inputs 0.4 of them)", largest first."""
+    steps = {k: v for k, v in ev.seconds_by_step.items() if k != "inputs" and v >= 0.05}
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1]))
+    drawn = ev.seconds_by_step.get("inputs", 0.0)
+    inputs = f" (drawing inputs {drawn:.1f} of them)" if drawn >= 0.05 else ""
+    return f"took {ev.seconds:.1f} s" + (f": {parts}{inputs}" if parts else "")
+
+
 def summarize(ev: Evaluation) -> str:
     """A few lines a model (or a person) can act on; numbers say what they are and how noisy."""
     lines = [f"status: {ev.status}"]
@@ -285,4 +294,5 @@ def summarize(ev: Evaluation) -> str:
         lines.extend(f"  stall {n}: {v}" for n, v in p.top_stalls[:4])
         lines.extend(f"  ncu: {a}" for a in p.advice[:4])
     lines.extend(f"flag: {f}" for f in ev.flags)
+    lines.append(seconds_text(ev))
     return "\n".join(lines)

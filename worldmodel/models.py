@@ -448,6 +448,10 @@ class Evaluation(Strict):
     """One paragraph a model can act on."""
     seconds: float = 0.0
     """Wall time of the whole evaluation."""
+    seconds_by_step: dict[str, float] = Field(default_factory=dict)
+    """Where those seconds went: compile, waiting for a worker, load, correctness, timing (the candidate's
+    loop and its re-checks), baselines, profile; `inputs` is the host time spent drawing inputs inside the
+    correctness, timing and baseline steps."""
     pure_pytorch: bool = False
     """The kernel audit saw no kernel of the candidate's own run (no Triton JIT, NVRTC or extension kernel):
     it computes with PyTorch ops. Its numbers are kept, but it is never a node's or the search's best."""

@@ -34,6 +34,7 @@ from ksearch.server.mcp.args import RefuseUnknownArguments
 from ksearch.server.mcp.http import serve_http
 from ksearch.server.mcp.record import HostRecorder
 from ksearch.server.mcp.stdio_input import HostLines
+from ksearch.tools.common import seconds_text
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from ksearch.tools.create_search import CreateSearchIn, create_search
@@ -587,6 +588,7 @@ def _evaluation_lines(out: EvaluationOut) -> list[str]:
         )
     flags = [f for f in ev.flags if not f.startswith("note:") and f not in error]  # the error said it
     lines += [f"flag: {_clip(f)}" for f in flags[:3]]
+    lines.append(seconds_text(ev))
     return lines
 
 
