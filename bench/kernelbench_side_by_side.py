@@ -285,6 +285,10 @@ def summarize(out: dict[str, Any]) -> None:
                     "ksearch_us": ks,
                     "rel_diff": c["rel_diff"],
                     "within_5pct": c["within_5pct"],
+                    "kernelbench_correct": ((c.get("kernelbench_eval") or {}).get("result") or {}).get(
+                        "correctness"
+                    ),
+                    "ksearch_status": (c.get("ksearch_kernelbench") or {}).get("status"),
                 }
             )
         base = prob.get("kernelbench_baseline") or {}

@@ -90,16 +90,10 @@ def test_defaults_are_kernelbenchs_and_the_mean_is_of_the_kept_trials(fake: _Log
     ms = [random.uniform(0.5, 2.0) for _ in range(101)]
     fake.times = iter(ms)
     calls = []
-    res = timing_kernelbench.time_like_kernelbench(lambda x: calls.append(1), lambda k: [], host_check=False)
-    assert (
-        len(calls) == timing_kernelbench.WARMUP + timing_kernelbench.TRIALS + timing_kernelbench.DISCARD_FIRST
-    )
-    assert (timing_kernelbench.WARMUP, timing_kernelbench.TRIALS, timing_kernelbench.DISCARD_FIRST) == (
-        3,
-        100,
-        1,
-    )
-    assert timing_kernelbench.REFERENCE_WARMUP == 5
+    kb = timing_kernelbench
+    res = kb.time_like_kernelbench(lambda x: calls.append(1), lambda k: [], host_check=False)
+    assert (kb.WARMUP, kb.TRIALS, kb.DISCARD_FIRST, kb.REFERENCE_WARMUP) == (3, 100, 1, 5)
+    assert len(calls) == kb.WARMUP + kb.TRIALS + kb.DISCARD_FIRST
     assert res.summary.n == 100 and res.mean_us == pytest.approx(statistics.fmean(ms[1:]) * 1000.0)
 
 
@@ -290,7 +284,7 @@ def test_the_protocols_mean_matches_kernelbenchs_own_timing(op: str) -> None:
 async def test_the_sandbox_times_candidate_and_baseline_as_kernelbench(
     sandbox: Any, affine: Any, cand: Any, st: Any, final: bool
 ) -> None:
-    settings = st("small", timing_protocol="kernelbench", final=final, max_reps=200)
+    settings = st("small", timing_protocol="kernelbench", final=final).model_copy(update={"max_reps": 200})
     ev = await sandbox.evaluate(cand("good_triton"), affine, settings)
     assert ev.status == "ok", (ev.error, ev.flags)
     t = ev.timings[0]
