@@ -334,7 +334,7 @@ class StaticCompiler:
             path.write_text(unit.text)
             cmd, dropped = self._cmd(unit, path)
             t0 = time.perf_counter()
-            if self.jailed:
+            if self.jailed:  # no GPU, no network, the toolkit and its own folder: the pool's limits
                 cmd = jail.wrap(cmd, [work])
             proc = await asyncio.create_subprocess_exec(
                 *cmd,

@@ -576,14 +576,18 @@ class WorkerProcess:
         p.launch(cmd, self._env(scratch, mode), self.start_timeout_s, jailed=self.jailed, after=after)
         return p
 
+    def show(self, paths: Iterable[str]) -> set[str]:
+        """Have the slot's processes started from now on show `paths` (a task's files); the ones that need
+        it (files inside the ksearch package, a built-in task's, are shown anyway)."""
+        wanted = {p for p in paths if not jail_view.in_package(p)} if self.jailed else set()
+        self.readable = self.readable | wanted
+        return wanted
+
     async def ensure_view(self, paths: Iterable[str]) -> None:
         """Make `paths` (a task's files: jail_view.task_paths) visible to the slot's process. A jail shows
         only what it was started with: a process without them is replaced, and the slot's later processes
-        show them too. Nothing to do unjailed, or for files inside the ksearch package (built-in tasks)."""
-        if not self.jailed:
-            return
-        wanted = {p for p in paths if not jail_view.in_package(p)}
-        self.readable = self.readable | wanted
+        show them too. Nothing to do unjailed."""
+        wanted = self.show(paths)
         cur = self._cur
         if cur is not None and cur.usable and wanted <= cur.readable:
             return
@@ -700,6 +704,12 @@ class WorkerPool:
 
     async def start(self) -> None:
         await asyncio.gather(*(w.ensure_started() for w in self.workers))
+
+    def show(self, files: Iterable[str]) -> None:
+        """Every slot's processes started from now on show `files` (a task's: see WorkerProcess.show)."""
+        files = list(files)
+        for w in self.workers:
+            w.show(files)
 
     @contextlib.asynccontextmanager
     async def acquire(self, files: Iterable[str] = ()) -> AsyncIterator[WorkerProcess]:

@@ -27,6 +27,7 @@ from typing import Any
 
 from ksearch.gpu import jail, jail_view, ncu
 from ksearch.gpu.compiler import StaticCompiler
+from ksearch.gpu.jail_limits import Limits
 from ksearch.gpu.kvcache import JsonFileCache, KVCache
 from ksearch.gpu.pool import WorkerError, WorkerPool, WorkerProcess
 from ksearch.gpu.sandbox_api import HardwareFacts, Progress, Sandbox, SandboxError
@@ -132,6 +133,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         dryrun_timeout_s: float = 120.0,
         compile_baseline: bool | None = None,
         spare_workers: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
         try:
@@ -176,6 +178,8 @@ class LocalSandbox(EvalSteps, Sandbox):
             memory_limit_gb = max(4.0, min(64.0, 0.6 * total / len(slots)))
         self.memory_limit_gb = memory_limit_gb
         self.arch = arch or (f"sm_{cc.replace('.', '')}" if cc else "sm_90")
+        # what a jailed worker may use beside its host memory (memory_limit_gb): processes, scratch disk
+        self.limits = limits or Limits()
         self.cache: KVCache = cache if cache is not None else JsonFileCache(self.root / "cache.json")
         self.compiler = StaticCompiler(self.root, arch=self.arch, jailed=self.jailed)
         self.pool = WorkerPool(
@@ -192,6 +196,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                     # a process started ahead per slot, so a killed worker (a cancelled or timed-out call, a
                     # crash) costs the next caller no cold start; it never ran candidate code until it takes over
                     spare=spare_workers,
+                    limits=self.limits,
                 )
                 for i, g in enumerate(slots)
             ]
@@ -211,11 +216,18 @@ class LocalSandbox(EvalSteps, Sandbox):
             gpu_mem_fraction=gpu_mem_fraction,
             arch=self.arch,
             timeout_s=dryrun_timeout_s,
+            limits=self.limits,
         )
 
     def _files(self, task: Task) -> list[str]:
-        """The task's own files, which a jailed worker must be shown (jail_view.task_paths)."""
-        return jail_view.task_paths(task) if self.jailed else []
+        """The task's own files, which a jailed worker must be shown (jail_view.task_paths); processes
+        started from now on show them, so a worker started before the first call does not restart."""
+        if not self.jailed:
+            return []
+        files = jail_view.task_paths(task)
+        self.pool.show(files)
+        self.dry.worker.show(files)
+        return files
 
     # ------------------------------------------------------------------ facts
     async def start(self) -> None:
@@ -363,6 +375,7 @@ class LocalSandbox(EvalSteps, Sandbox):
             if progress is not None:
                 await progress(msg, frac)
 
+        files = self._files(task)
         static = asyncio.create_task(self.compiler.compile(candidate, (task.candidate_entry,)))
         profile: ProfileSummary | None = None
         try:
@@ -387,7 +400,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                 )
                 return finish(run, report, env, self.arch)
             t_wait = time.perf_counter()
-            async with self.pool.acquire(self._files(task)) as w:
+            async with self.pool.acquire(files) as w:
                 run.steps["wait_for_worker"] = time.perf_counter() - t_wait
                 drawn = w.inputs_s
                 if timing and not env.cpu_mode:

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu import occupancy
+from ksearch.gpu import jail_view, occupancy
+from ksearch.gpu.jail_limits import Limits
 from ksearch.gpu.pool import WorkerError, WorkerProcess
 from ksearch.gpu.sandbox_run import diag, params_text, smoke_name, task_json
 from ksearch.gpu.task import Task
@@ -36,6 +37,7 @@ class DryRun:
         gpu_mem_fraction: float,
         arch: str,
         timeout_s: float,
+        limits: Limits | None = None,
     ) -> None:
         self.arch = arch
         self.timeout_s = timeout_s  # the dry run's own budget (the worker stops starting builds after it)
@@ -51,9 +53,12 @@ class DryRun:
             memory_limit_bytes=memory_limit_bytes,
             jailed=jailed,
             extra_env={"TRITON_INTERPRET": "0"},
+            limits=limits,
         )
 
-    async def _worker(self) -> WorkerProcess:
+    async def _worker(self, task: Task) -> WorkerProcess:
+        if self.worker.jailed:
+            await self.worker.ensure_view(jail_view.task_paths(task))
         await self.worker.ensure_started()
         return self.worker
 
@@ -78,7 +83,7 @@ class DryRun:
         res: dict[str, Any] = {}
         async with self._lock:
             try:
-                w = await self._worker()
+                w = await self._worker(task)
                 # the worker stops starting builds once its budget is spent; this is the backstop for
                 # one that never returns (a compile or host code stuck outside Python)
                 reply = await w.call("dryrun", args, self.timeout_s + DRYRUN_SLACK_S)

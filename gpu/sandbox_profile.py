@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ksearch.gpu import jail, ncu
+from ksearch.gpu import jail, jail_view, ncu
 from ksearch.gpu.pool import WorkerProcess, compiler_cache_env
 from ksearch.gpu.procs import communicate_or_kill
 from ksearch.gpu.sandbox_api import SandboxError
@@ -56,13 +56,18 @@ async def profile_on(
     cmd = ncu.ncu_command(
         exe, [sys.executable, "-m", "ksearch.gpu.profile_driver", str(work / "spec.json")], report, kernel
     )
+    devices, visible = w.gpu_view()
     if jailed:  # the candidate runs under ncu here: the same walls as in a worker
         await asyncio.to_thread(shared.mkdir, parents=True, exist_ok=True)
-        cmd = jail.wrap(cmd, [work, shared])
-    env = scrubbed_env(
-        home=work,
-        extra={"CUDA_VISIBLE_DEVICES": str(w.gpu), **compiler_cache_env(shared)},
-    )
+        cmd = jail.wrap(
+            cmd,
+            [work],
+            caches=[shared],
+            readable=jail_view.task_paths(task),
+            devices=devices,
+            limits=w.limits,
+        )
+    env = scrubbed_env(home=work, extra={"CUDA_VISIBLE_DEVICES": visible, **compiler_cache_env(shared)})
     rc, text = await run_tool(cmd, work, env, timeout_s)
     if rc == 3 or "candidate failed under the profiler" in text:
         msg = next((ln for ln in text.splitlines() if "candidate failed" in ln), text[-800:])

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ksearch.gpu import jail_view
 from ksearch.gpu.task import Bound, Task, Workload
 from ksearch.gpu.tasks.probe import ProbeFailed, run_probe
 
@@ -572,6 +573,7 @@ def probe_task(task: Task, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult
         out = run_probe(
             ["-m", "ksearch.gpu.tasks.rt_facts", "{home}/task.json"],
             where=task.source_path,
+            readable=jail_view.task_paths(task),
             what="derive its shapes and costs",
             timeout_s=timeout_s,
             files={"task.json": task.model_dump_json()},

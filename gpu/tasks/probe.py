@@ -2,8 +2,9 @@
 
 A task file is code like a candidate: the process that asks (the MCP server, the CLI) never runs it
 itself and never imports torch for it. The subprocess gets the same allow-listed environment as a
-worker (no API keys) and, where user namespaces work, the same jail (gpu/jail.py): it can write only
-into a throwaway home directory, which is also where the caller's input files are placed.
+worker (no API keys) and, where user namespaces work, the same jail (gpu/jail.py): no network, no GPU, a
+view of the Python environment and of the task's own files (`where`, or `readable`), writing only into a
+throwaway home directory, which is also where the caller's input files are placed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ksearch.gpu import jail
@@ -32,11 +33,13 @@ def run_probe(
     timeout_s: float,
     files: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    readable: Sequence[str] | None = None,
 ) -> str:
     """Run `python ARGS` in `where` and return its stdout.
 
     `files` are written into the subprocess's home first; an argument `{home}` is replaced by that
     directory's path. `what` completes error messages: "<where>: running the file to <what> ...".
+    `readable`: the files the code may read (default `where` itself).
     """
     cwd = where if where.is_dir() else where.parent
     with tempfile.TemporaryDirectory(prefix="ksearch-task-probe-") as home:
@@ -48,7 +51,7 @@ def run_probe(
         except (ValueError, OSError) as exc:
             raise ProbeFailed(f"{where}: cannot run the file to {what}: {exc}") from None
         if jailed:
-            cmd = jail.wrap(cmd, [Path(home)])
+            cmd = jail.wrap(cmd, [Path(home)], readable=[str(where)] if readable is None else readable)
         try:
             proc = subprocess.run(
                 cmd,
