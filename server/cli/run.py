@@ -174,8 +174,8 @@ def serve(
         bool,
         typer.Option(
             "--allow-unjailed",
-            help="With a non-loopback --host: serve even where candidates cannot be jailed (they could read "
-            "this user's processes and write anywhere this user can)",
+            help="With a non-loopback --host: serve even where candidates cannot be jailed (the refusal "
+            "without it says what they could then do)",
         ),
     ] = False,
     db: NewDbOption = DEFAULT_DB,

@@ -16,13 +16,6 @@ if TYPE_CHECKING:
     from ksearch.server.mcp.server import KsearchServer
 
 ALLOW_UNJAILED = "--allow-unjailed"
-# What the jail (docs/integrity.md) gives a candidate that an unjailed one lacks, and what that lack lets it do.
-MISSING_WITHOUT_JAIL = (
-    "a PID namespace of its own (without it a candidate sees every process of this user and can read their "
-    "environments and command lines: API keys, and this server's token)",
-    "a read-only filesystem outside its scratch directory and compiler caches (without it a candidate can write "
-    "anywhere this user can: the repository, the database, shell start-up files, ~/.ssh)",
-)
 
 
 def is_jailed(isolation: str) -> bool:
@@ -38,12 +31,12 @@ async def candidate_isolation(ks: KsearchServer) -> str:
 
 
 def unjailed_exposure(host: str, isolation: str) -> str:
-    """What is missing when candidates would run unjailed for clients on other machines."""
-    missing = "; ".join(f"({i}) {m}" for i, m in enumerate(MISSING_WITHOUT_JAIL, 1))
+    """What an unjailed server exposes to clients from other machines. The sandbox's isolation report names the
+    protections that are missing (gpu/jail.py writes it, so it stays exact as the jail changes)."""
     return (
-        f"candidates would run without the jail for clients that reach {host!r} from other machines "
-        f"(candidate isolation: {isolation}). Missing: {missing}. Anyone holding the token could run code as "
-        "this user"
+        f"clients that reach {host!r} from other machines would have their candidates run without the jail, "
+        f"and anyone holding the token could run code as this user. What is missing, as the sandbox reports "
+        f"it: {isolation}"
     )
 
 
@@ -58,8 +51,8 @@ async def check_jail(ks: KsearchServer, access: HttpAccess, *, allow_unjailed: b
     what = unjailed_exposure(access.host, isolation)
     if not allow_unjailed:
         raise AccessRefused(
-            f"ksearch serve: refusing to start: {what}. Make the jail work here (unprivileged user namespaces), "
-            f"bind 127.0.0.1, or pass {ALLOW_UNJAILED} to serve anyway"
+            f"ksearch serve: refusing to start: {what}. Make the jail work here (unprivileged user namespaces; "
+            f"KSEARCH_ISOLATION not 'none'), bind 127.0.0.1, or pass {ALLOW_UNJAILED} to serve anyway"
         )
     return f"warning ({ALLOW_UNJAILED}): {what}"
 

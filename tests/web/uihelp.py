@@ -61,14 +61,12 @@ def with_store(db: Path, fn: Callable[[Store], Awaitable[T]]) -> T:
 class UiProcess:
     """`ksearch ui` in a child process on a free port, as a user would start it."""
 
-    def __init__(
-        self, db: Path, search: str | None = None, *extra: str, env: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, db: Path, search: str | None = None, *extra: str) -> None:
         args = ["ui", *([search] if search else []), "--db", str(db), "--port", "0", *extra]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ksearch.server.cli", *args],
             cwd=REPO,
-            env=subprocess_env() | (env or {}),
+            env=subprocess_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
