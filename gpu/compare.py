@@ -28,7 +28,9 @@ class Verdict(BaseModel):
     ci_low: float | None
     ci_high: float | None
     reason: str
-    per_workload: dict[str, float] = Field(default_factory=dict)  # B time / A time per workload (the protocol's statistic)
+    per_workload: dict[str, float] = Field(
+        default_factory=dict
+    )  # B time / A time per workload (the protocol's statistic)
 
 
 def _log_se(t: WorkloadTiming) -> float:

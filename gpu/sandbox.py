@@ -54,10 +54,16 @@ __all__ = [
     "Progress",
     "Sandbox",
     "SandboxError",
+    "gpus_visible",
 ]
 
 log = logging.getLogger("ksearch.sandbox")
 CACHE_VERSION = "v2"
+
+
+def gpus_visible() -> bool:
+    """Whether nvidia-smi lists a GPU this process may use (KSEARCH_CPU_MODE=1: never)."""
+    return bool(_query_gpus()[0])
 
 
 def _query_gpus() -> tuple[list[str], str | None, str | None]:
@@ -182,6 +188,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         self.limits = limits or Limits()
         self.cache: KVCache = cache if cache is not None else JsonFileCache(self.root / "cache.json")
         self.compiler = StaticCompiler(self.root, arch=self.arch, jailed=self.jailed)
+        self._ref_jobs: dict[str, asyncio.Task[dict[str, dict[str, float | None]]]] = {}
         self.pool = WorkerPool(
             [
                 WorkerProcess(
@@ -469,10 +476,44 @@ class LocalSandbox(EvalSteps, Sandbox):
             timeout_s=self.build_timeout_s,
         )
 
-    async def reference_times(self, task: Task, settings: EvalSettings) -> dict[str, dict[str, float | None]]:
-        """The reference's eager and torch.compile times (us, the protocol's statistic) per workload, measured as the
-        baselines every speedup divides by (cached per task, workload and environment). Empty without a
-        GPU: interpreter-era CPU times say nothing about a kernel's GPU time."""
+    def _reference_job(
+        self, task: Task, settings: EvalSettings
+    ) -> asyncio.Task[dict[str, dict[str, float | None]]]:
+        """The measurement of the reference's times for these settings: started once, shared by every caller."""
+        st = settings.model_copy(
+            update={"seed": 0, "trials": 0, "final": False}
+        )  # neither changes a baseline
+        key = f"{task.name}:{self._fingerprint(task)}:{st.model_dump_json()}"
+        job = self._ref_jobs.get(key)
+        if job is None or (job.done() and (job.cancelled() or job.exception() is not None)):
+            job = self._ref_jobs[key] = asyncio.create_task(self._reference_times(task, settings))
+        return job
+
+    def start_reference_times(self, task: Task, settings: EvalSettings) -> bool:
+        """Measure the baselines in the background (a GPU only: a search's first prompt and benchmark then find
+        them ready); True when a measurement is running or done."""
+        if self.cpu_mode:
+            return False
+        self._reference_job(task, settings)
+        return True
+
+    async def reference_times(
+        self, task: Task, settings: EvalSettings, *, wait: bool = True
+    ) -> dict[str, dict[str, float | None]] | None:
+        """The reference's eager and torch.compile times (us, the protocol's statistic) per workload, measured as
+        the baselines every speedup divides by (cached per task, workload and environment). Empty without a
+        GPU: interpreter-era CPU times say nothing about a kernel's GPU time. `wait=False`: None while they are
+        still being measured (the measurement goes on in the background)."""
+        if self.cpu_mode:
+            return {}
+        job = self._reference_job(task, settings)
+        if not wait and not job.done():
+            return None
+        return await asyncio.shield(job)
+
+    async def _reference_times(
+        self, task: Task, settings: EvalSettings
+    ) -> dict[str, dict[str, float | None]]:
         env = await self._environment()
         if env.cpu_mode:
             return {}
@@ -491,6 +532,9 @@ class LocalSandbox(EvalSteps, Sandbox):
         }
 
     async def close(self) -> None:
+        for job in self._ref_jobs.values():
+            job.cancel()
+        await asyncio.gather(*self._ref_jobs.values(), return_exceptions=True)
         await self.pool.close()
         await self.dry.close()
         shutil.rmtree(self.session, ignore_errors=True)

@@ -26,6 +26,7 @@ from ksearch.worldmodel.models import (
     is_note,
 )
 
+
 def params_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "no parameters"
 

@@ -228,10 +228,22 @@ def timing_text(tm: WorkloadTiming) -> str:
 def seconds_text(ev: Evaluation) -> str:
     """ "took 14.2 s: correctness 6.1, timing 5.2, baselines 2.0 (drawing inputs 0.4 of them)", largest first."""
     steps = {k: v for k, v in ev.seconds_by_step.items() if k != "inputs" and v >= 0.05}
-    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1]))
+    parts = ", ".join(
+        f"{k.replace('_', ' ')} {v:.1f}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1])
+    )
     drawn = ev.seconds_by_step.get("inputs", 0.0)
     inputs = f" (drawing inputs {drawn:.1f} of them)" if drawn >= 0.05 else ""
     return f"took {ev.seconds:.1f} s" + (f": {parts}{inputs}" if parts else "")
+
+
+def baseline_settings(task: Task, s: Search) -> EvalSettings:
+    """The settings a search's baselines are measured with (its search workloads, compile mode, protocol)."""
+    return EvalSettings(
+        seed=s.config.seed,
+        workloads=[w.name for w in task.by_split("search")],
+        compile_mode=s.config.compile_mode,
+        timing_protocol=s.config.timing_protocol,
+    )
 
 
 def summarize(ev: Evaluation) -> str:

@@ -13,12 +13,12 @@ from ksearch.gpu.task import Task
 from ksearch.gpu.tasks.facts import task_facts
 from ksearch.gpu.tasks.tunables import TunableError, read_tunables
 from ksearch.tools import loop
-from ksearch.tools.common import summarize
-from ksearch.tools.protocols import protocol_line
+from ksearch.tools.common import baseline_settings, summarize
 from ksearch.tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
+from ksearch.tools.protocols import protocol_line
 from ksearch.tools.select_action import base_attempt
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.models import Attempt, EvalSettings, Node, Search, compile_baseline_how
+from ksearch.worldmodel.models import Attempt, Node, Search, compile_baseline_how
 from ksearch.worldmodel.render import render_tree
 
 TREE_BUDGET = 6000
@@ -76,12 +76,13 @@ async def reference_times_text(ws: Workspace, s: Search) -> str:
     if (await sb.hardware()).cpu_mode:
         return "not measured: this machine has no GPU (candidates run in the Triton interpreter)"
     task = ws.task(s.task)
-    names = [w.name for w in task.by_split("search")]
-    mode = s.config.compile_mode
-    protocol = s.config.timing_protocol
-    got = await times(
-        task, EvalSettings(seed=s.config.seed, workloads=names, compile_mode=mode, timing_protocol=protocol)
-    )
+    mode, protocol = s.config.compile_mode, s.config.timing_protocol
+    got = await times(task, baseline_settings(task, s), wait=False)  # a prompt never waits for a measurement
+    if got is None:
+        return (
+            f"timed: {protocol_line(protocol)}\n- being measured in the background (started when the search was "
+            "created or first read); every benchmark result carries them per workload"
+        )
 
     def us(x: float | None) -> str:
         return "not measured" if x is None else f"{x:.1f} us"

@@ -7,6 +7,7 @@ import secrets
 
 from pydantic import Field
 
+from ksearch.tools.common import baseline_settings
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.protocols import choose_protocol
 from ksearch.tools.schema import ToolIn
@@ -88,7 +89,13 @@ async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettin
     )
     if driver is not None:
         config = config.model_copy(update=driver.model_dump())
-    return await ws.store.create_search(name, ref, config)
+    s = await ws.store.create_search(name, ref, config)
+    # on a GPU the baselines are measured from now on, in the background: the first prompt never waits for
+    # them, and the first benchmark finds them measured (or waits for the rest)
+    start = getattr(await ws.gpu_sandbox(), "start_reference_times", None)
+    if start is not None:
+        start(task, baseline_settings(task, s))
+    return s
 
 
 async def _free_name(ws: Workspace, base: str) -> str:

@@ -16,7 +16,6 @@ from ksearch.tools.schema import ToolModel
 from ksearch.worldmodel.models import TIMING_PROTOCOLS, EvalSettings, Evaluation, Language, TimingProtocol
 
 
-
 class EvaluateFileIn(CandidateFileIn):
     """Evaluate a candidate file on a task: nothing is recorded."""
 

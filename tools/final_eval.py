@@ -36,7 +36,9 @@ class FinalRow(ToolModel):
     )
     workloads: list[str]
     device: str | None = None  # where it was timed: a GPU name or "cpu-interpreter"
-    timing_protocol: str | None = None  # how it was timed on the GPU (ksearch, gpumode, kernelbench, flashinfer)
+    timing_protocol: str | None = (
+        None  # how it was timed on the GPU (ksearch, gpumode, kernelbench, flashinfer)
+    )
     pure_pytorch: bool = False  # no kernel of its own ran: listed after every kernel, never the result
     summary: str
 

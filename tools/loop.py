@@ -82,7 +82,8 @@ class LoopState(ToolModel):
     refining: list[RefineState] = Field(default_factory=list)
     budget: BudgetState
     timing_protocol: str = Field(
-        "ksearch", description="How its candidates are timed (the task's owner's evaluator's way, or ksearch's)"
+        "ksearch",
+        description="How its candidates are timed (the task's owner's evaluator's way, or ksearch's)",
     )
     best_lost: str = Field(
         "", description="When the search's best failed the final evaluation: which, why, and what replaced it"

@@ -40,9 +40,15 @@ def unsupported(task: Task, protocol: str) -> str | None:
             )
         return None
     if protocol == "kernelbench":
-        return None if task.style == "kernelbench" else "the kernelbench protocol times KernelBench-format tasks"
+        return (
+            None if task.style == "kernelbench" else "the kernelbench protocol times KernelBench-format tasks"
+        )
     if protocol == "flashinfer":
-        return None if task.style == "flashinfer" else "the flashinfer protocol times FlashInfer-Bench definitions"
+        return (
+            None
+            if task.style == "flashinfer"
+            else "the flashinfer protocol times FlashInfer-Bench definitions"
+        )
     return f"unknown protocol {protocol!r}"
 
 

@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu.sandbox import LocalSandbox, Sandbox
+from ksearch.gpu.sandbox import LocalSandbox, Sandbox, gpus_visible
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import load_task
 from ksearch.tools.records import Records
@@ -51,6 +51,14 @@ class Workspace:
             if self._sandbox is None:
                 self._sandbox = LocalSandbox(n_workers=self._n_workers, cache=StoreCache(self.store))
             return self._sandbox
+
+    async def gpu_sandbox(self) -> Sandbox | None:
+        """The sandbox where it runs on a GPU (started if need be); None on a machine without one, where nothing
+        is started (background GPU work has nothing to do there)."""
+        if self._sandbox is None and not await asyncio.to_thread(gpus_visible):
+            return None
+        sb = await self.sandbox()
+        return None if getattr(sb, "cpu_mode", True) else sb
 
     def task(self, ref: str) -> Task:
         """The task by built-in name or path, loaded once; a TaskError says why it cannot be."""

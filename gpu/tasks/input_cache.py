@@ -44,7 +44,9 @@ def checksum(value: Any) -> int:
     for t in _tensors(value):
         raw = t.detach().contiguous().view(-1).view(torch.uint8)
         n8 = raw.numel() // 8 * 8
-        total += int(raw[:n8].view(torch.int64).sum().item()) + int(raw[n8:].sum().item()) if raw.numel() else 0
+        total += (
+            int(raw[:n8].view(torch.int64).sum().item()) + int(raw[n8:].sum().item()) if raw.numel() else 0
+        )
     return total
 
 

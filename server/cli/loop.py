@@ -124,7 +124,9 @@ def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
             else ""
         )
         timed = f", timed: {r.timing_protocol}" if r.timing_protocol else ""
-        say(f"attempt #{r.attempt_id}: {r.status}, {vs}{comp} on {', '.join(r.workloads)} [{r.device}]{timed}")
+        say(
+            f"attempt #{r.attempt_id}: {r.status}, {vs}{comp} on {', '.join(r.workloads)} [{r.device}]{timed}"
+        )
     if out.best_lost:
         say(out.best_lost)
     say(f"next: {out.next}")

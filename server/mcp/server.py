@@ -34,8 +34,8 @@ from ksearch.server.mcp.args import RefuseUnknownArguments
 from ksearch.server.mcp.http import serve_http
 from ksearch.server.mcp.record import HostRecorder
 from ksearch.server.mcp.stdio_input import HostLines
-from ksearch.tools.common import seconds_text
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.common import seconds_text
 from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree

@@ -166,7 +166,9 @@ def test_compile_mode_is_set_on_a_new_search_and_fixed_after(tmp_path: Path) -> 
     assert "fixed when it was created" in again.stderr and "--new" in again.stderr, again.stderr
     # its timing protocol likewise: the built-in task's is ksearch's; an unknown name is refused by name
     assert json.loads(config)["timing_protocol"] == "ksearch"
-    other = ksearch("run", "softmax", "--timing-protocol", "kernelbench", "--rounds", "2", "--plain", "--db", str(db))
+    other = ksearch(
+        "run", "softmax", "--timing-protocol", "kernelbench", "--rounds", "2", "--plain", "--db", str(db)
+    )
     assert other.returncode != 0
     assert "timed by the 'ksearch' protocol, fixed when it was created" in other.stderr, other.stderr
     unknown = ksearch("run", "softmax", "--timing-protocol", "gpu-mode", "--db", str(db))

@@ -56,25 +56,37 @@ async def test_an_unknown_or_unsupported_protocol_is_refused_and_nothing_is_writ
     bare_ws: Workspace, snapshot: Snapshot
 ) -> None:
     before = await snapshot()
-    with pytest.raises(ToolFailure, match=r"unknown timing protocol 'gpu-mode'; accepted: ksearch, gpumode, kernelbench, flashinfer"):
+    with pytest.raises(
+        ToolFailure,
+        match=r"unknown timing protocol 'gpu-mode'; accepted: ksearch, gpumode, kernelbench, flashinfer",
+    ):
         await create_search(bare_ws, CreateSearchIn(task="row_sum", timing_protocol="gpu-mode"))
-    with pytest.raises(ToolFailure, match=r"'gpumode' cannot time task 'row_sum'.*accepted for this task: ksearch, kernelbench \(default: ksearch\)"):
+    with pytest.raises(
+        ToolFailure,
+        match=r"'gpumode' cannot time task 'row_sum'.*accepted for this task: ksearch, kernelbench \(default: ksearch\)",
+    ):
         await create_search(bare_ws, CreateSearchIn(task="row_sum", timing_protocol="gpumode"))
     with pytest.raises(ToolFailure, match=r"'flashinfer' cannot time task .*FlashInfer-Bench definitions"):
         await create_search(bare_ws, CreateSearchIn(task=str(GPUMODE), timing_protocol="flashinfer"))
     assert await snapshot() == before
 
 
-async def test_a_cuda_graph_evaluator_cannot_be_reproduced(bare_ws: Workspace, tmp_path: Path, snapshot: Snapshot) -> None:
+async def test_a_cuda_graph_evaluator_cannot_be_reproduced(
+    bare_ws: Workspace, tmp_path: Path, snapshot: Snapshot
+) -> None:
     folder = tmp_path / "graphs"
     shutil.copytree(GPUMODE, folder)
     shutil.copy(FIX / "gpumode" / "common_utils.py", tmp_path / "common_utils.py")
     (folder / "eval.py").write_text(
         "import torch\n\n\ndef benchmark_cudagraph(fn, data):\n    g = torch.cuda.CUDAGraph()\n    return g\n"
     )
-    yml = (folder / "task.yml").read_text().replace(
-        '  - {"name": "reference.py", "source": "reference.py"}',
-        '  - {"name": "reference.py", "source": "reference.py"}\n  - {"name": "eval.py", "source": "eval.py"}',
+    yml = (
+        (folder / "task.yml")
+        .read_text()
+        .replace(
+            '  - {"name": "reference.py", "source": "reference.py"}',
+            '  - {"name": "reference.py", "source": "reference.py"}\n  - {"name": "eval.py", "source": "eval.py"}',
+        )
     )
     (folder / "task.yml").write_text(yml)
     task = bare_ws.task(str(folder))

@@ -1,0 +1,34 @@
+"""On a GPU the baselines a search divides by are measured in the background from its creation: a prompt never
+waits for them, and the first benchmark finds them (marker `gpu`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.tools.contexts import reference_times_text
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.workspace import Workspace
+
+pytestmark = [pytest.mark.anyio, pytest.mark.gpu]
+
+
+async def test_baselines_start_at_creation_and_no_prompt_waits(tmp_path, affine) -> None:
+    sb = LocalSandbox(tmp_path / "sb")
+    ws = await Workspace.open(tmp_path / "k.db", sandbox=sb)
+    try:
+        s = await create_search(ws, CreateSearchIn(task=str(affine.source_path)))
+        assert len(sb._ref_jobs) == 1  # started by create_search itself
+        t0 = time.perf_counter()
+        text = await reference_times_text(ws, s)
+        assert time.perf_counter() - t0 < 1.0, "a prompt waited for a measurement"
+        assert text.startswith(f"timed: {s.config.timing_protocol}")
+        (job,) = sb._ref_jobs.values()
+        await asyncio.wait_for(asyncio.shield(job), 300)
+        measured = await reference_times_text(ws, s)
+        assert "being measured" not in measured and " us" in measured, measured
+    finally:
+        await ws.close()
