@@ -1,7 +1,9 @@
 """ksearch as a host on the official TypeScript SDK client sees it (tests/ts, `@modelcontextprotocol/sdk` pinned
 in its package-lock.json): over stdio and over streamable HTTP (two clients at once), the tools' schemas
 compiled and every structured result validated by the SDK, the loop on softmax, the protocol's error answers,
-and a cancelled benchmark followed by a fast call that is neither slow nor blamed.
+and a cancelled benchmark followed by a fast call that is neither slow nor blamed. Over HTTP the server demands
+a bearer token: the clients give it in the transport's requestInit headers, and one without it (or with a
+wrong one) gets 401.
 
 `npm ci` runs once per lock file (node_modules is kept, and git-ignored); without node or npm the tests skip."""
 
@@ -70,3 +72,4 @@ def test_stdio(node: str, tmp_path: Path) -> None:
 def test_http_two_clients(node: str, tmp_path: Path) -> None:
     out = _run(node, "http.mjs", tmp_path)
     assert out["ok"] and out["cancel"]["next_call_s"] < 30
+    assert out["strangers"] == [401, 401]  # no token, a wrong one: the SDK's client is turned away

@@ -296,11 +296,14 @@ export function freePort() {
   });
 }
 
-/** `ksearch serve --http` on `port`, ready when it accepts connections; its stderr kept for a failure. */
-export async function startHttpServer(port, db) {
+/** `ksearch serve --http` on `port`, ready when it accepts connections; its stderr kept for a failure. With
+ * `token`, the server demands it (KSEARCH_TOKEN) on every request; without, it takes none. */
+export async function startHttpServer(port, db, { token } = {}) {
   const [cmd, ...args] = serveCommand();
+  const { KSEARCH_TOKEN: _, ...env } = process.env;
   const proc = spawn(cmd, [...args, 'serve', '--http', '--port', String(port), '--db', db], {
     stdio: ['ignore', 'ignore', 'pipe'],
+    env: token ? { ...env, KSEARCH_TOKEN: token } : env,
   });
   const log = [];
   proc.stderr.on('data', (d) => log.push(d));
