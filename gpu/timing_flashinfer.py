@@ -78,6 +78,33 @@ _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize
 _sleep: Callable[[int], None] | None = getattr(torch.cuda, "_sleep", None)
 _perf = time.perf_counter
+_profile = torch.profiler.profile
+_CUDA_ACTIVITY = torch.profiler.ProfilerActivity.CUDA
+_CUDA_DEVICE = torch.autograd.DeviceType.CUDA
+
+
+def _profiler_functions() -> dict[str, int]:
+    """Identities of the profiler's functions the span is read through: a candidate replacing one (to report a
+    shorter span) is caught before a trace is trusted."""
+    import torch.autograd.profiler as ap
+    import torch.autograd.profiler_util as pu
+
+    spaces: dict[str, Any] = {
+        "torch.profiler.profile": torch.profiler.profile,
+        "torch.autograd.profiler": ap,
+        "torch.autograd.profiler.profile": ap.profile,
+        "torch.autograd.profiler_util.FunctionEvent": pu.FunctionEvent,
+        "torch.autograd.profiler_util.EventList": pu.EventList,
+        "torch.autograd.profiler_util.Interval": pu.Interval,
+        "torch._C._autograd": torch._C._autograd,
+    }
+    out: dict[str, int] = {}
+    for prefix, ns in spaces.items():
+        out.update(guard._functions(prefix, ns))
+    return out
+
+
+_PROFILER = _profiler_functions()
 
 WARMUP: int = FIB_EVALUATOR["warmup"]
 ITERATIONS: int = FIB_EVALUATOR["iterations"]
@@ -154,19 +181,31 @@ def cuda_gpu(device: Any, cold_l2: bool) -> Gpu:
     )
 
 
-def _profiled(loop: Callable[[], None]) -> list[Activity]:
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
+def _profiled_after_compile(loop: Callable[[], None]) -> list[Activity]:
+    """`_profiled` for the torch.compile baseline, whose first calls (dynamo's) may install wrappers of their own:
+    the profiler's identities are taken again first (it is used only where they were intact before compiling)."""
+    global _PROFILER
+    _PROFILER = _profiler_functions()
+    return _profiled(loop)
 
+
+class ProfilerReplaced(RuntimeError):
+    """The profiler's functions are not those the worker started with."""
+
+
+def _profiled(loop: Callable[[], None]) -> list[Activity]:
+    changed = guard.replaced(_PROFILER, _profiler_functions())
+    if changed:
+        raise ProfilerReplaced(", ".join(changed[:6]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the profiler's notes would clutter the worker's stderr
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with _profile(activities=[_CUDA_ACTIVITY]) as prof:
             loop()
         events = prof.events()
     return [
         (float(e.time_range.start), float(e.time_range.end), str(e.name))
         for e in events
-        if e.device_type == DeviceType.CUDA
+        if e.device_type == _CUDA_DEVICE
     ]
 
 
@@ -301,6 +340,8 @@ def _traced(call: Callable[[], Any], iters: int, gpu: Gpu, flush: Callable[[], N
     except _CallFailed as cf:
         assert cf.__cause__ is not None
         raise cf.__cause__ from None
+    except ProfilerReplaced as e:
+        return f"harness_tampered: the candidate replaced the profiler's {e}; timed with CUDA events"
     except Exception as e:  # no profiler in this process: the events loop is FlashInfer-Bench's own fallback
         return (
             f"note: fib_timer: the profiler could not trace ({type(e).__name__}: {str(e)[:160]}); timed with "
@@ -396,6 +437,8 @@ def benchmark(tm: Timing, wl: Any, st: EvalSettings, which: str, args: dict[str,
     if which == "compile":
         ref_mod = tm.rt.reference_module
         clean = not guard.replaced(tm._harness, guard.fingerprint(ref_mod))
+        if not guard.replaced(_PROFILER, _profiler_functions()):
+            gpu.trace = _profiled_after_compile
         comp = tm._compiled_ref(wl, st.compile_mode)
         restore_precision(tm._precision)
         out = time_sets([_bound(comp, s) for s in sets], cfg, gpu, name)[0]

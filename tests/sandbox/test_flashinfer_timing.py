@@ -149,6 +149,18 @@ def test_without_a_profiler_the_events_loop_runs_and_says_so() -> None:
     assert all(f.startswith("note:") for f in trial.flags)
 
 
+def test_a_replaced_profiler_is_tampering_and_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.autograd.profiler as ap
+
+    monkeypatch.setattr(ap.profile, "_parse_kineto_results", lambda self, *a, **k: [])  # a faked trace
+    g = FakeGpu()
+    gpu = g.gpu()
+    gpu.trace = tf._profiled
+    trial = tf.time_trial(g.call, _cfg(), gpu)
+    assert trial.timer == "events" and trial.flags[0].startswith("harness_tampered")
+    assert "_parse_kineto_results" in trial.flags[0]
+
+
 def test_a_call_that_raises_under_the_tracer_is_the_candidate_s_failure() -> None:
     g = FakeGpu()
     n = {"calls": 0}
