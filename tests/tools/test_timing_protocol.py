@@ -3,6 +3,7 @@ protocol is fixed once set, refusals write nothing, and every face names it."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -123,3 +124,22 @@ def test_timings_of_two_protocols_are_never_compared() -> None:
     b = Evaluation(status="ok", timings=[_timing("ksearch", "median", median=400.0, mean=410.0)])
     v = compare(a, b)
     assert not v.faster and "different protocols (gpumode, ksearch)" in v.reason
+
+
+async def test_the_cli_status_and_the_page_name_the_protocol(bare_ws: Workspace, tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from ksearch.server.cli import loop as cli_loop
+    from ksearch.server.web.search_html import summary
+    from ksearch.server.web.snapshot import load_view
+
+    s = await create_search(bare_ws, CreateSearchIn(task=str(GPUMODE), name="gm"))
+    page = str(summary(await load_view(bare_ws, s.id)))
+    assert "timed" in page and "gpumode (as GPU MODE&#x27;s eval.py times" in page, page
+    app = typer.Typer()
+    cli_loop.register(app)
+    db = bare_ws.store.path
+    got = await asyncio.to_thread(CliRunner().invoke, app, ["status", "gm", "--db", str(db)])  # its own loop
+    assert got.exit_code == 0, got.output
+    assert "timed: gpumode (as GPU MODE's eval.py times" in got.output
