@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import importlib.util
 import json
 import math
@@ -168,9 +169,10 @@ def stage_dataset(fib: Path, dst: Path, gemm_m: list[int]) -> dict[str, Any]:
 # ---------------------------------------------------------------- FlashInfer-Bench, as a program
 
 
-def stage_fib(fib: Path, dst: Path) -> dict[str, Any]:
-    """A copy of --fib's flashinfer_bench package, the `flashinfer` stand-in, and a folder that hides
-    cupti-python. Returns the paths and what was found."""
+def stage_fib(fib: Path, dst: Path, wheels: Path) -> dict[str, Any]:
+    """A copy of --fib's flashinfer_bench package; the packages only FlashInfer-Bench needs, installed from
+    --fib-wheels into a folder of their own (on its processes' path only, so ksearch's environment does not see
+    them); the `flashinfer` stand-in; a folder that hides cupti-python. Returns the paths and what was found."""
     info: dict[str, Any] = {}
     shutil.copytree(
         fib / "flashinfer_bench",
@@ -178,25 +180,49 @@ def stage_fib(fib: Path, dst: Path) -> dict[str, Any]:
         ignore=shutil.ignore_patterns("__pycache__"),
     )
     info["fib_path"] = str(dst / "fib")
-    with contextlib.suppress(Exception):
-        info["fib_commit"] = subprocess.run(
-            ["git", "-C", str(fib), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20
-        ).stdout.strip()
-    spec = importlib.util.find_spec("flashinfer")  # finds the package without running its __init__
-    if spec is None or not spec.submodule_search_locations:
-        info["flashinfer"] = "missing: pack flashinfer-python (its testing/ holds FlashInfer-Bench's timer)"
+    if (fib / ".git").exists():  # a checkout of its own (else git would answer for the repository around it)
+        with contextlib.suppress(Exception):
+            info["fib_commit"] = subprocess.run(
+                ["git", "-C", str(fib), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20
+            ).stdout.strip()
+    digest = hashlib.sha256()
+    for f in sorted((fib / "flashinfer_bench").rglob("*.py")):
+        digest.update(f.relative_to(fib).as_posix().encode() + b"\0" + f.read_bytes())
+    info["fib_sources_sha256"] = digest.hexdigest()[:16]
+    site = dst / "site"
+    found = sorted(wheels.glob("*.whl")) if wheels.is_dir() else []
+    if found:
+        p = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+             "--target", str(site), *map(str, found)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        info["wheels"] = [w.name for w in found]
+        if p.returncode:
+            info["wheels_error"] = (p.stdout + p.stderr)[-1500:]
+    info["site_path"] = str(site)
+    if (site / "flashinfer" / "testing").is_dir():
+        src: Path | None = site / "flashinfer"
+    else:
+        spec = importlib.util.find_spec(
+            "flashinfer"
+        )  # an installed FlashInfer, found without running its __init__
+        src = (
+            Path(next(iter(spec.submodule_search_locations)))
+            if spec and spec.submodule_search_locations
+            else None
+        )
+    if src is None or not (src / "testing").is_dir():
+        info["flashinfer"] = (
+            f"missing: put flashinfer-python's wheel in {wheels} (its testing/ holds the timer)"
+        )
         return info
-    src = Path(next(iter(spec.submodule_search_locations)))
     shim = dst / "shim" / "flashinfer"
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text(SHIM_INIT)
     (shim / "utils.py").write_text(SHIM_UTILS)
     shutil.copytree(src / "testing", shim / "testing", ignore=shutil.ignore_patterns("__pycache__"))
     info["flashinfer"] = f"testing/ from {src}"
-    with contextlib.suppress(Exception):
-        from importlib.metadata import version
-
-        info["flashinfer_python"] = version("flashinfer-python")
     hide = dst / "nocupti" / "cupti"
     hide.mkdir(parents=True)
     (hide / "__init__.py").write_text(NO_CUPTI)
@@ -206,9 +232,8 @@ def stage_fib(fib: Path, dst: Path) -> dict[str, Any]:
 
 
 def fib_env(staged: dict[str, Any], timer: str, cache: Path) -> dict[str, str]:
-    paths = (
-        [staged["shim_path"]] + ([staged["nocupti_path"]] if timer == "events" else []) + [staged["fib_path"]]
-    )
+    paths = [staged["shim_path"]] + ([staged["nocupti_path"]] if timer == "events" else [])
+    paths += [staged["site_path"], staged["fib_path"]]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["FIB_CACHE_PATH"] = str(cache / "fib-cache")
@@ -227,6 +252,11 @@ try:
 except Exception as e:
     out["timer"] = "events"
     out["cupti_error"] = f"{type(e).__name__}: {e}"[:300]
+for pkg in ("flashinfer-python", "cuda-bindings", "einops", "safetensors", "docstring-parser", "pydantic", "PyYAML"):
+    try:
+        out[pkg] = md.version(pkg)
+    except Exception:
+        out[pkg] = None
 try:
     import flashinfer.testing
     out["flashinfer_testing"] = flashinfer.testing.__file__
@@ -487,7 +517,7 @@ def prepare(
     fib = Path(args.fib).resolve()
     plan = stage_dataset(fib, tmp / "dataset", args.gemm_m)
     plan = {k: v for k, v in plan.items() if not args.definitions or k in args.definitions}
-    staged = stage_fib(fib, tmp / "stage")
+    staged = stage_fib(fib, tmp / "stage", Path(args.fib_wheels).resolve())
     out: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "budget_s": args.budget_s,
@@ -536,39 +566,45 @@ async def main_async(args: argparse.Namespace) -> int:
     sb: Any = None
     try:
         for timer in args.timers:
-            probe = await asyncio.to_thread(probe_fib, staged, timer, tmp)
+            if "shim_path" not in staged:
+                probe = {"error": staged.get("flashinfer")}
+            else:
+                probe = await asyncio.to_thread(probe_fib, staged, timer, tmp)
             out["fib"][timer] = {"probe": probe}
             save()
-            if timer == "cupti" and probe.get("timer") != "cupti":
+            skip = None
+            if "error" in probe or "import_error" in probe:
+                skip = "FlashInfer-Bench's runner cannot be imported here (see probe)"
+            elif timer == "cupti" and probe.get("timer") != "cupti":
                 out["fib"][timer]["skipped"] = (
-                    "FlashInfer-Bench cannot use CUPTI here (cupti-python >= 13 not importable)"
+                    "FlashInfer-Bench cannot use CUPTI here (cupti-python >= 13 not importable): nothing to compare"
                 )
                 save()
                 continue
-            if left() < MIN_PART_S:
-                out["fib"][timer]["skipped"] = f"time budget spent ({args.budget_s:.0f} s)"
-                continue
-            try:
-                res = await asyncio.to_thread(
-                    run_fib, staged, root, list(plan), timer, tmp, min(FIB_TIMEOUT_S, left())
+            elif left() < MIN_PART_S:
+                skip = f"time budget spent ({args.budget_s:.0f} s)"
+            if skip is not None:
+                out["fib"][timer]["skipped"] = skip
+            else:
+                try:
+                    res = await asyncio.to_thread(
+                        run_fib, staged, root, list(plan), timer, tmp, min(FIB_TIMEOUT_S, left())
+                    )
+                except Exception:
+                    res = {"error": traceback.format_exc()[-2000:]}
+                out["fib"][timer].update(res)
+                keep = (
+                    "status",
+                    "latency_ms",
+                    "max_abs_error",
+                    "max_rel_error",
+                    "fell_back_to_events",
+                    "log_tail",
                 )
-            except Exception:
-                res = {"error": traceback.format_exc()[-2000:]}
-            out["fib"][timer].update(res)
-            for t in res.get("traces") or []:
-                if t["solution"] in out["candidates"]:
-                    part = out["candidates"][t["solution"]]["timers"].setdefault(timer, {})
-                    part.setdefault("fib", {})[t["workload"]] = {
-                        k: t[k]
-                        for k in (
-                            "status",
-                            "latency_ms",
-                            "max_abs_error",
-                            "max_rel_error",
-                            "fell_back_to_events",
-                            "log_tail",
-                        )
-                    }
+                for t in res.get("traces") or []:
+                    if t["solution"] in out["candidates"]:
+                        part = out["candidates"][t["solution"]]["timers"].setdefault(timer, {})
+                        part.setdefault("fib", {})[t["workload"]] = {k: t[k] for k in keep}
             save()
             if sb is None:
                 sb = LocalSandbox(
@@ -645,6 +681,12 @@ def main(argv: list[str] | None = None) -> int:
         "--gemm-m", nargs="+", type=int, default=[15, 972, 8192], help="M of the gemm workloads to run"
     )
     p.add_argument("--definitions", nargs="+", help="only these definitions (default: all three)")
+    p.add_argument(
+        "--fib-wheels",
+        default=str(ROOT / ".whl" / "fib"),
+        help="wheels of what only FlashInfer-Bench needs (flashinfer-python, einops, ...), installed for its "
+        "processes alone",
+    )
     args = p.parse_args(argv)
     return asyncio.run(main_async(args))
 
