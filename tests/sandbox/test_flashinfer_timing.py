@@ -303,7 +303,9 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GP
 @pytest.mark.gpu
 @needs_gpu
 def test_the_profiler_reads_the_span_of_a_call_host_gaps_included() -> None:
-    x = torch.randn(1 << 22, device="cuda")
+    x = torch.randn(
+        1 << 26, device="cuda"
+    )  # 256 MB: a kernel of ~0.1 ms, launch overheads negligible beside it
 
     def two_kernels_apart() -> Any:
         y = x * 2.0
@@ -319,7 +321,7 @@ def test_the_profiler_reads_the_span_of_a_call_host_gaps_included() -> None:
     one = tf.time_trial(lambda: x * 2.0, tf.FibSettings(iterations=20), gpu)
     events = tf.time_trial(lambda: x * 2.0, tf.FibSettings(iterations=20, timer="events"), gpu)
     a, b = statistics.median(one.samples_ms), statistics.median(events.samples_ms)
-    assert one.timer == "cupti" and abs(a / b - 1) < 0.15, (a, b)  # one 16 MB kernel: both timers agree
+    assert one.timer == "cupti" and abs(a / b - 1) < 0.05, (a, b)  # one long kernel: both timers agree
 
 
 @pytest.mark.gpu
