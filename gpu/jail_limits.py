@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import resource
 import stat
+import time
 from dataclasses import dataclass
 
 RESOURCE_LIMIT = "resource_limit"
@@ -103,6 +104,7 @@ def jail_processes() -> list[int]:
 
 
 def resident_bytes(pids: list[int]) -> int:
+    """Resident memory summed over `pids` (cheap; counts a page shared after a fork in every process)."""
     total = 0
     for pid in pids:
         try:
@@ -110,6 +112,23 @@ def resident_bytes(pids: list[int]) -> int:
                 total += int(f.read().split()[1]) * _PAGE
         except (OSError, IndexError, ValueError):
             continue
+    return total
+
+
+def proportional_bytes(pids: list[int]) -> int:
+    """Proportional set size summed over `pids`: a page shared by n processes counts 1/n in each, so forked
+    children of a large process do not add up to many times its memory (costlier: read only when the
+    resident sum, its upper bound, is over a limit)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, IndexError, ValueError):
+            total += resident_bytes([pid])
     return total
 
 
@@ -122,6 +141,7 @@ class Watch:
         self.caches = caches
         self.tmpfs = tmpfs
         self._cache_start = sum(tree_bytes(c) for c in caches) if limits.cache_growth_bytes is not None else 0
+        self._pss: tuple[float, int] = (0.0, 0)  # (when, bytes): the proportional sum, at most every 0.5 s
 
     def check(self, disk: bool) -> str | None:
         """What is over its limit ("resource_limit: ..."), or None; `disk`: also walk the directories."""
@@ -134,6 +154,8 @@ class Watch:
             )
         if lim.memory_bytes is not None:
             rss = resident_bytes(pids)
+            if rss > lim.memory_bytes:
+                rss = self._proportional(pids)
             if rss > lim.memory_bytes:
                 return (
                     f"{RESOURCE_LIMIT}: host memory: {_size(rss)} resident, over the host-memory limit of "
@@ -156,6 +178,13 @@ class Watch:
                     f"limit of {_size(lim.cache_growth_bytes)}"
                 )
         return None
+
+    def _proportional(self, pids: list[int]) -> int:
+        # reading smaps waits for a process that is forking (it holds its memory map): not every poll
+        now = time.monotonic()
+        if now - self._pss[0] >= 0.5:
+            self._pss = (now, proportional_bytes(pids))
+        return self._pss[1]
 
 
 def set_command_rlimits(limits: Limits) -> None:

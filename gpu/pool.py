@@ -192,8 +192,9 @@ class _Process:
         self._tasks = [
             asyncio.create_task(self._read_stdout()),
             asyncio.create_task(self._read_stderr()),
-            asyncio.create_task(self._watch_memory()),
         ]
+        if not jailed:  # a jail's init watches every process of its namespace itself (gpu/jail_limits.py)
+            self._tasks.append(asyncio.create_task(self._watch_memory()))
         try:
             hello = await asyncio.wait_for(asyncio.shield(self._hello_fut), timeout_s)
             # the PID the host sees (the worker's own is 2 inside its namespace when jailed)

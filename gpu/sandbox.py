@@ -241,6 +241,12 @@ class LocalSandbox(EvalSteps, Sandbox):
         """Start every worker now (otherwise they start on first use)."""
         await self.pool.start()
 
+    def show(self, task: Task) -> None:
+        """Have the jailed workers started from now on show `task`'s files: call it before `start` for a task
+        outside the ksearch package, or a jailed worker started without them is replaced at its first call
+        for the task (a jail shows only what it was started with). Nothing to do unjailed."""
+        self._files(task)
+
     async def _hello(self) -> dict[str, Any]:
         w = self.pool.workers[0]
         if w.hello is None:

@@ -44,7 +44,7 @@ def test_eval_prints_an_honest_summary(tmp_path: Path) -> None:
     assert "seed 5" in out and "status: ok" in out and "correct on small (3 trials" in out
     assert "functional only" in out
     expect = (
-        "namespaces: own PID namespace"
+        "namespaces: own PID and network namespaces"
         if jail.unavailable_reason() is None
         else "none: namespaces unavailable"
     )

@@ -29,6 +29,7 @@ async def _then_good(sb, affine, cand, st) -> None:
 
 
 async def test_process_exit_is_a_crash_and_the_pool_recovers(tight, affine, cand, st) -> None:
+    tight.show(affine)  # a jailed worker shows the task's file from its start
     await tight.start()
     w = tight.pool.workers[0]
     starts = w.starts

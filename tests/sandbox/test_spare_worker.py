@@ -28,6 +28,7 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
     sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0)
     w = sb.pool.workers[0]
     try:
+        sb.show(affine)  # a jailed worker shows the task's file from its start
         await sb.start()
         assert await w.wait_spare() is None  # none before the slot's process is first given back
         assert (await sb.correctness(cand("good_triton"), affine, st("small"))).status == "ok"
@@ -78,6 +79,7 @@ async def test_without_spares_a_dead_worker_is_started_cold(tmp_path, affine, ca
     sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=False)
     w = sb.pool.workers[0]
     try:
+        sb.show(affine)  # a jailed worker shows the task's file from its start
         await sb.start()
         assert await w.wait_spare() is None
         ev = await sb.correctness(cand("exits"), affine, st("small"))

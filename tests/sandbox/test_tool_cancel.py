@@ -101,7 +101,7 @@ async def test_a_tool_that_finishes_returns_its_output(tmp_path: Path) -> None:
 def test_the_jail_probe_runs_in_its_own_session() -> None:
     """A Ctrl-C at the terminal signals the terminal's process group; the probe must not be in it."""
     jail.unavailable_reason.cache_clear()
-    done = subprocess.CompletedProcess([], 0, stdout="1\n", stderr="")
+    done = subprocess.CompletedProcess([], 0, stdout="1 1\n", stderr="")  # processes, network interfaces
     try:
         with (
             mock.patch.object(jail.platform, "system", return_value="Linux"),
