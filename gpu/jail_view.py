@@ -207,9 +207,29 @@ def system_paths() -> list[str]:
                 real = os.path.dirname(real)
             if _usable(real):
                 out.append(real)
+    out += compiler_paths()
     libs = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) + _ld_conf_dirs()
     out += [d for d in libs if _usable(d) and os.path.isdir(d)]
     return out
+
+
+def compiler_paths() -> list[str]:
+    """The host C/C++ compilers Triton, nvcc and torch's extension builds call, where they live outside the
+    system folders (e.g. CC=/opt/gcc/bin/gcc): the whole installation, whose bin/ finds its own lib/."""
+    out = []
+    named = [os.environ.get(v, "") for v in ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN")]
+    for exe in named + [shutil.which(t) or "" for t in ("gcc", "g++", "cc", "c++")]:
+        exe = shutil.which(exe) or "" if exe and not os.path.isabs(exe) else exe
+        if not exe or not os.path.exists(exe):
+            continue
+        real = os.path.realpath(exe)
+        prefix = (
+            os.path.dirname(os.path.dirname(real)) if os.path.basename(os.path.dirname(real)) == "bin" else ""
+        )
+        for p in (exe, real, prefix):
+            if p and _usable(p) and not any(p == s or p.startswith(s + "/") for s in SYSTEM):
+                out.append(p)
+    return list(dict.fromkeys(out))
 
 
 def task_paths(task: Task) -> list[str]:

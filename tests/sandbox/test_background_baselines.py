@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.gpu]
 
 
 async def test_baselines_start_at_creation_and_no_prompt_waits(tmp_path, affine) -> None:
-    sb = LocalSandbox(tmp_path / "sb")
+    sb = LocalSandbox(scratch_dir=tmp_path / "sb")
     ws = await Workspace.open(tmp_path / "k.db", sandbox=sb)
     try:
         s = await create_search(ws, CreateSearchIn(task=str(affine.source_path)))
