@@ -94,13 +94,15 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "db_dir": str(base / f"escape-{token}"),
     }
     probe = base / "probe.py"
-    pid_file = base / "submitter.pid"
+    # the submitter's host PID reaches the probe through the compiler caches, the one folder outside its own
+    # scratch directory that a jailed worker is shown (read-write)
+    pid_file = base / "sandbox" / f"ksearch-sandbox-{os.getuid()}" / "shared" / "submitter.pid"
+    pid_file.parent.mkdir(parents=True)
     probe.write_text(PROBE.format(token=token, targets=json.dumps(targets), pid_file=pid_file))
     env = dict(os.environ)
     env.update({"ANTHROPIC_API_KEY": "sk-ant-probe-" + token, "OPENAI_API_KEY": "sk-probe-" + token})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["TMPDIR"] = str(base / "sandbox")  # the sandbox's scratch root: the probe writes outside it
-    (base / "sandbox").mkdir()
     env.setdefault("TRITON_INTERPRET", "1")
 
     def ksearch(*args: str) -> subprocess.CompletedProcess[str]:
