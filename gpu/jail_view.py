@@ -318,3 +318,15 @@ def gpu_devices() -> dict[str, GpuDevice]:
             index, uuid if uuid.startswith(("GPU-", "MIG-")) else None, f"/dev/nvidia{minor}"
         )
     return found
+
+
+def gpu_view(index: str) -> tuple[list[str], str]:
+    """(the device nodes a jail shows for nvidia-smi's GPU `index`, its CUDA_VISIBLE_DEVICES): its own node
+    alone, named by UUID, since CUDA numbers only the GPUs it can open (from 0) and an index could name none.
+    Where its node or its UUID cannot be told, every GPU node is shown (CUDA_VISIBLE_DEVICES still picks the
+    GPU, and `bench/jail_gpu.py` reports it as a GPU not hidden)."""
+    dev = gpu_devices().get(index)
+    if dev is not None and dev.uuid and os.path.exists(dev.node):
+        return [dev.node], dev.uuid
+    every = sorted(p for p in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", p))
+    return every, (dev.uuid if dev is not None and dev.uuid else index)

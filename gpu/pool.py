@@ -538,10 +538,7 @@ class WorkerProcess:
             return [], ""
         if not self.jailed:
             return [], str(self.gpu)
-        dev = jail_view.gpu_devices().get(str(self.gpu))
-        if dev is None:
-            return [f"/dev/nvidia{self.gpu}"], str(self.gpu)
-        return [dev.node], dev.uuid or str(self.gpu)
+        return jail_view.gpu_view(str(self.gpu))
 
     def _env(self, scratch: Path, mode: Mode) -> dict[str, str]:
         extra = {

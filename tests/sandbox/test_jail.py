@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu import jail
+from ksearch.gpu import jail, jail_view
+from ksearch.gpu.scrub import scrubbed_env
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_jail = pytest.mark.skipif(
@@ -113,3 +114,54 @@ async def test_a_sandbox_without_isolation_still_evaluates_and_says_so(tmp_path:
         assert (await sb.hardware()).isolation == sb.isolation
     finally:
         await sb.close()
+
+
+def test_the_unjailed_report_names_every_missing_protection() -> None:
+    """Where the jail cannot be built (or is turned off), the isolation report says what candidates can do."""
+    _, said = jail.resolve("none")
+    for what in (
+        "environments (API keys)",  # no PID namespace
+        "127.0.0.1 and ::1",  # no network namespace
+        "the home directory, other projects, the search database",  # no root of its own
+        "write anywhere this user can",
+        "processes or scratch disk",  # no limits
+        "every GPU",  # no device nodes of its own
+    ):
+        assert what in said, what
+
+
+_VIEW = "import json; from ksearch.gpu import jail_view as v; b = v.build([], [], [], []); print(json.dumps([b.binds, b.files]))"
+
+
+def test_the_view_shows_the_environment_but_not_the_home_nor_the_checkout(tmp_path: Path) -> None:
+    # built as the jail's launcher builds it: `python -m` in a scratch directory, with a worker's environment
+    p = subprocess.run(
+        [sys.executable, "-c", _VIEW],
+        cwd=tmp_path,
+        env=scrubbed_env(home=tmp_path),
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    raw_binds, files = json.loads(p.stdout)
+    view = jail_view.View(binds=[(path, mode) for path, mode in raw_binds], files=files)
+    binds = [p for p, _ in view.binds]
+    home = os.path.realpath(Path.home())
+    assert home not in binds and "/" not in binds and str(ROOT) not in binds
+    assert view.covers(os.path.realpath(sys.prefix)) and view.covers(os.path.realpath(sys.base_prefix))
+    assert view.covers(os.path.realpath(jail.__file__))  # the package itself
+    # of the checkout: its package folders, pyproject.toml and a virtual environment inside it, nothing else
+    inside = {Path(p).relative_to(ROOT).parts[0] for p in binds if p.startswith(str(ROOT) + "/")}
+    assert inside <= {"ksearch", "gpu", "tools", "server", "worldmodel", "pyproject.toml", ".venv", "venv"}
+    assert not view.covers(str(ROOT / "README.md")) and not view.covers(str(ROOT / ".git"))
+    assert all(mode == "ro" for p, mode in view.binds if not p.startswith("/dev/"))
+    assert set(view.files) == {"/etc/passwd", "/etc/group", "/etc/hosts"}  # the host's are not shown
+
+
+def test_a_task_file_is_shown_alone_read_only(tmp_path: Path) -> None:
+    task = tmp_path / "task.py"
+    task.write_text("x = 1\n")
+    (tmp_path / "secret.txt").write_text("no")
+    view = jail_view.build([], [], [str(task)], [])
+    assert (str(task), "ro") in view.binds
+    assert not view.covers(str(tmp_path / "secret.txt"))
