@@ -20,8 +20,9 @@ Linux namespaces, no privileges needed (unprivileged user namespaces):
   written to scratch, growth of the caches. Over a limit every process of the jail is killed and the
   launcher says why on stderr ("ksearch.gpu.jail: resource_limit: <kind>: ...", exit EXIT_RESOURCE_LIMIT).
   `--control FD`: a socket on which a caller (the worker pool) writes "?" after each reply it reads; init
-  measures at once and answers "ok", or the verdict before killing the jail, so the verdict belongs to the
-  call that went over, never to the next candidate;
+  measures at once (processes, memory, scratch; the caches' growth every few seconds only) and answers "ok",
+  or the verdict before killing the jail, so the verdict belongs to the call that went over, never to the
+  next candidate;
 - a second, nested user + mount namespace just before exec: mounts handed to a less privileged
   namespace are locked, so the command cannot remount them read-write or unmount them; no_new_privs.
 
@@ -77,7 +78,8 @@ _EXPOSED = (
 EXIT_SETUP_FAILED = 125  # the launcher could not build the jail (the message is on stderr)
 EXIT_RESOURCE_LIMIT = 118  # the jail went over a limit and was killed (the message is on stderr)
 POLL_S = 0.05  # how often init counts processes and memory
-DISK_EVERY_S = 1.0  # how often it walks the writable directories (and whenever asked)
+DISK_EVERY_S = 1.0  # how often it walks the scratch directories (and whenever asked)
+CACHES_EVERY_S = 5.0  # how often it walks the compiler caches (a walk of a large cache takes ~0.1 s)
 _PREFIX = "ksearch.gpu.jail: "
 
 
@@ -127,6 +129,7 @@ def _supervise(pid: int, report_fd: int, ctl: int | None, watch: Watch) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda _s, _f: None)
     next_disk = time.monotonic() + DISK_EVERY_S
+    next_caches = time.monotonic() + CACHES_EVERY_S
     while True:
         status = _reap(pid)
         if status is not None:
@@ -152,9 +155,12 @@ def _supervise(pid: int, report_fd: int, ctl: int | None, watch: Watch) -> None:
                 ctl = None  # the caller hung up
         now = time.monotonic()
         disk = bool(asked) or now >= next_disk
+        caches = now >= next_caches
         if disk:
             next_disk = now + DISK_EVERY_S
-        verdict = watch.check(disk)
+        if caches:
+            next_caches = now + CACHES_EVERY_S
+        verdict = watch.check(disk, caches)
         if verdict is not None:
             if ctl is not None:
                 try:

@@ -143,8 +143,9 @@ class Watch:
         self._cache_start = sum(tree_bytes(c) for c in caches) if limits.cache_growth_bytes is not None else 0
         self._pss: tuple[float, int] = (0.0, 0)  # (when, bytes): the proportional sum, at most every 0.5 s
 
-    def check(self, disk: bool) -> str | None:
-        """What is over its limit ("resource_limit: ..."), or None; `disk`: also walk the directories."""
+    def check(self, disk: bool, caches: bool = False) -> str | None:
+        """What is over its limit ("resource_limit: ..."), or None; `disk`: also walk the scratch
+        directories, `caches`: the compiler caches (which may hold many thousand files)."""
         lim = self.limits
         pids = jail_processes()
         if lim.processes is not None and len(pids) > lim.processes:
@@ -170,7 +171,7 @@ class Watch:
                     f"{RESOURCE_LIMIT}: scratch disk: {_size(used)} written (scratch directory and /dev/shm), "
                     f"over the limit of {_size(lim.disk_bytes)}"
                 )
-        if lim.cache_growth_bytes is not None and self.caches:
+        if caches and lim.cache_growth_bytes is not None and self.caches:
             grown = sum(tree_bytes(c) for c in self.caches) - self._cache_start
             if grown >= lim.cache_growth_bytes:
                 return (
