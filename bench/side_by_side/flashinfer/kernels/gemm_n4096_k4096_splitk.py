@@ -9,8 +9,19 @@ import triton.language as tl
 
 
 @triton.jit
-def _gemm(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-          SPLIT: tl.constexpr):
+def _gemm(
+    a_ptr,
+    b_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    k_per_split,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    SPLIT: tl.constexpr,
+):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
