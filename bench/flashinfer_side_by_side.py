@@ -1,7 +1,7 @@
 """FlashInfer-Bench's own benchmark runner next to ksearch's `flashinfer` timing protocol, per solution and workload -> JSON.
 
-    python bench/flashinfer_side_by_side.py [--fib .ext/fib] [--out PATH] [--budget-s 240]
-                                            [--timers cupti events] [--gemm-m 15 972 8192]
+    python bench/flashinfer_side_by_side.py [--fib .ext/fib] [--fib-wheels .whl/fib] [--out PATH] [--budget-s 240]
+                                            [--timers cupti events] [--gemm-m 15 972 8192] [--definitions ...]
 
 What runs, on one GPU:
 - A FlashInfer-Trace dataset staged in a temporary folder: gemm_n4096_k4096 as FlashInfer-Bench ships it
@@ -24,9 +24,16 @@ What runs, on one GPU:
 Each part has a timeout and records its error instead of stopping the run; the JSON is rewritten after every
 part; parts that would start past --budget-s are recorded as skipped.
 
-Packages beyond ksearch's: FlashInfer-Bench imports pydantic, pyyaml, safetensors, docstring-parser and filelock;
-FlashInfer's timer imports numpy and einops; flashinfer-python provides the timer's file; cupti-python (>= 13,
-with cuda-bindings) is what makes FlashInfer-Bench's timer use CUPTI.
+Packages beyond ksearch's: FlashInfer-Bench imports pydantic and pyyaml (ksearch has them), safetensors,
+docstring-parser and filelock; FlashInfer's timer file imports numpy and einops; flashinfer-python provides that
+file; cupti-python 13 (which imports cuda-bindings) makes the timer use CUPTI. Their wheels go in --fib-wheels
+(default .whl/fib) and are installed, without their dependencies, into a folder only FlashInfer-Bench's processes
+see (bench/side_by_side/flashinfer/fib_runner.py):
+
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any -d .whl/fib \
+        flashinfer-python==0.6.9 einops docstring-parser safetensors filelock \
+        cupti-python==13.0.1 cuda-bindings==13.0.3 cuda-pathfinder==1.9.1
 """
 
 from __future__ import annotations
