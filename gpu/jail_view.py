@@ -199,7 +199,8 @@ def system_paths() -> list[str]:
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if _usable(os.environ.get(var, "")):
             out.append(os.environ[var])
-    for tool, up in (("nvcc", 2), ("ncu", 1)):  # nvcc: its toolkit; ncu: its own folder
+    # nvcc: its toolkit; ncu: its own folder; what a torch extension build runs: the folder holding it
+    for tool, up in (("nvcc", 2), ("ncu", 1), ("ninja", 1), ("c++", 1), ("cc", 1), ("gcc", 1), ("g++", 1)):
         found = shutil.which(tool)
         if found:
             real = os.path.realpath(found)
