@@ -158,6 +158,87 @@ def test_the_l2_clear_is_kernelbenchs_256_mib_of_int64() -> None:
     assert n * 8 == 256 << 20 and timing_kernelbench.L2_CLEAR_VALUE == 42
 
 
+# ---------------------------------------------------------------- the worker's branch, on the CPU with fake events
+
+HONEST = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2.0 + 1.0\n"
+# right for its first 20 calls, then wrong: only a check of the timed calls' outputs sees it
+TIRES = HONEST.replace(
+    "        return x * 2.0 + 1.0",
+    "        global N\n        N += 1\n        return x * (2.0 if N <= 20 else 2.5) + 1.0",
+).replace("class ModelNew", "N = 0\n\n\nclass ModelNew")
+
+
+@pytest.fixture
+def worker(fake: _Log, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, affine: Any) -> Any:
+    """A CPU worker whose GPU calls are fakes, the affine task loaded; `worker.load_source(src)` loads a candidate."""
+    from ksearch.gpu import timing
+    from ksearch.gpu.worker_state import WorkerState
+
+    fake.times = iter([0.5] * 100_000)
+    monkeypatch.setattr(timing, "_Event", _FakeEvent)  # the host-clock check's events
+    monkeypatch.setattr(timing, "_sync", lambda: None)
+    monkeypatch.setattr(timing_kernelbench, "l2_clearer", lambda device: lambda: fake.calls.append("clear"))
+    monkeypatch.chdir(tmp_path)
+    state = WorkerState(torch.device("cpu"), {})
+    task = affine.model_dump(mode="json")
+    state.set_task({"task": task})
+
+    def load_source(src: str) -> None:
+        out = state.load(
+            {"task": task, "candidate": {"id": str(hash(src)), "language": "triton", "source": src}}
+        )
+        assert out["ok"], out
+
+    state.load_source = load_source  # type: ignore[attr-defined]
+    return state
+
+
+def _args(which: str, **kw: Any) -> dict[str, Any]:
+    from ksearch.worldmodel.models import EvalSettings
+
+    st = EvalSettings(seed=3, workloads=["small"], timing_protocol="kernelbench", **kw)
+    return {"workload": "small", "settings": st.model_dump(), "which": which}
+
+
+def test_the_worker_times_the_eager_reference_with_five_warm_up_calls(worker: Any, fake: _Log) -> None:
+    calls = []
+    ref = worker._reference_fn(worker.task.workload("small"))
+
+    def counted(inputs: list[Any]) -> Any:
+        calls.append(1)
+        return ref(inputs)
+
+    worker._ref_fns["small"] = counted
+    out = timing_kernelbench.benchmark(worker, _args("eager"))
+    assert out["protocol"] == "kernelbench" and out["n"] == 100 and out["mean_us"] == pytest.approx(500.0)
+    # 5 warm-up calls, 101 trials, then the 7 calls of the host-clock check
+    assert len(calls) == 5 + 101 + 7 and fake.calls.count("clear") == 101
+
+
+def test_the_worker_times_a_candidate_and_checks_it_after_the_loop(worker: Any) -> None:
+    worker.load_source(HONEST)
+    out = timing_kernelbench.benchmark(worker, _args("candidate", max_reps=30))
+    assert out["protocol"] == "kernelbench" and out["n"] == 30, out
+    assert not [f for f in out["flags"] if not f.startswith("note:")], out["flags"]
+
+
+def test_an_answer_cached_by_address_is_caught_after_the_loop(worker: Any, cand: Any) -> None:
+    """KernelBench times one input set, so a cache keyed by its address answers every timed call right."""
+    worker.load_source(cand("address_cache").source)
+    out = timing_kernelbench.benchmark(worker, _args("candidate", max_reps=10))
+    assert any(f.startswith("stale_output") for f in out["flags"]), out["flags"]
+
+
+def test_final_mode_checks_every_timed_output(worker: Any) -> None:
+    worker.load_source(TIRES)
+    search = timing_kernelbench.benchmark(worker, _args("candidate", max_reps=10))
+    assert any(f.startswith("recheck_failed") for f in search["flags"])  # after the loop
+    worker.load_source(TIRES.replace("N <= 20", "N <= 30"))
+    final = timing_kernelbench.benchmark(worker, _args("candidate", max_reps=100, final=True))
+    bad = [f for f in final["flags"] if f.startswith("final_recheck_failed")]
+    assert len(bad) == 1 and "timed call" in bad[0], final["flags"]
+
+
 # ---------------------------------------------------------------- KernelBench's correctness rule
 
 
