@@ -523,6 +523,9 @@ class LocalSandbox(EvalSteps, Sandbox):
         env = await self._environment()
         if env.cpu_mode:
             return {}
+        # the machine's facts first (a short call): a prompt asking for them meanwhile waits for these seconds,
+        # not for every baseline behind them
+        await self.hardware()
         names = settings.workloads or [w.name for w in task.by_split("search")]
         run = Run(Candidate.of("# reference times only\n", "triton"), settings)
         async with self.pool.acquire(self._files(task)) as w:

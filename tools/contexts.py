@@ -73,7 +73,9 @@ async def reference_times_text(ws: Workspace, s: Search) -> str:
     times = getattr(sb, "reference_times", None)
     if times is None:
         return ""
-    if (await sb.hardware()).cpu_mode:
+    # the sandbox knows from the start whether it has a GPU: asking the hardware would wait for a worker, which
+    # the background measurement of these very times may hold for a minute
+    if getattr(sb, "cpu_mode", False):
         return "not measured: this machine has no GPU (candidates run in the Triton interpreter)"
     task = ws.task(s.task)
     mode, protocol = s.config.compile_mode, s.config.timing_protocol
