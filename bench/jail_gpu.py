@@ -296,7 +296,7 @@ async def hostile_part(scratch: Path, affine: Any) -> dict[str, Any]:
     limits = Limits(processes=64, disk_bytes=64 << 20, cache_growth_bytes=1 << 30)
     os.environ["KSEARCH_JAIL_BENCH"] = SECRET
     sb = LocalSandbox(
-        scratch_dir=scratch, n_workers=1, isolation="namespaces", memory_limit_gb=2.5, limits=limits
+        scratch_dir=scratch, n_workers=1, isolation="namespaces", memory_limit_gb=8.0, limits=limits
     )
     good = Candidate.of((FIXTURES / "candidates" / "good_triton.py").read_text(), "triton")
     smoke = EvalSettings(seed=3, trials=1, workloads=["small"])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from ksearch.gpu import jail
 from ksearch.gpu.jail_limits import Limits
@@ -78,7 +79,9 @@ async def sb(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LocalSan
     sandbox = LocalSandbox(
         scratch_dir=tmp_path_factory.mktemp("hostile"),
         call_timeout_s=60.0,
-        memory_limit_gb=2.5,
+        # the hog holds 10 GiB; a GPU worker (CUDA, and torch.compile's workers for the baselines) needs more
+        # than a CPU one
+        memory_limit_gb=8.0 if torch.cuda.is_available() else 2.5,
         isolation="namespaces",
         limits=LIMITS,
     )
