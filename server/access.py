@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from ksearch.worldmodel.errors import KsearchError
+
 if TYPE_CHECKING:  # the CLI imports this module for its help text: no web stack at start-up
     from starlette.middleware import Middleware
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -36,10 +38,6 @@ TOKEN_HELP = (
 # One answer for a missing and a wrong token: it says what is needed and nothing about the server.
 NEEDS_TOKEN = "a bearer token is required: send the header Authorization: Bearer <token>"
 BROWSER_HINT = "; in a browser, open this address once with ?token=<token>"
-
-
-class AccessRefused(ValueError):
-    """A server that must not start as asked; the message says what to do instead."""
 
 
 def is_loopback(host: str) -> bool:
@@ -93,14 +91,15 @@ class HttpAccess(BaseModel):
 
 
 def http_access(host: str, token: str | None, command: str) -> HttpAccess:
-    """The access rule for a face about to bind `host`; raises AccessRefused before anything is bound."""
+    """The access rule for a face about to bind `host`; a refusal (KsearchError: the CLI exits 2 with its
+    message) comes before anything is bound."""
     try:
         access = HttpAccess(host=host, token=SecretStr(token) if token else None)
     except ValidationError as e:
         reason = "; ".join(str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
-        raise AccessRefused(f"{command}: unusable token ({TOKEN_OPTION} / {TOKEN_ENV}): {reason}") from None
+        raise KsearchError(f"{command}: unusable token ({TOKEN_OPTION} / {TOKEN_ENV}): {reason}") from None
     if access.exposed and access.token is None:
-        raise AccessRefused(
+        raise KsearchError(
             f"{command}: refusing to listen on {host!r} without a token: an address other than loopback can "
             f"be reached from other machines. Give a bearer token with {TOKEN_OPTION} TOKEN or the {TOKEN_ENV} "
             f"environment variable (make one with {MAKE_TOKEN}), or bind 127.0.0.1"
@@ -132,6 +131,11 @@ def _cookies(raw: bytes | None) -> Iterable[tuple[str, str]]:
         yield name, value
 
 
+# A refused request's body is never read, so the connection cannot carry another request: say so, or a client
+# that pools connections (Node's fetch) sends its next request on a socket the server is closing.
+_UNREAD = [(b"content-length", b"0"), (b"connection", b"close")]
+
+
 class BearerToken:
     """ASGI middleware: an HTTP or WebSocket request passes only with the right bearer token.
 
@@ -155,9 +159,7 @@ class BearerToken:
             return scheme.lower() == b"bearer" and token_matches(given.strip(), self._token)
         if self._browser_login:
             for name, value in _cookies(_header(scope, b"cookie")):
-                if name == COOKIE and hmac.compare_digest(
-                    _digest(value.encode()), _digest(self._cookie.encode())
-                ):
+                if name == COOKIE and token_matches(value, self._cookie):
                     return True
         return False
 
@@ -172,7 +174,8 @@ class BearerToken:
         if len(given) != 1 or not token_matches(given[0], self._token):
             return None
         rest = urllib.parse.urlencode([(k, v) for k, v in query if k != "token"])
-        path = urllib.parse.quote(scope.get("path", "/") or "/")
+        # one leading slash: "//host" would send the browser to another site
+        path = "/" + urllib.parse.quote(scope.get("path", "/")).lstrip("/")
         return (path + (f"?{rest}" if rest else "")).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -182,7 +185,7 @@ class BearerToken:
         location = self._login(scope)
         if location is not None:
             cookie = f"{COOKIE}={self._cookie}; Path=/; HttpOnly; SameSite=Lax"
-            headers = [(b"location", location), (b"set-cookie", cookie.encode()), (b"content-length", b"0")]
+            headers = [(b"location", location), (b"set-cookie", cookie.encode()), *_UNREAD]
             await send({"type": "http.response.start", "status": 303, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
             return
@@ -197,6 +200,7 @@ class BearerToken:
                     (b"www-authenticate", b'Bearer realm="ksearch"'),
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(self._refusal)).encode()),
+                    (b"connection", b"close"),
                 ],
             }
         )

@@ -181,13 +181,10 @@ def serve(
     db: NewDbOption = DEFAULT_DB,
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
-    from ksearch.server.access import AccessRefused, http_access
+    from ksearch.server.access import http_access
     from ksearch.server.mcp.server import serve as _serve
 
-    try:
+    with refusals():  # exit 2 with the refusal's message
         # the token rule is checked before anything is opened or bound; the jail rule before binding
         access = http_access(host, token, "ksearch serve") if http else None
-        with refusals():
-            _serve(db, http=access, port=port, record=record, allow_unjailed=allow_unjailed)
-    except AccessRefused as e:
-        raise fail(str(e)) from None
+        _serve(db, http=access, port=port, record=record, allow_unjailed=allow_unjailed)

@@ -8,7 +8,16 @@ from typing import Annotated
 
 import typer
 
-from ksearch.server.cli.common import DEFAULT_DB, DbOption, TokenOption, console, fail, run_async, tell
+from ksearch.server.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    TokenOption,
+    console,
+    fail,
+    refusals,
+    run_async,
+    tell,
+)
 from ksearch.worldmodel.errors import NotFound
 
 
@@ -34,13 +43,11 @@ def ui(
     steering controls (add intent, priority, pin, veto, prune) that go through the same tools as the CLI."""
     import uvicorn
 
-    from ksearch.server.access import AccessRefused, http_access
+    from ksearch.server.access import http_access
     from ksearch.server.web.app import build_app
 
-    try:
-        access = http_access(host, token, "ksearch ui")  # before the database is opened or a port bound
-    except AccessRefused as e:
-        raise fail(str(e)) from None
+    with refusals():  # exit 2 with the refusal's message, before the database is opened or a port bound
+        access = http_access(host, token, "ksearch ui")
     search_id = run_async(check_target(db, search))
     app = build_app(db, default_search=search_id, host=host, access=access)
     sock = _bind(host, port)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from ksearch.server.access import AccessRefused, HttpAccess, guarded
+from ksearch.server.access import HttpAccess, guarded
+from ksearch.worldmodel.errors import KsearchError
 
 if TYPE_CHECKING:
     from ksearch.server.mcp.server import KsearchServer
@@ -41,7 +42,7 @@ def unjailed_exposure(host: str, isolation: str) -> str:
 
 
 async def check_jail(ks: KsearchServer, access: HttpAccess, *, allow_unjailed: bool) -> str | None:
-    """Refuse (AccessRefused) an exposed server whose candidates would run unjailed, unless allowed; the
+    """Refuse (KsearchError) an exposed server whose candidates would run unjailed, unless allowed; the
     warning to print when it was allowed, else None."""
     if not access.exposed:
         return None
@@ -50,7 +51,7 @@ async def check_jail(ks: KsearchServer, access: HttpAccess, *, allow_unjailed: b
         return None
     what = unjailed_exposure(access.host, isolation)
     if not allow_unjailed:
-        raise AccessRefused(
+        raise KsearchError(
             f"ksearch serve: refusing to start: {what}. Make the jail work here (unprivileged user namespaces; "
             f"KSEARCH_ISOLATION not 'none'), bind 127.0.0.1, or pass {ALLOW_UNJAILED} to serve anyway"
         )

@@ -28,6 +28,7 @@ from ksearch.server import access
 from ksearch.server.access import BearerToken, HttpAccess, http_access, is_loopback, token_matches
 from ksearch.server.mcp.http import candidate_isolation, check_jail, is_jailed
 from ksearch.server.mcp.server import build_server
+from ksearch.worldmodel.errors import KsearchError
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "tok-" + "x7Qp2mZr9LkW4vNs8Bd3"  # what a user would pass; long enough for the rule
@@ -176,14 +177,12 @@ def test_exposed_serve_refuses_unjailed_candidates(tmp_path: Path) -> None:
 async def test_jail_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The rule on its own: loopback needs no jail; off loopback the unjailed case is refused, or allowed by the
     flag with a warning quoting the sandbox's report of what is missing (no real non-loopback bind is made)."""
-    from ksearch.server.access import AccessRefused
-
     monkeypatch.setenv("KSEARCH_ISOLATION", "none")
     ks = build_server(tmp_path / "k.db")
     try:
         assert await check_jail(ks, http_access("127.0.0.1", None, "x"), allow_unjailed=False) is None
         exposed = http_access("0.0.0.0", TOKEN, "x")
-        with pytest.raises(AccessRefused, match="--allow-unjailed"):
+        with pytest.raises(KsearchError, match="--allow-unjailed"):
             await check_jail(ks, exposed, allow_unjailed=False)
         warning = await check_jail(ks, exposed, allow_unjailed=True)
         isolation = await candidate_isolation(ks)

@@ -103,3 +103,5 @@ def test_a_browser_trades_the_token_for_a_cookie(guarded_ui: UiProcess) -> None:
         assert http.get("/api/s/1/version").status_code == 200
     forged = httpx.get(f"{guarded_ui.base}/api/searches", cookies={"ksearch_ui": TOKEN}, timeout=30)
     assert forged.status_code == 401  # the cookie is derived from the token, not the token itself
+    away = httpx.get(f"{guarded_ui.base}//evil.example/?token={TOKEN}", timeout=30)
+    assert away.status_code == 303 and away.headers["location"] == "/evil.example/"  # never to another site
