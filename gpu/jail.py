@@ -98,7 +98,6 @@ def _command(cmd: list[str], limits: Limits, closing: list[int]) -> None:
     """PID 2: the command itself, in a nested user namespace that locks every mount."""
     for fd in closing:
         os.close(fd)
-    sc.prctl(sc.PR_SET_DUMPABLE, 1)  # init is not, and a non-dumpable process cannot write its uid_map
     sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     set_command_rlimits(limits)
@@ -192,7 +191,8 @@ def _init(a: dict[str, Any], view: jail_view.View, report_fd: int, cwd: str) -> 
     pid = os.fork()
     if pid == 0:
         _command(a["cmd"], limits, [report_fd] + ([ctl] if ctl is not None else []))
-    # a candidate shares its uid with init: not dumpable, init cannot be ptraced or have its /proc read
+    # a candidate shares its uid with init: not dumpable, init cannot be ptraced or have its /proc read (only
+    # now: a process that is not dumpable cannot write its own uid_map, as COMMAND does)
     sc.prctl(sc.PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _supervise(pid, report_fd, ctl, watch)

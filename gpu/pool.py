@@ -30,7 +30,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import sys
 import time
 from collections import deque
@@ -40,7 +39,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ksearch.gpu import jail, jail_view
-from ksearch.gpu.jail_limits import RESOURCE_LIMIT, Limits
+from ksearch.gpu.jail_limits import Limits
+from ksearch.gpu.jail_link import JailLink
 from ksearch.gpu.scrub import scrubbed_env
 from ksearch.worldmodel.errors import KsearchError
 
@@ -109,10 +109,7 @@ class _Process:
         self.mode = mode
         self.memory_limit_bytes = memory_limit_bytes
         self.readable = readable  # the task files its jail shows
-        # the limit-check socket of its jail: this side, and the jail's (passed to it, then closed here)
-        self.control: socket.socket | None = None
-        self.jail_end: socket.socket | None = None
-        self._ctl: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self.link: JailLink | None = None  # its jail's limit-check socket (jailed processes only)
         self.hello: dict[str, Any] | None = None
         self.ran_candidate = False  # whether this process has loaded candidate code
         self.started: asyncio.Task[None] | None = None  # its start, from `launch`
@@ -171,24 +168,19 @@ class _Process:
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.scratch.mkdir(parents=True, exist_ok=True)
         self._hello_fut = asyncio.get_running_loop().create_future()
-        jail_end, self.jail_end = self.jail_end, None
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=self.scratch,
-                env=env,
-                start_new_session=True,
-                limit=64 << 20,
-                pass_fds=(jail_end.fileno(),) if jail_end is not None else (),
-            )
-        finally:
-            if jail_end is not None:
-                jail_end.close()  # the jail's init holds it now
-        if self.control is not None:
-            self._ctl = await asyncio.open_unix_connection(sock=self.control)
+        self._proc = await asyncio.create_subprocess_exec(
+            *cmd,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=self.scratch,
+            env=env,
+            start_new_session=True,
+            limit=64 << 20,
+            pass_fds=self.link.pass_fds() if self.link is not None else (),
+        )
+        if self.link is not None:
+            await self.link.handed_over()
         self._tasks = [
             asyncio.create_task(self._read_stdout()),
             asyncio.create_task(self._read_stderr()),
@@ -222,14 +214,8 @@ class _Process:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks = []
-        if self._ctl is not None:
-            self._ctl[1].close()
-            self._ctl = None
-        elif self.control is not None:
-            self.control.close()
-        if self.jail_end is not None:  # never started
-            self.jail_end.close()
-            self.jail_end = None
+        if self.link is not None:
+            self.link.close()
 
     def kill_now(self) -> None:
         """SIGKILL the whole group without waiting."""
@@ -421,22 +407,16 @@ class _Process:
         reply.setdefault("seconds", time.monotonic() - t0)
         return reply
 
-    async def _ask_jail(self, timeout_s: float = 60.0) -> None:
+    async def _ask_jail(self) -> None:
         """Have the jail measure its limits now (jailed processes only); over one, the process is gone and
         this raises its death, so the reply just read is not used."""
-        if self._ctl is None or self._proc is None:
+        if self.link is None or self._proc is None:
             return
-        reader, writer = self._ctl
-        try:
-            writer.write(b"?\n")
-            await writer.drain()
-            answer = await asyncio.wait_for(reader.readline(), timeout_s)
-        except (OSError, TimeoutError):
-            answer = b""
-        if answer.startswith(b"ok"):
+        verdict = await self.link.ask()
+        if verdict is None:
             return
-        if answer.startswith(RESOURCE_LIMIT.encode()):
-            self._verdict = answer.decode(errors="replace").strip()
+        if verdict:
+            self._verdict = verdict
             self._killed_for = "limit"
         try:
             await asyncio.wait_for(self._proc.wait(), 10.0)
@@ -561,7 +541,7 @@ class WorkerProcess:
         caches.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "ksearch.gpu.worker"]
         if self.jailed:
-            p.control, p.jail_end = socket.socketpair()
+            p.link = JailLink()
             cmd = jail.wrap(
                 cmd,
                 [scratch],
@@ -569,7 +549,7 @@ class WorkerProcess:
                 readable=sorted(self.readable),
                 devices=self.gpu_view()[0],
                 limits=self.limits,
-                control_fd=p.jail_end.fileno(),
+                control_fd=p.link.jail_fd,
             )
         p.launch(cmd, self._env(scratch, mode), self.start_timeout_s, jailed=self.jailed, after=after)
         return p

@@ -133,6 +133,18 @@ for pid in [d for d in os.listdir("/proc") if d.isdigit()] + [str(HOST_PID)]:
         blobs[pid] = type(e).__name__
 seen["environ"] = blobs
 seen["pids"] = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
+seen["init_fds"] = []  # init holds the socket the pool asks its checks on: not dumpable, not for us to open
+for fd in range(8):
+    try:
+        os.close(os.open(f"/proc/1/fd/{fd}", os.O_RDONLY))
+        seen["init_fds"].append("opened")
+    except OSError as e:
+        seen["init_fds"].append(type(e).__name__)
+try:
+    os.kill(1, 15)  # PID 1 of a namespace ignores a signal it has no handler for
+    seen["init_after_sigterm"] = os.path.exists("/proc/1")
+except OSError as e:
+    seen["init_after_sigterm"] = type(e).__name__
 try:
     with open(f"/proc/{HOST_PID}/cmdline", "rb") as f:
         seen["host_cmdline"] = f.read().decode(errors="replace")[:80]
@@ -143,6 +155,7 @@ except OSError as e:
     assert seen["env"] == []
     assert True not in seen["environ"].values(), seen["environ"]
     assert max(seen["pids"]) <= 8 and 1 in seen["pids"], seen["pids"]  # init, the worker and its children
+    assert "opened" not in seen["init_fds"] and seen["init_after_sigterm"] is True, seen
     assert (
         seen["host_cmdline"] in ("FileNotFoundError", "ProcessLookupError")
         or "pytest" not in seen["host_cmdline"]
