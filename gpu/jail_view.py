@@ -199,8 +199,9 @@ def system_paths() -> list[str]:
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if _usable(os.environ.get(var, "")):
             out.append(os.environ[var])
-    # nvcc: its toolkit; ncu: its own folder; what a torch extension build runs: the folder holding it
-    for tool, up in (("nvcc", 2), ("ncu", 1), ("ninja", 1), ("c++", 1), ("cc", 1), ("gcc", 1), ("g++", 1)):
+    # nvcc: its toolkit; ncu: its own folder; ninja (torch extension builds): the folder holding it; the C and
+    # C++ compilers: compiler_paths
+    for tool, up in (("nvcc", 2), ("ncu", 1), ("ninja", 1)):
         found = shutil.which(tool)
         if found:
             real = os.path.realpath(found)
