@@ -162,5 +162,6 @@ def test_the_summary_names_the_mode_of_each_baseline() -> None:
         )  # fmt: skip
 
     lines = summarize(Evaluation(status="ok", timings=[timing("max-autotune"), timing(None)])).splitlines()
-    assert "1.200x vs torch.compile (max-autotune, static, per shape; 120.0 us)" in lines[1]
-    assert "1.200x vs torch.compile (120.0 us)" in lines[2]  # a record from before the mode was kept
+    assert lines[1].startswith("timed: ksearch (")  # the protocol, named once above the timings
+    assert "1.200x vs torch.compile (max-autotune, static, per shape; 120.0 us)" in lines[2]
+    assert "1.200x vs torch.compile (120.0 us)" in lines[3]  # a record from before the mode was kept
