@@ -55,6 +55,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "bench" / "side_by_side" / "flashinfer"
 sys.path.insert(0, str(HERE))
+from evaluation_record import evaluate_record  # noqa: E402  (bench/, the script's own folder)
 from fib_runner import probe_fib, run_fib, stage_fib  # noqa: E402  (beside the dataset it runs)
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "side-by-side-flashinfer-h200.json"
@@ -168,42 +169,12 @@ async def run_ksearch(
     from ksearch.gpu.tasks.fib_solution import parse_solution, solution_to_candidate
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
-    t0 = time.perf_counter()
     conv = solution_to_candidate(parse_solution(solution), task)
     st = EvalSettings(seed=SEED, trials=1, workloads=names, timing_protocol="flashinfer")
-    try:
-        ev = await asyncio.wait_for(
-            sb.evaluate(Candidate.of(conv.source, conv.language), task, st), timeout_s
-        )
-    except TimeoutError:
-        return {"error": f"timed out after {timeout_s:.0f} s", "seconds": time.perf_counter() - t0}
-    per = {
-        t.workload: {
-            "mean_us": t.mean_us,
-            "median_us": t.median_us,
-            "ci_us": [t.ci_low_us, t.ci_high_us],
-            "n": t.n,
-            "statistic": t.statistic,
-            "protocol": t.protocol,
-            "eager_us": t.eager_median_us,
-            "host_median_us": t.host_median_us,
-            "flags": t.flags,
-        }
-        for t in ev.timings
-    }
-    return {
-        "status": ev.status,
-        "error": ev.error,
-        "flags": ev.flags,
-        "pure_pytorch": ev.pure_pytorch,
-        "language": conv.language,
-        "correctness": [
-            {"workload": c.workload, "passed": c.passed, "kind": c.kind, "message": (c.message or "")[:300]}
-            for c in ev.correctness
-        ],
-        "per_workload": per,
-        "seconds": time.perf_counter() - t0,
-    }
+    return await evaluate_record(
+        sb, task, Candidate.of(conv.source, conv.language), st, timeout_s, per_key="per_workload",
+        language=conv.language,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- assembly

@@ -51,6 +51,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evaluation_record import evaluate_record  # noqa: E402  (bench/, the script's own folder)
+
 DEFAULT_TASK = ROOT / ".ext" / "reference-kernels" / "problems" / "bioml" / "trimul"
 DEFAULT_CANDIDATES = ROOT / ".ext" / "K-Search" / "results" / "gpumode_trimul"
 DEFAULT_OUT = ROOT / "bench" / "results" / "gpumode-trimul-h200.json"
@@ -169,36 +171,8 @@ async def run_ksearch(
 ) -> dict[str, Any]:
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
-    t0 = time.perf_counter()
     st = EvalSettings(seed=20_251_101, trials=1, workloads=names, timing_protocol=protocol)  # type: ignore[arg-type]
-    try:
-        ev = await asyncio.wait_for(
-            sb.evaluate(Candidate.of(source, language_of(source)), task, st), timeout_s
-        )
-    except TimeoutError:
-        return {"error": f"timed out after {timeout_s:.0f} s", "seconds": time.perf_counter() - t0}
-    per = {
-        t.workload: {
-            "median_us": t.median_us,
-            "mean_us": t.mean_us,
-            "ci_us": [t.ci_low_us, t.ci_high_us],
-            "n": t.n,
-            "eager_median_us": t.eager_median_us,
-        }
-        for t in ev.timings
-    }
-    return {
-        "status": ev.status,
-        "error": ev.error,
-        "flags": ev.flags,
-        "pure_pytorch": ev.pure_pytorch,
-        "correctness": [
-            {"workload": c.workload, "passed": c.passed, "kind": c.kind, "message": (c.message or "")[:300]}
-            for c in ev.correctness
-        ],
-        "per_shape": per,
-        "seconds": time.perf_counter() - t0,
-    }
+    return await evaluate_record(sb, task, Candidate.of(source, language_of(source)), st, timeout_s)
 
 
 # ---------------------------------------------------------------- the probe (its own process)

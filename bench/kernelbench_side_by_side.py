@@ -45,6 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evaluation_record import evaluate_record  # noqa: E402  (bench/, the script's own folder)
+
 DEFAULT_KB = ROOT / ".ext" / "kb"
 DEFAULT_PROBLEMS = ["level1/88_MinGPTNewGelu", "level1/40_LayerNorm", "level2/76_Gemm_Add_ReLU"]
 DEFAULT_CANDIDATES = ROOT / "bench" / "side_by_side" / "kernelbench"
@@ -209,7 +211,6 @@ async def run_ksearch(
 ) -> dict[str, Any]:
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
-    t0 = time.perf_counter()
     trials = (
         args.perf_trials if protocol == "kernelbench" else 200
     )  # the kernelbench protocol: min(100, max_reps)
@@ -221,36 +222,7 @@ async def run_ksearch(
         min_reps=min(10, trials),
         max_reps=trials,
     )
-    try:
-        ev = await asyncio.wait_for(sb.evaluate(Candidate.of(source, "triton"), task, st), timeout_s)
-    except TimeoutError:
-        return {"error": f"timed out after {timeout_s:.0f} s", "seconds": time.perf_counter() - t0}
-    per = {
-        t.workload: {
-            "mean_us": t.mean_us,
-            "median_us": t.median_us,
-            "statistic": getattr(t, "statistic", "median"),
-            "ci_us": [t.ci_low_us, t.ci_high_us],
-            "n": t.n,
-            "host_median_us": t.host_median_us,
-            "eager_us": t.eager_median_us,
-            "flags": t.flags,
-        }
-        for t in ev.timings
-    }
-    return {
-        "status": ev.status,
-        "error": ev.error,
-        "flags": ev.flags,
-        "pure_pytorch": ev.pure_pytorch,
-        "correctness": [
-            {"workload": c.workload, "passed": c.passed, "kind": c.kind, "max_abs_err": c.max_abs_err}
-            for c in ev.correctness
-        ],
-        "per_shape": per,
-        "env": ev.env.model_dump() if ev.env else None,
-        "seconds": time.perf_counter() - t0,
-    }
+    return await evaluate_record(sb, task, Candidate.of(source, "triton"), st, timeout_s)
 
 
 # ---------------------------------------------------------------- assembly
