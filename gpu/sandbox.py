@@ -520,6 +520,7 @@ class LocalSandbox(EvalSteps, Sandbox):
     async def _reference_times(
         self, task: Task, settings: EvalSettings
     ) -> dict[str, dict[str, float | None]]:
+        files = self._files(task)  # before any worker starts: none is restarted to show them
         env = await self._environment()
         if env.cpu_mode:
             return {}
@@ -528,7 +529,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         await self.hardware()
         names = settings.workloads or [w.name for w in task.by_split("search")]
         run = Run(Candidate.of("# reference times only\n", "triton"), settings)
-        async with self.pool.acquire(self._files(task)) as w:
+        async with self.pool.acquire(files) as w:
             if not self.clean_baselines:
                 reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
                 if not reply.get("ok"):
