@@ -26,7 +26,8 @@ async def test_good_candidate_is_ok_and_timed(sandbox, affine, cand, st) -> None
     assert any("interpreter" in f for f in ev.flags)
     # where its seconds went: each step measured, none more than the whole, drawing inputs inside them
     steps = ev.seconds_by_step
-    assert {"wait_for_worker", "load", "correctness", "timing", "baselines", "inputs"} <= set(steps), steps
+    # (waiting for a worker shows only when it took a measurable time: a started worker is there at once)
+    assert {"load", "correctness", "timing", "baselines", "inputs"} <= set(steps), steps
     assert steps["correctness"] > 0 and steps["timing"] > 0
     assert sum(v for k, v in steps.items() if k not in ("inputs", "compile")) <= ev.seconds + 1e-3
     assert 0 < steps["inputs"] < steps["correctness"] + steps["timing"] + steps["baselines"]
