@@ -34,7 +34,6 @@ import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ksearch.about import IMPORT_ROOT, ROOMS, SOURCE_ROOT
+from ksearch.gpu.smi import query_gpus
 
 if TYPE_CHECKING:
     from ksearch.gpu.task import Task
@@ -289,23 +289,8 @@ class GpuDevice:
 def gpu_devices() -> dict[str, GpuDevice]:
     """Every GPU nvidia-smi lists, by index; {} without one. The device node comes from the driver's
     /proc/driver/nvidia/gpus/<bus id>/information ("Device Minor"), the index when that is unreadable."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return {}
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return {}
     found: dict[str, GpuDevice] = {}
-    for line in out.splitlines():
-        cols = [c.strip() for c in line.split(",")]
+    for cols in query_gpus("index,uuid,pci.bus_id"):
         if len(cols) < 3 or not cols[0].isdigit():
             continue
         index, uuid, bus = cols

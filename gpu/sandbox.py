@@ -19,7 +19,6 @@ import logging
 import os
 import secrets
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from ksearch.gpu.sandbox_dryrun import DryRun
 from ksearch.gpu.sandbox_profile import profile_on
 from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json
 from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of
+from ksearch.gpu.smi import query_gpus
 from ksearch.gpu.task import Task
 from ksearch.worldmodel.models import (
     PROTOCOL_STATISTIC,
@@ -70,21 +70,7 @@ def _query_gpus() -> tuple[list[str], str | None, str | None]:
     """(visible GPU ids, driver version, compute capability) from nvidia-smi; ([], None, None) without one."""
     if os.environ.get("KSEARCH_CPU_MODE") == "1":
         return [], None, None
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return [], None, None
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index,driver_version,compute_cap", "--format=csv,noheader"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return [], None, None
-    rows = [[c.strip() for c in ln.split(",")] for ln in out.splitlines() if ln.strip()]
+    rows = query_gpus("index,driver_version,compute_cap")
     if not rows:
         return [], None, None
     ids = [r[0] for r in rows]
