@@ -68,6 +68,7 @@ from ksearch.gpu.stats import summarize
 from ksearch.gpu.tasks.flashinfer import FIB_EVALUATOR
 from ksearch.gpu.tasks.rt_flashinfer import FlashInferRuntime
 from ksearch.gpu.worker_core import CandidateFailure, restore_precision
+from ksearch.worldmodel.errors import KsearchError
 
 if TYPE_CHECKING:
     from ksearch.gpu.worker_timing import Timing
@@ -189,7 +190,7 @@ def _profiled_after_compile(loop: Callable[[], None]) -> list[Activity]:
     return _profiled(loop)
 
 
-class ProfilerReplaced(RuntimeError):
+class ProfilerReplaced(RuntimeError, KsearchError):
     """The profiler's functions are not those the worker started with."""
 
 
@@ -310,7 +311,7 @@ def time_trial(call: Callable[[], Any], cfg: FibSettings, gpu: Gpu, budget_s: fl
     return Trial(samples, "events", flags, last)
 
 
-class _CallFailed(Exception):
+class TimedCallFailed(KsearchError):
     """A timed call raised (as opposed to the tracer): its exception is the cause."""
 
 
@@ -329,7 +330,7 @@ def _traced(call: Callable[[], Any], iters: int, gpu: Gpu, flush: Callable[[], N
             try:
                 out = call()
             except Exception as e:
-                raise _CallFailed() from e
+                raise TimedCallFailed() from e
             if i == iters - 1:
                 kept.append(out)
             del out  # dropped as the runner drops it, before the synchronize
@@ -337,7 +338,7 @@ def _traced(call: Callable[[], Any], iters: int, gpu: Gpu, flush: Callable[[], N
 
     try:
         acts = gpu.trace(loop)
-    except _CallFailed as cf:
+    except TimedCallFailed as cf:
         assert cf.__cause__ is not None
         raise cf.__cause__ from None
     except ProfilerReplaced as e:

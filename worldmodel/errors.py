@@ -29,6 +29,8 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── ProfileError                   ksearch.gpu.ncu            (RuntimeError)
     ├── ExtensionBuildError            ksearch.gpu.cpp_ext        (RuntimeError)
     ├── NvrtcError                     ksearch.gpu.nvrtc          (RuntimeError)
+    ├── ProfilerReplaced               ksearch.gpu.timing_flashinfer (RuntimeError)
+    ├── TimedCallFailed                ksearch.gpu.timing_flashinfer
     ├── ToolFailure                    ksearch.tools.errors
     ├── PolicyError                    ksearch.server.driver.policies.base (RuntimeError)
     │   └── IntentDeclined             ksearch.server.driver.policies.base
