@@ -12,6 +12,7 @@ from ksearch.gpu.sandbox import LocalSandbox
 from ksearch.gpu.sandbox_api import Sandbox
 from ksearch.tools.candidate_file import CandidateFileIn, read_candidate_file
 from ksearch.tools.common import Progress, check_workloads, eval_settings_on, summarize
+from ksearch.tools.protocols import choose_protocol
 from ksearch.tools.schema import ToolModel
 from ksearch.worldmodel.models import TIMING_PROTOCOLS, EvalSettings, Evaluation, Language, TimingProtocol
 
@@ -28,10 +29,11 @@ class EvaluateFileIn(CandidateFileIn):
     seed: int | None = Field(None, description="Seed of the inputs; default: a fresh random one")
     timing: bool = Field(True, description="False: check correctness only")
     profile: bool = Field(False, description="Also run Nsight Compute on the first workload (GPU only)")
-    timing_protocol: TimingProtocol = Field(
-        "ksearch",
-        description="ksearch (L2 flushed, launch covered, rotated inputs, median) | gpumode (as a GPU MODE "
-        "task's own eval.py times: its mean)",
+    timing_protocol: TimingProtocol | None = Field(
+        None,
+        description="ksearch | gpumode | kernelbench | flashinfer; default: the task's owner's (as a search on it "
+        "is timed: gpumode for a GPU MODE folder, kernelbench for a plain KernelBench file, flashinfer for a "
+        "FlashInfer-Bench definition, ksearch for a native task)",
     )
 
     @field_validator("timing_protocol", mode="before")
@@ -60,8 +62,9 @@ async def evaluate_file(
     check_workloads(cf.task, inp.workloads)  # before any worker starts
     sb = sandbox if sandbox is not None else LocalSandbox()
     try:
+        protocol = choose_protocol(cf.task, inp.timing_protocol)
         settings = await eval_settings_on(
-            sb, cf.task, inp.workloads, inp.trials, seed=inp.seed, timing_protocol=inp.timing_protocol
+            sb, cf.task, inp.workloads, inp.trials, seed=inp.seed, timing_protocol=protocol
         )
         ev = await sb.evaluate(
             cf.candidate,

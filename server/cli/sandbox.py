@@ -98,13 +98,13 @@ def eval_file(
         bool, typer.Option("--profile", help="Also run Nsight Compute on the first workload")
     ] = False,
     timing_protocol: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--timing",
-            help="ksearch (L2 flushed, launch covered, rotated inputs, median) | gpumode (as a GPU MODE "
-            "task's own eval.py times: reports its mean)",
+            help="ksearch (L2 flushed, launch covered, rotated inputs, median) | gpumode | kernelbench | "
+            "flashinfer (as that owner's evaluator times: its mean); default: the task's owner's",
         ),
-    ] = "ksearch",
+    ] = None,
 ) -> None:
     """Evaluate one candidate file: compile, check against the reference, and time it."""
     from ksearch.tools.evaluate_file import EvaluateFileIn, evaluate_file

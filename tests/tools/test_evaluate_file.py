@@ -135,6 +135,11 @@ async def test_refusals_say_what_was_wrong(sb: LocalSandbox, tmp_path: Path) -> 
         ValidationError, match=r"unknown timing protocol 'fastest'; accepted: ksearch, gpumode"
     ):
         _inp(CANDIDATES / "good_triton.py", timing_protocol="fastest")
+    # a protocol the task cannot support is refused with what it accepts (the default is the owner's)
+    with pytest.raises(
+        ToolFailure, match=r"'gpumode' cannot time task 'affine'.*accepted for this task: ksearch"
+    ):
+        await evaluate_file(_inp(CANDIDATES / "good_triton.py", timing_protocol="gpumode"), sandbox=sb)
     with pytest.raises(
         ValidationError, match=r"unknown language 'rust'; accepted: auto, triton, cuda, cpp_ext"
     ):
