@@ -76,8 +76,8 @@ def test_every_field_of_a_record_has_a_description(model: type[BaseModel]) -> No
 def test_an_attribute_docstring_is_the_description() -> None:
     props = Evaluation.model_json_schema()["properties"]
     assert props["pure_pytorch"]["description"].startswith("The kernel audit saw no kernel")
-    assert WorkloadTiming.model_json_schema()["properties"]["mean_us"]["description"] == (
-        "What GPU MODE's evaluator reports (the `gpumode` timing protocol)."
+    assert WorkloadTiming.model_json_schema()["properties"]["statistic"]["description"] == (
+        "The statistic the protocol ranks by; `time_us` is it, and the CI and speedups are of it."
     )
 
 
