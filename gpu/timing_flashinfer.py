@@ -436,17 +436,14 @@ def benchmark(tm: Timing, wl: Any, st: EvalSettings, which: str, args: dict[str,
         restore_precision(tm._precision)
         return time_sets([impl.timed_call(None, wl, tm.device, s)[0] for s in sets], cfg, gpu, name)[0]
     if which == "compile":
-        ref_mod = tm.rt.reference_module
-        clean = not guard.replaced(tm._harness, guard.fingerprint(ref_mod))
-        if not guard.replaced(_PROFILER, _profiler_functions()):
-            gpu.trace = _profiled_after_compile
-        comp = tm._compiled_ref(wl, st.compile_mode)
-        restore_precision(tm._precision)
-        out = time_sets([_bound(comp, s) for s in sets], cfg, gpu, name)[0]
-        out["compile_mode"] = st.compile_mode
-        if clean:  # what torch.compile itself installs is the harness's doing, not a candidate's
-            tm._harness = guard.fingerprint(ref_mod)
-        return out
+
+        def time_compiled(comp: Callable[[list[Any]], Any]) -> dict[str, Any]:
+            if not guard.replaced(_PROFILER, _profiler_functions()):
+                gpu.trace = _profiled_after_compile
+            restore_precision(tm._precision)
+            return time_sets([_bound(comp, s) for s in sets], cfg, gpu, name)[0]
+
+        return tm._time_compiled(wl, st, time_compiled)
     assert tm.module is not None, "load a candidate first"
     try:
         fn = tm._candidate_fn(wl)

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ksearch.gpu import guard, timing
+from ksearch.gpu import timing
 from ksearch.gpu.stats import summarize
 from ksearch.gpu.tasks.rt_common import clone_data
 from ksearch.gpu.worker_core import CandidateFailure, restore_precision
@@ -193,20 +193,15 @@ def benchmark(w: Timing, args: dict[str, Any]) -> dict[str, Any]:
     seed = st.seed + 1000  # timing inputs differ from the correctness trials
     copied = w.rt.copies_per_call
     if which in ("eager", "compile"):
-        ref_mod = w.rt.reference_module
-        clean = which == "compile" and not guard.replaced(w._harness, guard.fingerprint(ref_mod))
-        if which == "eager":
-            ref = w.rt.build_reference_uncopied(wl, w.device) if copied else w._reference_fn(wl)
-        else:
-            ref = w._compiled_ref(wl, st.compile_mode)
-        data = w.rt.make_inputs(wl, seed, w.device)
-        restore_precision(w._precision)
-        out = _loop(w, ref, data, REFERENCE_WARMUP, st)
+
+        def time_ref(ref: Callable[[list[Any]], Any]) -> dict[str, Any]:
+            data = w.rt.make_inputs(wl, seed, w.device)
+            restore_precision(w._precision)
+            return _loop(w, ref, data, REFERENCE_WARMUP, st)
+
         if which == "compile":
-            out["compile_mode"] = st.compile_mode
-            if clean:  # what torch.compile itself installs is the harness's doing, not a candidate's
-                w._harness = guard.fingerprint(ref_mod)
-        return out
+            return w._time_compiled(wl, st, time_ref)
+        return time_ref(w.rt.build_reference_uncopied(wl, w.device) if copied else w._reference_fn(wl))
     assert w.module is not None, "load a candidate first"
     try:
         fn = w._candidate_fn(wl)

@@ -56,8 +56,8 @@ def default_protocol(task: Task) -> TimingProtocol:
     """The task's owner's protocol; ksearch's for native tasks and where the owner's cannot be reproduced."""
     if is_native(task):
         return "ksearch"
-    owner = {"gpumode": "gpumode", "kernelbench": "kernelbench", "flashinfer": "flashinfer"}[task.style]
-    return cast(TimingProtocol, owner) if unsupported(task, owner) is None else "ksearch"
+    owner = cast(TimingProtocol, task.style)  # each imported format's protocol bears its name
+    return owner if unsupported(task, owner) is None else "ksearch"
 
 
 def choose_protocol(task: Task, asked: str | None) -> TimingProtocol:
