@@ -104,6 +104,17 @@ def _sweep_dead_sessions(sessions: Path) -> None:
             continue  # someone else's process: not ours to judge
 
 
+def _spares(cpu_mode: bool) -> bool:
+    """Whether worker slots keep a spare process: KSEARCH_SPARE_WORKERS=1|0, else on a GPU only (on the CPU a
+    spare's start takes the cores the interpreter runs candidates on, and a cold start there is a few seconds)."""
+    v = os.environ.get("KSEARCH_SPARE_WORKERS", "").strip()
+    if v in ("0", "1"):
+        return v == "1"
+    if v:
+        raise SandboxError(f"KSEARCH_SPARE_WORKERS={v!r}: accepted values are 1 (keep a spare) and 0 (none)")
+    return not cpu_mode
+
+
 class LocalSandbox(EvalSteps, Sandbox):
     """Worker processes on this machine: one per visible GPU, or one CPU (Triton interpreter) worker."""
 
@@ -124,7 +135,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         clean_baselines: bool | None = None,
         dryrun_timeout_s: float = 120.0,
         compile_baseline: bool | None = None,
-        spare_workers: bool = True,
+        spare_workers: bool | None = None,
         limits: Limits | None = None,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
@@ -188,7 +199,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                     jailed=self.jailed,
                     # a process started ahead per slot, so a killed worker (a cancelled or timed-out call, a
                     # crash) costs the next caller no cold start; it never ran candidate code until it takes over
-                    spare=spare_workers,
+                    spare=_spares(self.cpu_mode) if spare_workers is None else spare_workers,
                     limits=self.limits,
                 )
                 for i, g in enumerate(slots)

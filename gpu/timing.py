@@ -31,6 +31,8 @@ _perf = time.perf_counter  # bound now: a candidate patching time.perf_counter l
 MIN_WARMUP_S = 0.025  # warm-up lasts at least this long (and at least `warmup` calls)
 MIN_TIMED_S = 0.05  # the CI-based early stop waits until the samples span at least this long
 HOST_EXCESS_US = 60.0  # host-clock excess over an empty call that flags off-stream work
+# Interpreted calls timed per workload on the CPU (each costs as much as a correctness trial; none ranks)
+CPU_REPS = 2
 LAUNCH_BOUND = 0.8  # issuing a call takes at least this fraction of its device time: the host sets the pace
 LAUNCH_BOUND_MIN_US = 20.0  # below this, one or two launches: nothing a kernel author could cut
 _Event = torch.cuda.Event
@@ -309,13 +311,14 @@ def time_cpu(
     fn: Callable[[list[Any]], Any],
     input_sets: list[list[Any]],
     *,
-    reps: int = 3,
+    reps: int = CPU_REPS,
     before_each: Callable[[int], list[Any]] | None = None,
     after_each: Callable[[int, Any], None] | None = None,
 ) -> TimingResult:
+    """A few host-clock timings of calls the interpreter runs: functional evidence, never a speed. No warm-up
+    call: the correctness trials ran the same kernels in this process just before."""
     t_start = _perf()
     k = len(input_sets)
-    fn(input_sets[0] if k else before_each(-1))  # type: ignore[misc]  # warm-up (interpreter setup)
     samples = []
     for rep in range(max(reps, 1)):
         inputs = before_each(rep) if before_each is not None else input_sets[rep % k]

@@ -49,7 +49,9 @@ class Timing(WorkerCore):
     def _input_sets(self, wl: Any, seed: int, wanted: int) -> list[list[Any]]:
         first = self.rt.make_inputs(wl, seed, self.device)
         sets = [first]
-        if not self.cpu_mode:
+        if self.cpu_mode:  # the interpreter's timed calls, each re-checked after: no set goes unused
+            wanted = min(wanted, timing.CPU_REPS)
+        else:
             free, _total = torch.cuda.mem_get_info(self.device)
             per = max(_tensor_bytes(first), 1)
             wanted = max(1, min(wanted, int(0.3 * free // per)))
@@ -82,7 +84,11 @@ class Timing(WorkerCore):
 
         if self.cpu_mode:
             return timing.time_cpu(
-                call, sets, reps=min(st.min_reps, 3), before_each=before_each, after_each=after_each
+                call,
+                sets,
+                reps=min(st.min_reps, timing.CPU_REPS),
+                before_each=before_each,
+                after_each=after_each,
             )
         pre = self._preambles.get(st.flush_l2)
         if pre is None:

@@ -1,4 +1,5 @@
-"""Shared test setup: run Triton kernels under the interpreter when no GPU is present, skip `gpu` tests."""
+"""Shared test setup: run Triton kernels under the interpreter when no GPU is present, skip `gpu` tests, and keep
+a module's tests on one xdist worker where they share a module-scoped fixture (a sandbox, a kill loop, npm ci)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+_SHARED_SCOPES = ("class", "module", "package")  # a session fixture is set up once per worker anyway
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        # a fixture defined in this module or a conftest at module scope or wider, that is not one of pytest's or
+        # a plugin's: set up once per worker, so its module's tests go together rather than build it on each worker
+        if any(d[-1].scope in _SHARED_SCOPES and d[-1].baseid.startswith("tests") for d in defs if d):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     if _HAS_CUDA:
         # `cpu` tests assert what the Triton interpreter does (no timing ranks, the smoke workload only)
         only_cpu = pytest.mark.skip(reason="asserts CPU-interpreter behaviour; this machine has a GPU")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ksearch.gpu.timing import CPU_REPS
+
 # every test here asserts what the Triton interpreter does (device, timings, hardware facts)
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu]
 
@@ -17,7 +19,7 @@ async def test_good_candidate_is_ok_and_timed(sandbox, affine, cand, st) -> None
     assert len(ev.timings) == 2
     t = ev.timings[0]
     assert t.device == "cpu-interpreter"
-    assert t.n == 3 and t.ci_low_us <= t.median_us <= t.ci_high_us
+    assert t.n == CPU_REPS and t.ci_low_us <= t.median_us <= t.ci_high_us
     assert t.eager_median_us is not None and t.speedup_vs_eager == pytest.approx(
         t.eager_median_us / t.median_us
     )
@@ -67,6 +69,6 @@ async def _keys(sandbox) -> list[str]:
 async def test_final_mode_times_fresh_inputs_and_checks_every_call(sandbox, affine, cand, st) -> None:
     ev = await sandbox.evaluate(cand("good_triton"), affine, st("small", final=True))
     assert ev.status == "ok", ev.error
-    assert ev.timings[0].n == 3 and not any(f.startswith("final_recheck_failed") for f in ev.flags)
+    assert ev.timings[0].n == CPU_REPS and not any(f.startswith("final_recheck_failed") for f in ev.flags)
     bad = await sandbox.evaluate(cand("address_cache"), affine, st("small", final=True))
     assert bad.correct and bad.status == "flagged"  # stale answers on fresh inputs, or at reused addresses

@@ -25,7 +25,7 @@ async def _gone(pid: int, within_s: float = 20.0) -> bool:
 
 
 async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, cand, st) -> None:
-    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0)
+    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=True)
     w = sb.pool.workers[0]
     try:
         sb.show(affine)  # a jailed worker shows the task's file from its start
@@ -58,7 +58,7 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
 
 
 async def test_a_baseline_process_is_never_the_spare(tmp_path) -> None:
-    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0)
+    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=True)
     try:
         async with sb.pool.acquire():
             pass  # started, then given back: its spare starts
