@@ -15,6 +15,7 @@ many attempts were correct instead of a speedup that means nothing.
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -135,6 +136,7 @@ class Display:
         self.started = time.monotonic()
         self.ended: float | None = None  # when the run ended: elapsed time stops there
         self.events: list[str] = []
+        self.offline: tuple[str, str] | None = None  # (search, task) of a run with no language model
 
     def _line(self, text: str) -> None:
         self.console.print(text, markup=False)
@@ -212,6 +214,7 @@ class Display:
             f" ({policy.model})" if policy.model and policy.model != policy.name else ""
         )
         if policy.name == "tuner":
+            self.offline = (s.name, s.task)
             what += (
                 " — offline tuner, no language model (set ANTHROPIC_API_KEY or --policy openai for an LLM)"
             )
@@ -346,7 +349,24 @@ class Display:
                 "note: timed in the Triton interpreter on the CPU: a functional check of the pipeline, "
                 "not a GPU speed; run on a GPU machine for real numbers"
             )
-        return out
+        return out + self.model_lines()
+
+    def model_lines(self) -> list[str]:
+        """After a run with no language model: where one takes over, and where to see what was tried."""
+        if self.offline is None:
+            return []
+        name, task = self.offline
+        return [
+            "next: the offline tuner only moves the seed's declared TUNABLES; a language model writes new kernels "
+            "and keeps this tree of intents. Plug one in:",
+            f"  ANTHROPIC_API_KEY=... ksearch run {shlex.quote(task)} --new   (Anthropic)",
+            f"  ksearch run {shlex.quote(task)} --new --policy openai --base-url http://HOST:PORT/v1 --model NAME   "
+            "(any OpenAI-compatible endpoint; key in OPENAI_API_KEY)",
+            "  ksearch serve   (an MCP assistant — Claude Code, Cursor, VS Code — drives the same tools: "
+            'README, "Use ksearch from an MCP host")',
+            f"see it: ksearch tree {name} (what was tried and why), ksearch ui (the page: the tree live, each "
+            f"attempt's code and numbers), ksearch export {name} --html -o {name}.html",
+        ]
 
 
 _PHASE_TEXT: dict[Phase, str] = {

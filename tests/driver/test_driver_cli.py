@@ -70,7 +70,15 @@ def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> Non
         assert res["best_speedup_vs_eager"] is None
     else:
         assert res["best_speedup_vs_eager"] is not None
-    tree = ksearch("tree", "1", "--json", "--db", str(db))
+    # no model ran: the run ends saying how to plug one in and where to see what was tried
+    lines = p.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("next: the offline tuner only moves"))
+    assert lines[at + 1] == "  ANTHROPIC_API_KEY=... ksearch run softmax --new   (Anthropic)"
+    assert lines[at + 2].startswith("  ksearch run softmax --new --policy openai --base-url http")
+    assert lines[at + 3].startswith("  ksearch serve   (an MCP assistant")
+    seen = lines[at + 4]
+    assert seen.startswith("see it: ksearch tree softmax-1 (what was tried and why), ksearch ui"), seen
+    tree = ksearch(*seen.split(" (")[0].removeprefix("see it: ksearch ").split(), "--json", "--db", str(db))
     assert tree.returncode == 0, tree.stderr
     statuses = [n["status"] for n in json.loads(tree.stdout)["nodes"]]
     assert statuses.count("closed") + statuses.count("failed") >= 2
