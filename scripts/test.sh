@@ -12,8 +12,8 @@ fi
 PY="${KSEARCH_VENV:-.venv}/bin/python"
 # The type check first: packages, strictness and third-party exceptions are in [tool.mypy] (pyproject.toml).
 "$PY" -m mypy
-# Several workers even on two cores: most of the suite's time is spent waiting on subprocesses, servers and
-# sandbox workers. A module whose tests share a module-scoped fixture stays on one worker (tests/conftest.py).
+# Several workers: much of a test's time is spent waiting on subprocesses, servers and sandbox workers (on two cores
+# 4 workers keep both busy). A module whose tests share a module-scoped fixture stays on one worker (tests/conftest.py).
 # KSEARCH_TEST_WORKERS overrides the count (0: no workers, in this process); the 25 slowest tests are listed.
 workers=${KSEARCH_TEST_WORKERS:-4}
 exec "$PY" -m pytest -n "$workers" --dist loadgroup --durations=25 "$@"

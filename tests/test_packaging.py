@@ -115,6 +115,7 @@ def _run_installed(target: Path, argv: list[str], cwd: Path) -> subprocess.Compl
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_one_top_level_package(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
     version = PYPROJECT["project"]["version"]

@@ -29,6 +29,7 @@ def test_every_cheat_file_has_a_case() -> None:
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.slow
 async def test_cheat_is_caught(sandbox: LocalSandbox, case: Case) -> None:
     ev = await sandbox.evaluate(case.candidate(), case.load_task(), case.settings(), timing=case.timing)
     caught, reason = verdict(case, ev)
@@ -39,6 +40,7 @@ async def test_cheat_is_caught(sandbox: LocalSandbox, case: Case) -> None:
     assert reason, "caught, but the evaluation names no reason"
 
 
+@pytest.mark.slow
 async def test_shape_hardcoding_passes_on_the_search_workload_alone(sandbox: LocalSandbox) -> None:
     """Why final evaluation over every workload matters: the search workload alone accepts it."""
     case = next(c for c in CASES if c.name == "hardcoded_shapes")
@@ -48,6 +50,7 @@ async def test_shape_hardcoding_passes_on_the_search_workload_alone(sandbox: Loc
 
 
 @pytest.mark.parametrize("task", ["softmax", "row_sum"])
+@pytest.mark.slow
 async def test_honest_kernel_passes_the_same_checks(sandbox: LocalSandbox, task: str) -> None:
     source = (BUILTIN / task / "seed_triton.py").read_text()
     st = CASES[0].settings().model_copy(update={"workloads": ["smoke"]})

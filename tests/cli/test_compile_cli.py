@@ -40,6 +40,7 @@ def _ksearch(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_triton_kernel_compiles_and_its_resources_are_shown(tmp_path: Path) -> None:
     p = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "good_triton.py"))
     assert p.returncode == 0, p.stderr
@@ -54,6 +55,7 @@ def test_a_triton_kernel_compiles_and_its_resources_are_shown(tmp_path: Path) ->
     assert [k["name"] for k in report["kernels"]] == ["_affine"] and report["kernels"][0]["registers"] > 0
 
 
+@pytest.mark.slow
 def test_a_module_without_modelnew_does_not_compile(tmp_path: Path) -> None:
     bad = tmp_path / "no_modelnew.py"
     bad.write_text((CANDIDATES / "good_triton.py").read_text().replace("class ModelNew(", "class ModelOld("))
@@ -63,6 +65,7 @@ def test_a_module_without_modelnew_does_not_compile(tmp_path: Path) -> None:
     assert "error: the module defines none of ModelNew" in p.stdout
 
 
+@pytest.mark.slow
 def test_a_syntax_error_is_refused_with_its_line(tmp_path: Path) -> None:
     p = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "broken_syntax.txt"))
     assert p.returncode == 2
@@ -71,6 +74,7 @@ def test_a_syntax_error_is_refused_with_its_line(tmp_path: Path) -> None:
     assert p.stdout == ""
 
 
+@pytest.mark.slow
 def test_bad_arguments_are_refused_with_what_is_accepted(tmp_path: Path) -> None:
     p = _ksearch(tmp_path, "no_such_task", str(CANDIDATES / "good_triton.py"))
     assert p.returncode == 2
@@ -83,6 +87,7 @@ def test_bad_arguments_are_refused_with_what_is_accepted(tmp_path: Path) -> None
     assert "unknown language 'rust'; accepted: auto, triton, cuda, cpp_ext" in " ".join(p.stderr.split())
 
 
+@pytest.mark.slow
 def test_a_solution_json_compiles_as_its_spec_says(tmp_path: Path) -> None:
     p = _ksearch(tmp_path, str(RMSNORM), str(ROWS))
     assert p.returncode == 0, p.stderr
@@ -91,6 +96,7 @@ def test_a_solution_json_compiles_as_its_spec_says(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")
+@pytest.mark.slow
 def test_cuda_compiles_with_nvcc_and_its_errors_are_on_the_candidate_s_lines(tmp_path: Path) -> None:
     p = _ksearch(tmp_path, str(AFFINE), str(CANDIDATES / "cuda_good.py"))
     assert p.returncode == 0, p.stderr

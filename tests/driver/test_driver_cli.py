@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -43,6 +45,7 @@ def _attempt_ids(db: Path) -> list[int]:
         con.close()
 
 
+@pytest.mark.slow
 def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     p = ksearch(
@@ -84,6 +87,7 @@ def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> Non
     assert statuses.count("closed") + statuses.count("failed") >= 2
 
 
+@pytest.mark.slow
 def test_attempt_budget_stops_the_run(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     p = ksearch(
@@ -105,6 +109,7 @@ def test_attempt_budget_stops_the_run(tmp_path: Path) -> None:
     assert 3 <= res["attempts"] <= 3 + 1  # may finish the attempt in flight: never runs on past it
 
 
+@pytest.mark.slow
 def test_sigkill_mid_round_then_resume_loses_nothing_committed(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     proc = subprocess.Popen(
@@ -148,6 +153,7 @@ def test_sigkill_mid_round_then_resume_loses_nothing_committed(tmp_path: Path) -
     assert active == 0
 
 
+@pytest.mark.slow
 def test_compile_mode_is_set_on_a_new_search_and_fixed_after(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     bad = ksearch("run", "softmax", "--compile-mode", "fastest", "--db", str(db))

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ksearch.gpu.tasks import load_task
 from tests.stubs.anthropic_stub import StubAnthropic
 from tests.stubs.openai_stub import StubOpenAI
@@ -79,6 +81,7 @@ def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         con.close()
 
 
+@pytest.mark.slow
 def test_anthropic_search_recovers_from_provider_and_model_faults(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     script = [
@@ -126,6 +129,7 @@ def test_anthropic_search_recovers_from_provider_and_model_faults(tmp_path: Path
     assert res["final"] and res["final"][0]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_openai_compatible_search_and_wrong_key_stops_cleanly(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     script = [

@@ -61,6 +61,7 @@ def _check_prompts(init: str, first_write: str, second_write: str) -> None:
     assert "Base code (attempt 1" in second_write and "No base code" not in second_write
 
 
+@pytest.mark.slow
 def test_openai_policy_starts_a_seedless_task_from_the_reference(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     script = [
@@ -85,6 +86,7 @@ def test_openai_policy_starts_a_seedless_task_from_the_reference(tmp_path: Path)
     assert res["rounds_run"] == 1 and res["final"] and res["final"][0]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_anthropic_policy_starts_a_seedless_task_from_the_reference(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     script = [
@@ -104,6 +106,7 @@ def test_anthropic_policy_starts_a_seedless_task_from_the_reference(tmp_path: Pa
     assert res["final"] and res["final"][0]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_tuner_on_a_seedless_task_says_it_needs_a_model(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     p = _run(["--policy", "tuner"], {}, db)

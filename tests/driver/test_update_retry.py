@@ -48,6 +48,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 async def test_edits_that_went_in_are_not_sent_again(tmp_path: Path) -> None:
     async with await Workspace.open(tmp_path / "k.db") as ws:
         s = await create_search(ws, CreateSearchIn(task="row_sum", name="rs"))

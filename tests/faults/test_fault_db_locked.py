@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.faults.faultkit import (
     ROOT,
     committed,
@@ -64,6 +66,7 @@ def _prepare(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return db, env
 
 
+@pytest.mark.slow
 def test_a_lock_held_for_seconds_is_waited_for(tmp_path: Path) -> None:
     db, env = _prepare(tmp_path)
     before = committed(db)
@@ -115,6 +118,7 @@ def test_a_lock_held_for_seconds_is_waited_for(tmp_path: Path) -> None:
     assert "active" not in node_statuses(db) and integrity(db) == "ok"
 
 
+@pytest.mark.slow
 def test_a_lock_held_past_the_busy_timeout_is_a_clear_error_and_nothing_is_half_written(
     tmp_path: Path,
 ) -> None:

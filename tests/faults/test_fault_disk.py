@@ -43,6 +43,7 @@ def _unshare_works() -> bool:
 @pytest.mark.skipif(
     not _unshare_works(), reason="needs unshare with user and mount namespaces (to mount a small tmpfs)"
 )
+@pytest.mark.slow
 def test_a_full_scratch_disk_is_a_clear_error_and_everything_recovers(tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     disk.mkdir()

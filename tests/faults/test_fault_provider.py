@@ -93,6 +93,7 @@ def _llm_errors(db: Path) -> list[str]:
         con.close()
 
 
+@pytest.mark.slow
 def test_openai_garbage_is_retried_and_the_round_completes(searched: tuple[Path, dict[str, str]]) -> None:
     db, env = searched
     before = committed(db)
@@ -121,6 +122,7 @@ def test_openai_garbage_is_retried_and_the_round_completes(searched: tuple[Path,
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.slow
 def test_a_provider_that_keeps_failing_stops_the_run_cleanly_with_exit_code_3(
     searched: tuple[Path, dict[str, str]], provider: str
 ) -> None:
@@ -170,6 +172,7 @@ def test_a_provider_that_keeps_failing_stops_the_run_cleanly_with_exit_code_3(
     assert "active" not in node_statuses(db)
 
 
+@pytest.mark.slow
 def test_answers_that_stay_unusable_stop_the_run_cleanly(searched: tuple[Path, dict[str, str]]) -> None:
     db, env = searched
     before = committed(db)

@@ -46,6 +46,7 @@ async def _call(c: Client, tool: str, args: dict[str, Any]) -> Any:
     return res.structured_content
 
 
+@pytest.mark.slow
 async def test_worker_killed_mid_benchmark_is_a_crash_and_the_next_evaluation_is_fine(
     client: tuple[Client, Path, Path],
 ) -> None:

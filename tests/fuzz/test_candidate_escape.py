@@ -147,6 +147,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             Path(path).unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_the_candidate_sees_no_api_key_in_its_own_environment(probed: dict[str, Any]) -> None:
     seen = probed["seen"]
     assert seen["own_env"] == [] and seen["self_proc"] == [], seen

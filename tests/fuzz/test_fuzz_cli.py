@@ -353,24 +353,28 @@ def run_args(draw: st.DrawFn, world: World) -> list[str]:
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_intent_add_refuses_bad_input(world: World, data: st.DataObject) -> None:
     assert_refused(world, data.draw(intent_add_args(world)))
 
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_node_commands_refuse_bad_input(world: World, data: st.DataObject) -> None:
     assert_refused(world, data.draw(pin_args(world)))
 
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_tree_refuses_bad_input(world: World, data: st.DataObject) -> None:
     assert_refused(world, data.draw(tree_args(world)))
 
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_submit_refuses_bad_input(world: World, data: st.DataObject) -> None:
     args = data.draw(submit_args(world))
     out = assert_refused(world, args)
@@ -379,6 +383,7 @@ def test_submit_refuses_bad_input(world: World, data: st.DataObject) -> None:
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_run_refuses_bad_input_before_writing_anything(world: World, data: st.DataObject) -> None:
     assert_refused(world, data.draw(run_args(world)))
 
@@ -392,6 +397,7 @@ def test_run_refuses_bad_input_before_writing_anything(world: World, data: st.Da
         st.sampled_from(["[/red]", "/dev/zero", "/proc/self/environ", ".", ".."]),
     )
 )
+@pytest.mark.slow
 def test_task_show_refuses_what_is_not_a_task(world: World, ref: str) -> None:
     from ksearch.gpu.tasks import builtin_names
 
@@ -404,6 +410,7 @@ def test_task_show_refuses_what_is_not_a_task(world: World, ref: str) -> None:
 # --------------------------------------------------------------------------- real argv
 
 
+@pytest.mark.slow
 def test_undecodable_argv_bytes_are_refused_without_a_traceback(world: World) -> None:
     """A file name or argument with bytes that are not UTF-8 reaches Python as lone surrogates."""
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}

@@ -432,6 +432,7 @@ def _mentions(text: str, case: Case, value: Any) -> bool:
 
 @FUZZ
 @given(case=cases)
+@pytest.mark.slow
 async def test_a_broken_field_is_refused_by_name_and_changes_nothing(
     world: World, case: tuple[Case, Any]
 ) -> None:
@@ -451,6 +452,7 @@ async def test_a_broken_field_is_refused_by_name_and_changes_nothing(
 
 @FUZZ
 @given(title=nasty_text, rationale=st.one_of(nasty_text, st.text(max_size=200)))
+@pytest.mark.slow
 async def test_odd_unicode_text_is_stored_exactly_or_refused_by_name(
     world: World, title: str, rationale: str
 ) -> None:
@@ -568,6 +570,7 @@ def _call_line(rid: int, tool: str, arguments_json: str) -> bytes:
     ).encode()
 
 
+@pytest.mark.slow
 def test_broken_bytes_on_the_wire_do_not_kill_the_server_and_it_exits_when_the_host_hangs_up(
     tmp_path: Path,
 ) -> None:
@@ -624,6 +627,7 @@ def test_broken_bytes_on_the_wire_do_not_kill_the_server_and_it_exits_when_the_h
     assert rc == 0, f"`ksearch serve` did not exit cleanly after the host hung up: {rc}"
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_escape_over_stdio_gets_an_answer(tmp_path: Path) -> None:
     raw = RawStdio(tmp_path / "k.db", ROOT, _env())
     try:

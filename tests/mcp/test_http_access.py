@@ -120,6 +120,7 @@ def serving(db: Path, *args: str, env: dict[str, str]) -> Iterator[tuple[str, li
 
 @pytest.mark.parametrize("command", ["serve", "ui"])
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "example.com"])
+@pytest.mark.slow
 def test_non_loopback_without_token_is_refused_before_binding(
     command: str, host: str, tmp_path: Path
 ) -> None:
@@ -136,6 +137,7 @@ def test_non_loopback_without_token_is_refused_before_binding(
 
 
 @pytest.mark.parametrize("command", ["serve", "ui"])
+@pytest.mark.slow
 def test_a_short_token_is_refused(command: str, tmp_path: Path) -> None:
     args = ["serve", "--http"] if command == "serve" else ["ui"]
     r = _ksearch(
@@ -154,6 +156,7 @@ def test_loopback_rule() -> None:
     assert TOKEN not in repr(http_access("0.0.0.0", TOKEN, "x"))
 
 
+@pytest.mark.slow
 def test_exposed_serve_refuses_unjailed_candidates(tmp_path: Path) -> None:
     """KSEARCH_ISOLATION=none stands for a machine where the jail cannot be built: the refusal names the missing
     protections and the flag, and comes before the port is bound."""
@@ -195,6 +198,7 @@ async def test_jail_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 # ------------------------------------------------------------------------------------------------ requests
 
 
+@pytest.mark.slow
 def test_serve_requires_the_token_on_every_request(tmp_path: Path) -> None:
     with serving(tmp_path / "k.db", env=_env(KSEARCH_TOKEN=TOKEN)) as (url, log):
         answers = [
@@ -235,6 +239,7 @@ def test_serve_requires_the_token_on_every_request(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.slow
 async def test_mcp_client_with_and_without_the_token(tmp_path: Path) -> None:
     with serving(tmp_path / "k.db", "--token", TOKEN, env=_env()) as (url, _):
         headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -262,6 +267,7 @@ async def test_mcp_client_with_and_without_the_token(tmp_path: Path) -> None:
             assert statuses and set(statuses) == {401}, statuses  # every request it sent was turned away
 
 
+@pytest.mark.slow
 def test_loopback_without_a_token_still_serves(tmp_path: Path) -> None:
     with serving(tmp_path / "k.db", env=_env()) as (url, log):
         assert httpx.post(url, json=INIT, headers=MCP_HEADERS, timeout=30).status_code == 200

@@ -177,6 +177,7 @@ async def full_flow(c: Client) -> None:
     assert att["source"] == seed and att["attempt"]["node_id"] == sel["node"]["id"]
 
 
+@pytest.mark.slow
 async def test_stdio_tools_schemas_and_full_flow(tmp_path: Path) -> None:
     async with stdio_client(tmp_path / "k.db") as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
@@ -210,11 +211,13 @@ async def test_stdio_tools_schemas_and_full_flow(tmp_path: Path) -> None:
         assert "ModelNew" in p.messages[0].content.text
 
 
+@pytest.mark.slow
 async def test_http_full_flow(tmp_path: Path) -> None:
     async with http_client(tmp_path / "k.db") as c:
         await full_flow(c)
 
 
+@pytest.mark.slow
 async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
     async with stdio_client(tmp_path / "k.db") as c:
         await call(c, "create_search", {"task": "softmax", "name": "b", "seed": 1})
@@ -269,6 +272,7 @@ async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
         assert [r["attempts"] for r in rows] == [0]
 
 
+@pytest.mark.slow
 async def test_run_search_starts_the_driver_and_reports_progress(tmp_path: Path) -> None:
     async with stdio_client(tmp_path / "k.db") as c:
         await call(c, "create_search", {"task": "row_sum", "name": "bg", "seed": 3})

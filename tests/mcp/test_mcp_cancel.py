@@ -27,6 +27,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 async def test_a_cancelled_benchmark_stops_and_the_next_call_is_not_blamed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -25,6 +25,7 @@ def _texts(res) -> list[str]:  # type: ignore[no-untyped-def]
     return [c.text for c in res.content]
 
 
+@pytest.mark.slow
 async def test_results_carry_next_and_prompts_default_to_the_intent_in_play(tmp_path: Path) -> None:
     ks = KsearchServer(tmp_path / "k.db")
     try:

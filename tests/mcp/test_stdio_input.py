@@ -82,6 +82,7 @@ def test_messages_and_blank_lines_get_no_answer_here() -> None:
     assert refusals("\n") == [] and refusals("  \r\n") == []
 
 
+@pytest.mark.slow
 def test_a_real_server_answers_what_it_cannot_read_and_goes_on(tmp_path: Path) -> None:
     """Over a real `ksearch serve`: a non-JSON line, a batch and a malformed request each get their JSON-RPC
     error, in order, and the requests around them are answered as usual."""

@@ -330,6 +330,7 @@ BUILTIN_SEEDS = sorted(
 
 
 @pytest.mark.skipif(not BUILTIN_SEEDS, reason="no built-in task seeds in this checkout")
+@pytest.mark.slow
 async def test_every_builtin_seed_can_be_tuned() -> None:
     for path in BUILTIN_SEEDS:
         seed = path.read_text()

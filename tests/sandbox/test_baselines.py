@@ -31,6 +31,7 @@ class ModelNew(torch.nn.Module):
 """
 
 
+@pytest.mark.slow
 async def test_baselines_are_measured_in_a_fresh_process(tmp_path, affine, cand, st) -> None:
     sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, clean_baselines=True)
     w = sb.pool.workers[0]
@@ -49,6 +50,7 @@ async def test_baselines_are_measured_in_a_fresh_process(tmp_path, affine, cand,
         await sb.close()
 
 
+@pytest.mark.slow
 async def test_without_clean_baselines_the_lingering_hook_slows_the_baseline(
     tmp_path, affine, cand, st
 ) -> None:
@@ -107,6 +109,7 @@ async def _planted(tmp_path, affine, cand, st, isolation: str) -> list[str]:
 @pytest.mark.skipif(
     jail.unavailable_reason() is not None, reason=f"no isolation: {jail.unavailable_reason()}"
 )
+@pytest.mark.slow
 async def test_a_jailed_candidate_cannot_plant_entries_in_the_baselines_compiler_caches(
     tmp_path, affine, cand, st
 ) -> None:
@@ -114,6 +117,7 @@ async def test_a_jailed_candidate_cannot_plant_entries_in_the_baselines_compiler
     assert await _planted(tmp_path, affine, cand, st, "namespaces") == ["shared", "shared"]
 
 
+@pytest.mark.slow
 async def test_unjailed_the_same_candidate_reaches_the_baselines_caches(tmp_path, affine, cand, st) -> None:
     """The control: without the jail's read-only mounts the baselines' caches are open to it (the README says
     isolation `none` gives this up)."""

@@ -7,6 +7,7 @@ import pytest
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.slow
 async def test_result_cached_by_input_address_is_flagged(sandbox, affine, cand, st) -> None:
     ev = await sandbox.evaluate(cand("address_cache"), affine, st("small"))
     assert ev.correct  # it is right on fresh inputs...
@@ -21,6 +22,7 @@ async def test_patching_the_clock_is_flagged(sandbox, affine, cand, st) -> None:
     assert any(f.startswith("tamper_suspect: line 5") for f in ev.flags), ev.flags
 
 
+@pytest.mark.slow
 async def test_changing_global_precision_is_flagged_and_undone(sandbox, affine, cand, st) -> None:
     ev = await sandbox.evaluate(cand("changes_precision"), affine, st("small"))
     assert ev.status == "flagged"

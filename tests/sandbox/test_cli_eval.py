@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ksearch.gpu import jail
 from ksearch.server.cli.sandbox import detect_language
 
@@ -27,6 +29,7 @@ def _ksearch(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_eval_prints_an_honest_summary(tmp_path: Path) -> None:
     p = _ksearch(
         "eval",
@@ -51,6 +54,7 @@ def test_eval_prints_an_honest_summary(tmp_path: Path) -> None:
     assert f"candidate isolation: {expect}" in out
 
 
+@pytest.mark.slow
 def test_eval_json_and_failure_exit_code(tmp_path: Path) -> None:
     p = _ksearch(
         "eval",

@@ -35,6 +35,7 @@ async def test_triton_syntax_error_points_at_its_line(compiler, cand) -> None:
     assert err.line in (line_of(c.source, "x = tl.load"), line_of(c.source, "# SYNTAX"))
 
 
+@pytest.mark.slow
 async def test_triton_without_kernels_is_warned_and_mode_is_honest(sandbox, affine, cand) -> None:
     r = await sandbox.compile(cand("wrong_shape"), affine)
     assert r.ok and r.kernels == []
@@ -76,6 +77,7 @@ async def test_cuda_resources_from_ptxas(compiler, cand) -> None:
 
 
 @needs_nvcc
+@pytest.mark.slow
 async def test_cpp_extension_cuda_sources_map_past_the_prelude(compiler, cand) -> None:
     c = cand("cpp_ext_broken", "cpp_ext")
     r = await compiler.compile(c)

@@ -55,6 +55,7 @@ def _settings(workload: str, mode: str = "default") -> dict[str, Any]:
     ).model_dump()  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_each_workload_gets_its_own_static_compile(
     affine: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,6 +125,7 @@ async def test_the_cache_key_names_the_mode_and_the_eager_key_does_not(tmp_path:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_the_baseline_process_compiles_per_workload_and_the_summary_names_the_mode(
     tmp_path: Any, affine: Task, cand: Any, st: Any
 ) -> None:

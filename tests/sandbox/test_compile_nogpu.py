@@ -83,6 +83,7 @@ def test_launch_bounds_are_read_from_the_definition() -> None:
 # ------------------------------------------------------------------------------------------ Triton, no GPU
 
 
+@pytest.mark.slow
 async def test_triton_softmax_compiles_for_sm_90_without_a_gpu(nogpu, cand) -> None:
     task = load_task("softmax")
     c = cand((SOFTMAX / "seed_triton.py").read_text())
@@ -106,6 +107,7 @@ async def test_triton_softmax_compiles_for_sm_90_without_a_gpu(nogpu, cand) -> N
     assert time.perf_counter() - t0 < 120
 
 
+@pytest.mark.slow
 async def test_triton_compile_error_points_at_the_device_functions_line(nogpu, affine, cand) -> None:
     c = cand("triton_nested_error")
     r = await nogpu.compile(c, affine)
@@ -146,6 +148,7 @@ async def test_host_failure_after_a_launch_keeps_the_launched_kernel(nogpu, affi
     assert [k.name for k in r.kernels] == ["_affine"] and r.kernels[0].registers
 
 
+@pytest.mark.slow
 async def test_a_hanging_dry_run_is_cut_short_with_its_line(tmp_path_factory, affine, cand) -> None:
     sb = LocalSandbox(scratch_dir=tmp_path_factory.mktemp("dryhang"), cpu_mode=True, dryrun_timeout_s=8.0)
     try:

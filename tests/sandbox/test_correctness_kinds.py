@@ -13,6 +13,7 @@ async def _check(sandbox, affine, cand, st, name):
     return ev, ev.correctness[0]
 
 
+@pytest.mark.slow
 async def test_wrong_values(sandbox, affine, cand, st) -> None:
     ev, c = await _check(sandbox, affine, cand, st, "wrong_values")
     assert ev.status == "incorrect" and not c.passed and c.kind == "wrong_values"

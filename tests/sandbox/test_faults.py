@@ -28,6 +28,7 @@ async def _then_good(sb, affine, cand, st) -> None:
     assert ev.status == "ok", ev.error
 
 
+@pytest.mark.slow
 async def test_process_exit_is_a_crash_and_the_pool_recovers(tight, affine, cand, st) -> None:
     tight.show(affine)  # a jailed worker shows the task's file from its start
     await tight.start()
@@ -40,12 +41,14 @@ async def test_process_exit_is_a_crash_and_the_pool_recovers(tight, affine, cand
     assert w.starts == starts + 1 and w.alive  # exactly one replacement worker
 
 
+@pytest.mark.slow
 async def test_segfault_is_a_crash_naming_the_signal(tight, affine, cand, st) -> None:
     ev = await tight.correctness(cand("segfault"), affine, st("small"))
     assert ev.status == "crash" and "SIGSEGV" in ev.error
     await _then_good(tight, affine, cand, st)
 
 
+@pytest.mark.slow
 async def test_hang_times_out_and_the_pool_recovers(tight, affine, cand, st) -> None:
     pid_before = tight.pool.workers[0].hello["pid"]
     ev = await tight.correctness(cand("hangs"), affine, st("small"))
@@ -56,12 +59,14 @@ async def test_hang_times_out_and_the_pool_recovers(tight, affine, cand, st) -> 
     assert tight.pool.workers[0].hello["pid"] != pid_before  # a fresh worker took over
 
 
+@pytest.mark.slow
 async def test_host_memory_limit(tight, affine, cand, st) -> None:
     ev = await tight.correctness(cand("host_hog"), affine, st("small"))
     assert ev.status == "crash" and "host-memory limit" in ev.error
     await _then_good(tight, affine, cand, st)
 
 
+@pytest.mark.slow
 async def test_worker_environment_is_scrubbed(tmp_path_factory, affine, cand, st, monkeypatch) -> None:
     monkeypatch.setenv("FAKE_API_KEY", "sk-do-not-leak")
     monkeypatch.setenv("TORCH_SECRET_TOKEN", "also-secret")  # an allowed prefix does not let a secret through
@@ -86,6 +91,7 @@ async def test_worker_environment_is_scrubbed(tmp_path_factory, affine, cand, st
     assert os.environ["FAKE_API_KEY"] == "sk-do-not-leak"  # the parent keeps its own environment
 
 
+@pytest.mark.slow
 async def test_ceilings_measured_on_the_held_worker_never_wait_for_the_pool(tmp_path, monkeypatch) -> None:
     """Timing asks for the GPU's ceilings while it holds the only worker: they must be measured on
     that worker, not on one acquired from the (empty) pool, which would wait forever."""

@@ -289,6 +289,7 @@ def _rows_candidate() -> Candidate:
 @pytest.mark.anyio
 @pytest.mark.cpu
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 async def test_the_cpu_interpreter_takes_the_protocol(sandbox: Any, st: Any) -> None:
     task = load_task(str(RMSNORM))
     ev = await sandbox.evaluate(_rows_candidate(), task, st("smoke", timing_protocol="flashinfer"))

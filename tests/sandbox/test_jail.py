@@ -95,6 +95,7 @@ def test_unknown_isolation_mode_is_refused_by_name() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_a_sandbox_without_isolation_still_evaluates_and_says_so(tmp_path: Path) -> None:
     """What machines without user namespaces get (isolation 'auto' falls back to it)."""
     from ksearch.gpu.sandbox import LocalSandbox

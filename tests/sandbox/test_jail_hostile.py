@@ -119,6 +119,7 @@ async def test_the_sandbox_reports_the_full_jail(sb: LocalSandbox) -> None:
 # ---------------------------------------------------------------------------------------------- secrets
 
 
+@pytest.mark.slow
 async def test_no_secret_in_the_environment_or_in_any_process_it_can_see(
     sb: LocalSandbox, affine: Task, cand: Any
 ) -> None:
@@ -310,6 +311,7 @@ for name, path in WRITES.items():
     ],
     ids=["fork_bomb", "scratch_filler", "shm_filler", "memory_hog"],
 )
+@pytest.mark.slow
 async def test_a_resource_hog_is_stopped_with_its_kind_and_the_next_candidate_runs(
     sb: LocalSandbox, affine: Task, cand: Any, source: str, kind: str
 ) -> None:

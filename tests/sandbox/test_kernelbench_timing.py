@@ -97,6 +97,7 @@ def test_defaults_are_kernelbenchs_and_the_mean_is_of_the_kept_trials(fake: _Log
     assert res.summary.n == 100 and res.mean_us == pytest.approx(statistics.fmean(ms[1:]) * 1000.0)
 
 
+@pytest.mark.slow
 def test_each_output_lives_until_the_next_call_returns(fake: _Log) -> None:
     """Upstream assigns each result to `_`: the previous one is freed only once the next call has returned."""
     fake.times = iter([1.0] * 4)
@@ -292,6 +293,7 @@ def test_a_plain_kernelbench_file_gets_kernelbenchs_rule_a_native_task_keeps_its
 
 @pytest.mark.anyio
 @pytest.mark.cpu
+@pytest.mark.slow
 async def test_the_cpu_interpreter_takes_the_protocol(sandbox: Any, affine: Any, cand: Any, st: Any) -> None:
     ev = await sandbox.evaluate(cand("good_triton"), affine, st("small", timing_protocol="kernelbench"))
     assert ev.status == "ok", (ev.error, ev.flags)

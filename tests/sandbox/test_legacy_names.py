@@ -58,6 +58,7 @@ def test_the_alias_hands_out_the_modules_of_ksearch_gpu() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_a_candidate_with_the_former_imports_runs_in_the_worker(sandbox, affine, cand, st) -> None:
     old = "from gpu import nvrtc\nimport gpu.cpp_ext\nfrom gpu.nvrtc import compile as _compile\n"
     source = old + (CANDIDATES / "good_triton.py").read_text()
@@ -65,6 +66,7 @@ async def test_a_candidate_with_the_former_imports_runs_in_the_worker(sandbox, a
     assert ev.status == "ok" and ev.correct, ev.error
 
 
+@pytest.mark.slow
 def test_a_task_file_with_the_former_imports_loads_and_runs(tmp_path: Path) -> None:
     # loading probes the file in a subprocess; --check runs its reference (gpu.tasks.check, jailed)
     source = (NATIVE_TASKS / "linear_relu.py").read_text()

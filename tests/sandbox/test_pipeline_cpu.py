@@ -10,6 +10,7 @@ from ksearch.gpu.timing import CPU_REPS
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu]
 
 
+@pytest.mark.slow
 async def test_good_candidate_is_ok_and_timed(sandbox, affine, cand, st) -> None:
     ev = await sandbox.evaluate(cand("good_triton"), affine, st("small", "smoke"))
     assert ev.status == "ok", ev.error

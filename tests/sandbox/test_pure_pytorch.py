@@ -36,6 +36,7 @@ class ModelNew(torch.nn.Module):
 """
 
 
+@pytest.mark.slow
 async def test_a_pure_pytorch_candidate_is_labelled_and_never_best(sandbox, tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     kernel = load_task("softmax").seeds["triton"] + "\n# the seed's kernel, written again for the intent\n"
@@ -81,6 +82,7 @@ async def test_a_pure_pytorch_candidate_is_labelled_and_never_best(sandbox, tmp_
     assert f"#{pure.attempt_id} are correct but pure PyTorch" in text and "never a best kernel" in text
 
 
+@pytest.mark.slow
 async def test_without_a_kernel_an_intent_fails(sandbox, tmp_path: Path) -> None:
     async with await Store.open(tmp_path / "k.db") as store:
         ws = Workspace(store, sandbox)

@@ -24,6 +24,7 @@ async def _gone(pid: int, within_s: float = 20.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, cand, st) -> None:
     sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=True)
     w = sb.pool.workers[0]
@@ -57,6 +58,7 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
     assert await _gone(spare, 5.0) and await _gone(nxt, 5.0)  # close ends the spare too
 
 
+@pytest.mark.slow
 async def test_a_baseline_process_is_never_the_spare(tmp_path) -> None:
     sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=True)
     try:
@@ -75,6 +77,7 @@ async def test_a_baseline_process_is_never_the_spare(tmp_path) -> None:
         await sb.close()
 
 
+@pytest.mark.slow
 async def test_without_spares_a_dead_worker_is_started_cold(tmp_path, affine, cand, st) -> None:
     sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=False)
     w = sb.pool.workers[0]

@@ -69,6 +69,7 @@ async def _correct(sandbox, task: Task, source: str):
     return ev, ev.correctness[0]
 
 
+@pytest.mark.slow
 async def test_returning_the_input_fails_a_relu_task_on_rand_inputs(sandbox, relu) -> None:
     ev, c = await _correct(sandbox, relu, IDENTITY)
     assert ev.status == "incorrect" and c.kind == "degenerate", ev.error
@@ -77,6 +78,7 @@ async def test_returning_the_input_fails_a_relu_task_on_rand_inputs(sandbox, rel
     assert any(f.startswith("degenerate_reference:") and "input 0 unchanged" in f for f in ev.flags)
 
 
+@pytest.mark.slow
 async def test_zeros_fail_where_the_reference_is_zero_on_the_tasks_inputs(sandbox, sub_relu) -> None:
     ev, c = await _correct(sandbox, sub_relu, ZEROS)
     assert ev.status == "incorrect" and c.kind == "degenerate", ev.error

@@ -53,6 +53,7 @@ def _pinned_and_edits(db: Path, node: int) -> tuple[bool, int]:
     return with_store(db, go)
 
 
+@pytest.mark.slow
 def test_pin_refuses_a_node_that_is_not_open(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     db, ids = demo
     with_store(db, lambda s: s.close_node(ids["rows"], "closed"))
@@ -122,6 +123,7 @@ def test_a_relative_missing_database_names_the_absolute_path_too(tmp_path: Path)
     assert r.returncode == 2 and f"no database at nope.db ({tmp_path / 'nope.db'})" in said(r.stderr)
 
 
+@pytest.mark.slow
 def test_piped_output_is_not_wrapped_or_cut(demo: tuple[Path, dict[str, int]]) -> None:
     db, _ = demo
 
@@ -152,6 +154,7 @@ def _best_lines(r: Result | subprocess.CompletedProcess[str]) -> str:
     return said(r.stdout + r.stderr)
 
 
+@pytest.mark.slow
 def test_one_best_and_one_format_everywhere(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     db, ids = demo
     best = ks("best", "softmax-demo", "--db", db)
@@ -163,6 +166,7 @@ def test_one_best_and_one_format_everywhere(ks: Ks, demo: tuple[Path, dict[str, 
     assert f"best 2.300x at #{ids['vec']}" in tree.stdout.splitlines()[1]
 
 
+@pytest.mark.slow
 def test_no_best_says_how_many_are_correct_on_the_cpu(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     db, _ = demo
     timing = {"workload": "w", "device": "cpu-interpreter", "median_us": 9e4, "iqr_us": 1.0}
@@ -187,6 +191,7 @@ def test_no_best_says_how_many_are_correct_on_the_cpu(ks: Ks, demo: tuple[Path, 
         assert "no timed correct attempt yet" not in text and "0.002x" not in text
 
 
+@pytest.mark.slow
 def test_help_shows_no_type_placeholders() -> None:
     for args in (("--help",), ("run", "--help"), ("pin", "--help"), ("intent", "add", "--help")):
         r = ksearch(*args)

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import uidata
 from click.testing import Result
 from uihelp import REPO, subprocess_env, with_store
@@ -78,6 +79,7 @@ def test_intent_add_goes_through_the_tools(ks: Ks, demo: tuple[Path, dict[str, i
     assert n2.parent_id == ids["root"]
 
 
+@pytest.mark.slow
 def test_intent_add_refusals(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     db, ids = demo
     before = len(with_store(db, lambda s: s.list_nodes(1)))
@@ -97,6 +99,7 @@ def test_intent_add_refusals(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     assert len(with_store(db, lambda s: s.list_nodes(1))) == before
 
 
+@pytest.mark.slow
 def test_pin_veto_prune_reopen_roundtrip(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     db, ids = demo
     w = ids["warps"]
@@ -138,6 +141,7 @@ def test_pin_veto_prune_reopen_roundtrip(ks: Ks, demo: tuple[Path, dict[str, int
     assert {a for op, a in ops if op != "insert"} == {"human"}
 
 
+@pytest.mark.slow
 def test_edit_refusals(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     db, ids = demo
 
@@ -159,6 +163,7 @@ def test_edit_refusals(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
         assert needle in said(r.stderr), (args, r.stderr)
 
 
+@pytest.mark.slow
 def test_missing_database_is_not_created(ks: Ks, tmp_path: Path) -> None:
     db = tmp_path / "nothing-here.db"
     r = ks("pin", "softmax-demo", 3, "--db", db)
@@ -172,6 +177,7 @@ def test_missing_database_is_not_created(ks: Ks, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "cannot be opened as a ksearch database" in said(r.stderr)
 
 
+@pytest.mark.slow
 def test_best_prints_source_and_numbers(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     db, ids = demo
     r = ks("best", "softmax-demo", "--db", db)
@@ -223,6 +229,7 @@ def test_commands_are_wired_into_ksearch() -> None:
         assert f" {cmd} " in out.stdout, cmd
 
 
+@pytest.mark.slow
 def test_ui_refuses_before_serving(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     db, _ = demo
     r = ks("ui", "nosuch", "--db", db)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 import uidata
 from click.testing import Result
 
@@ -59,6 +60,7 @@ def test_json_holds_the_whole_search(ks: Ks, demo: tuple[Path, dict[str, int]], 
     ] == 1300
 
 
+@pytest.mark.slow
 def test_html_report_is_self_contained_and_escaped(
     ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path
 ) -> None:

@@ -95,6 +95,7 @@ def make_search(db: Path, task: Path, name: str, candidates: list[tuple[str, str
     return arun(opened())
 
 
+@pytest.mark.slow
 def test_the_best_native_kernel_exports_and_loads_back_as_the_same_candidate(ks: Ks, tmp_path: Path) -> None:
     db = tmp_path / "fib.db"
     ids = make_search(db, RMSNORM, "rms", [(NATIVE, "triton", "llm:claude-test")])
@@ -123,6 +124,7 @@ def test_the_best_native_kernel_exports_and_loads_back_as_the_same_candidate(ks:
     assert atts[-1].evaluation is not None and atts[-1].evaluation.status == "ok"
 
 
+@pytest.mark.slow
 def test_a_submitted_solution_exports_as_itself(ks: Ks, tmp_path: Path) -> None:
     db = tmp_path / "fib.db"
     task = load_task(str(RMSNORM))

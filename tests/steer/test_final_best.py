@@ -119,6 +119,7 @@ def _cli(*args: object) -> str:
     return " ".join(r.output.split())
 
 
+@pytest.mark.slow
 async def test_a_best_that_fails_the_final_evaluation_loses_its_place(
     sandbox: LocalSandbox, task_path: Path, tmp_path: Path
 ) -> None:
@@ -159,6 +160,7 @@ async def test_a_best_that_fails_the_final_evaluation_loses_its_place(
     assert "lost its place" in report
 
 
+@pytest.mark.slow
 async def test_when_no_re_measured_attempt_passes_the_search_has_no_best(
     sandbox: LocalSandbox, task_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

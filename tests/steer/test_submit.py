@@ -43,6 +43,7 @@ def rowsum(tmp_path: Path) -> tuple[Path, dict[str, int]]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_submit_records_a_human_attempt(ks: Ks, rowsum: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     db, ids = rowsum
     good = tmp_path / "mine.py"
@@ -78,6 +79,7 @@ def test_submit_records_a_human_attempt(ks: Ks, rowsum: tuple[Path, dict[str, in
     assert with_store(db, lambda s: s.get_search(ids["search"])).best_attempt_id is None
 
 
+@pytest.mark.slow
 def test_submit_refusals_record_nothing(ks: Ks, rowsum: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     db, ids = rowsum
     good = tmp_path / "k.py"

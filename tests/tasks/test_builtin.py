@@ -147,6 +147,7 @@ def _check_seed(name: str, source: str, scratch: Path, tag: str) -> None:
 
 @pytest.mark.skipif(not INTERPRETED, reason="runs kernels in the Triton interpreter (CPU machines)")
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
 def test_seed_matches_reference_in_the_interpreter(name: str, tmp_path: Path) -> None:
     source = load_task(name).seeds["triton"]
     _check_seed(name, source, tmp_path, "as_shipped")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -24,6 +25,7 @@ def invoke(*args: str):
     return CliRunner().invoke(_app(), list(args))
 
 
+@pytest.mark.slow
 def test_tasks_lists_the_builtins() -> None:
     result = invoke("tasks", "--json")
     assert result.exit_code == 0, result.output
@@ -61,6 +63,7 @@ def test_show_unknown_task_is_a_clear_error() -> None:
     assert "unknown task 'softmaxx'" in result.output and "softmax" in result.output
 
 
+@pytest.mark.slow
 def test_check_runs_the_reference_and_flags_a_degenerate_rule() -> None:
     result = invoke("task", "show", str(FIX / "native" / "loose_tolerance.py"), "--check")
     assert result.exit_code == 0, result.output
@@ -68,6 +71,7 @@ def test_check_runs_the_reference_and_flags_a_degenerate_rule() -> None:
     assert "degenerate rule" in result.output and "all zeros passes" in result.output
 
 
+@pytest.mark.slow
 def test_check_json_for_a_sound_builtin() -> None:
     result = invoke("task", "show", "rmsnorm", "--check", "--json")
     assert result.exit_code == 0, result.output

@@ -21,6 +21,7 @@ def write(tmp_path: Path, text: str, name: str = "task_file.py") -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_bf16_matmul_shapes_bytes_flops_and_bound() -> None:
     task = load_task(KB / "l1_matmul_bf16.py")
     f = task_facts(task)
@@ -44,6 +45,7 @@ def test_bf16_matmul_shapes_bytes_flops_and_bound() -> None:
     assert "fake-tensor run" in text
 
 
+@pytest.mark.slow
 def test_conv_relu_bias_counts_the_conv_and_names_what_it_cannot_count() -> None:
     f = task_facts(load_task(KB / "l2_conv_relu_bias.py"))
     w = f.workload("default")
@@ -63,6 +65,7 @@ def test_conv_relu_bias_counts_the_conv_and_names_what_it_cannot_count() -> None
     assert "relu, add not counted" in f.text()
 
 
+@pytest.mark.slow
 def test_mlp_weights_are_part_of_the_bytes() -> None:
     f = task_facts(load_task(KB / "l3_mlp.py"))
     w = f.workload("default")
@@ -75,6 +78,7 @@ def test_mlp_weights_are_part_of_the_bytes() -> None:
     assert "+ 6 weight tensors (688 MB)" in f.text()
 
 
+@pytest.mark.slow
 def test_elementwise_task_is_memory_bound_by_estimate() -> None:
     f = task_facts(load_task(Path(__file__).parent / "fixtures" / "native" / "plain_gelu_scale.py"))
     w = f.workload("default")
@@ -85,6 +89,7 @@ def test_elementwise_task_is_memory_bound_by_estimate() -> None:
     assert "memory-bound (est.)" in f.text()
 
 
+@pytest.mark.slow
 def test_declared_meta_and_cost_win_over_derived() -> None:
     f = task_facts(load_task("gemm_bf16"))
     assert (f.dtype_source, f.bound_source, f.op_source) == ("declared", "declared", "declared")
@@ -98,6 +103,7 @@ def test_declared_meta_and_cost_win_over_derived() -> None:
     assert smoke is not None and [t.dtype for t in smoke.inputs] == ["float16", "float16"]
 
 
+@pytest.mark.slow
 def test_declared_dtype_wins_even_against_the_inputs(tmp_path: Path) -> None:
     p = write(
         tmp_path,
@@ -118,6 +124,7 @@ def test_declared_dtype_wins_even_against_the_inputs(tmp_path: Path) -> None:
     assert f.bound_source == "derived"  # META says nothing about the bound
 
 
+@pytest.mark.slow
 def test_mixed_input_dtypes_are_named_most_bytes_first(tmp_path: Path) -> None:
     p = write(
         tmp_path,
@@ -144,6 +151,7 @@ def test_mixed_input_dtypes_are_named_most_bytes_first(tmp_path: Path) -> None:
     assert w.inputs[3].value == "3" and w.inputs[3].bytes == 0
 
 
+@pytest.mark.slow
 def test_attention_flops_are_counted_on_the_cpu_dispatch(tmp_path: Path) -> None:
     p = write(
         tmp_path,
@@ -164,6 +172,7 @@ def test_attention_flops_are_counted_on_the_cpu_dispatch(tmp_path: Path) -> None
     assert not w.uncounted_ops
 
 
+@pytest.mark.slow
 def test_fake_failure_falls_back_to_a_real_run_of_the_smallest_workload(tmp_path: Path) -> None:
     p = write(
         tmp_path,
@@ -193,6 +202,7 @@ def test_fake_failure_falls_back_to_a_real_run_of_the_smallest_workload(tmp_path
     assert "(real CPU run)" in text and "workload tiny" in text  # shown although not a search workload
 
 
+@pytest.mark.slow
 def test_data_dependent_kernelbench_file_gets_real_facts_from_its_smoke() -> None:
     f = task_facts(load_task(KB / "data_dependent.py"))
     default, smoke = f.workload("default"), f.workload("smoke")
@@ -203,6 +213,7 @@ def test_data_dependent_kernelbench_file_gets_real_facts_from_its_smoke() -> Non
     assert f.dtype == "float32"
 
 
+@pytest.mark.slow
 def test_a_task_that_fails_to_load_is_reported_not_raised(tmp_path: Path) -> None:
     p = write(
         tmp_path,
@@ -237,6 +248,7 @@ def test_measured_ceilings_change_the_label_and_can_change_the_bound() -> None:
     assert task_facts(task, ceilings={}).ceilings.name == "H200"  # nothing measured: the datasheet
 
 
+@pytest.mark.slow
 def test_facts_are_cached_per_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = """
         import torch
@@ -289,6 +301,7 @@ def test_turned_off_by_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "turned off" in (f.error or "") and f.workloads[0].method == "none"
 
 
+@pytest.mark.slow
 def test_apply_facts_fills_only_what_the_task_did_not_declare() -> None:
     task = load_task(KB / "l1_matmul_bf16.py")
     filled = facts.apply_facts(task, task_facts(task))
@@ -311,6 +324,7 @@ def test_importing_facts_and_loading_tasks_needs_no_torch() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_broken_cost_leaves_the_derived_numbers_and_says_so(tmp_path: Path) -> None:
     p = write(
         tmp_path,

@@ -151,6 +151,7 @@ def _eval(task: Path, file: Path, *extra: str) -> Any:
 @pytest.mark.cpu
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("solution", [ROWS, FORWARD], ids=["as-is", "adapter"])
+@pytest.mark.slow
 def test_a_triton_solution_evaluates_in_the_interpreter(solution: Path) -> None:
     r = _eval(RMSNORM, solution, "--trials", "2")
     assert r.exit_code == 0, r.output
@@ -161,6 +162,7 @@ def test_a_triton_solution_evaluates_in_the_interpreter(solution: Path) -> None:
 
 @pytest.mark.cpu
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_wrong_solution_is_incorrect(tmp_path: Path) -> None:
     raw = json.loads(FORWARD.read_text())
     src = raw["sources"][1]

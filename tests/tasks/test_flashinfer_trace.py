@@ -176,6 +176,7 @@ def test_moe_needs_95_percent_of_the_elements() -> None:
     assert strict is not None and not strict.passed
 
 
+@pytest.mark.slow
 def test_task_show_check_on_the_dataset() -> None:
     app = typer.Typer()
     cli_tasks.register(app)

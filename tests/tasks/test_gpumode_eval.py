@@ -112,6 +112,7 @@ def _cheats(ev: Any) -> list[str]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("final", [False, True], ids=["search", "final"])
+@pytest.mark.slow
 async def test_an_fp16_answer_the_task_accepts_is_never_flagged(
     sandbox: LocalSandbox, pairmix: Task, final: bool
 ) -> None:
@@ -291,6 +292,7 @@ def _ksearch(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_eval_takes_the_timing_protocol(tmp_path: Path) -> None:
     cand = tmp_path / "half.py"
     cand.write_text(HALF)

@@ -108,6 +108,7 @@ def test_where_the_first_bad_element_is_and_what_it_holds(monkeypatch: pytest.Mo
     assert r.nan_positions.nonzero().tolist() == [[6, 2], [12, 16]]
 
 
+@pytest.mark.slow
 def test_checking_a_large_output_takes_a_fraction_of_its_size() -> None:
     """A 64 MB float32 output: comparing whole tensors took over 20x that (float64 copies and masks)."""
     code = textwrap.dedent(
@@ -134,6 +135,7 @@ def test_checking_a_large_output_takes_a_fraction_of_its_size() -> None:
     assert int(grew_mb) < 64, f"peak RSS grew by {grew_mb} MB"
 
 
+@pytest.mark.slow
 def test_check_runs_the_reference_once_unless_a_trivial_answer_needs_the_probe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -162,6 +164,7 @@ def test_check_runs_the_reference_once_unless_a_trivial_answer_needs_the_probe(
     assert "input 0 itself passes the rule on the task's own inputs" in probed and "rejected" in probed
 
 
+@pytest.mark.slow
 def test_check_says_which_trivial_answers_the_probe_rejects() -> None:
     r = run_check(str(KB / "l2_sub_relu_rand.py"))
     assert r.ok and r.warnings == [], r
@@ -194,6 +197,7 @@ def test_a_rule_weak_on_any_input_is_still_a_warning(tmp_path: Path) -> None:
     assert any("a constant" in w and "also on inputs with signed values" in w for w in r.warnings)
 
 
+@pytest.mark.slow
 def test_task_show_check_exits_non_zero_when_the_check_fails() -> None:
     runner = CliRunner()
     bad = str(KB / "l1_cuda_only.py")

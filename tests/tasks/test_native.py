@@ -77,6 +77,7 @@ def test_loading_does_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
 
 
+@pytest.mark.slow
 def test_computed_workloads_are_probed_in_a_subprocess() -> None:
     task = load_task(str(FIX / "computed_workloads.py"))
     assert [(w.name, w.split) for w in task.workloads] == [
@@ -173,6 +174,7 @@ def test_unknown_task_names_list_the_builtins() -> None:
         load_task("missing/dir/task.py")
 
 
+@pytest.mark.slow
 def test_the_probe_of_a_task_file_gets_no_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Computed extras run the file: it gets the sandbox's scrubbed environment, not the caller's."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-task-probe")

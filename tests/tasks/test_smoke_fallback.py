@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from ksearch.gpu.runtime import TaskRuntime
@@ -19,6 +20,7 @@ from ksearch.gpu.tasks.shrink import SizeKnobs
 KB = Path(__file__).parent / "fixtures" / "kernelbench"
 
 
+@pytest.mark.slow
 def test_fixed_width_weights_get_the_cheapest_sizes_that_ran() -> None:
     # the constructor's channel widths keep the weights over the budget at any size, and fewer than 16
     # pixels a side break the pooling: the smoke is the smallest image that runs, not the 256x256 copy

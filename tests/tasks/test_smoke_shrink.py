@@ -107,6 +107,7 @@ def test_patched_code_replaces_constants_and_recomputes_the_rest() -> None:
         ("l3_mlp.py", [128, 16384]),
     ],
 )
+@pytest.mark.slow
 def test_kernelbench_levels_get_a_small_verified_smoke(fixture: str, full_input: list[int]) -> None:
     task = load_task(KB / fixture)
     smoke = task.smoke()
@@ -135,6 +136,7 @@ def test_the_smoke_constants_reach_init_inputs_and_the_candidate(tmp_path: Path)
     torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.slow
 def test_divisibility_the_forward_relies_on_survives(tmp_path: Path) -> None:
     p = write(
         tmp_path,
@@ -165,6 +167,7 @@ def test_divisibility_the_forward_relies_on_survives(tmp_path: Path) -> None:
     assert out.shape[-2:] == (6, c["embed"] // 6)
 
 
+@pytest.mark.slow
 def test_sizes_that_break_the_model_are_skipped_for_larger_ones(tmp_path: Path) -> None:
     # three 2x2 poolings and a 5x5 conv need at least 5 * 8 = 40 pixels; a factor that leaves fewer fails
     p = write(
@@ -221,6 +224,7 @@ def test_a_declared_smoke_or_small_file_is_not_run(tmp_path: Path, monkeypatch: 
     assert small.extras["smoke_note"].startswith("a copy of 'default'")
 
 
+@pytest.mark.slow
 def test_a_file_with_nothing_to_shrink_keeps_its_copy_and_says_why(tmp_path: Path) -> None:
     # sizes written inside get_inputs: the one constant there is sizes nothing
     src = """

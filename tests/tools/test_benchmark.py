@@ -20,6 +20,7 @@ from ksearch.worldmodel.models import IntentSpec
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
 
+@pytest.mark.slow
 async def test_the_seed_on_the_root_is_an_attempt_whose_cpu_timings_rank_nothing(ws: Workspace) -> None:
     s = await create_search(ws, CreateSearchIn(task="row_sum", name="rs", seed=3))
     root = await ws.store.root(s.id)
@@ -53,6 +54,7 @@ async def test_the_seed_on_the_root_is_an_attempt_whose_cpu_timings_rank_nothing
     assert speedups == {att.id: None} and speedups.cpu_interpreted == {att.id}
 
 
+@pytest.mark.slow
 async def test_a_refine_phase_records_each_attempt_and_says_what_next(ws: Workspace, tiny_task: str) -> None:
     s = await create_search(ws, CreateSearchIn(task=tiny_task, name="tiny", stagnation=5))
     [intent] = await propose_intents(

@@ -16,6 +16,7 @@ from ksearch.tools.workspace import Workspace
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
 
+@pytest.mark.slow
 async def test_the_seed_compiles_for_sm90_with_its_resources(ws: Workspace, snapshot: Snapshot) -> None:
     out = await compile_kernel(ws, CompileKernelIn(task="row_sum", candidate=CandidateRef(seed=True)))
     r = out.report

@@ -62,6 +62,7 @@ def _inp(candidate: Path, task: Path = AFFINE, **kw: object) -> EvaluateFileIn:
 
 
 @pytest.mark.cpu
+@pytest.mark.slow
 async def test_a_correct_kernel_is_ok_on_the_smoke_workload(sb: LocalSandbox) -> None:
     out = await evaluate_file(_inp(CANDIDATES / "good_triton.py", seed=5, trials=2), sandbox=sb)
     ev = out.evaluation
@@ -97,6 +98,7 @@ async def test_a_source_that_does_not_parse_is_its_compile_error_not_a_refusal(s
 
 
 @pytest.mark.cpu
+@pytest.mark.slow
 async def test_a_solution_json_runs_as_its_spec_says(sb: LocalSandbox) -> None:
     out = await evaluate_file(_inp(ROWS, task=RMSNORM, trials=1, language="cuda"), sandbox=sb)
     name = json.loads(ROWS.read_text())["name"]

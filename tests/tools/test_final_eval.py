@@ -21,6 +21,7 @@ from ksearch.worldmodel.models import IntentSpec
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
 
+@pytest.mark.slow
 async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
     ws: Workspace, tiny_task: str
 ) -> None:

@@ -40,6 +40,7 @@ async def _attempt(ws: Workspace, node: Node, source: str) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_an_intent_with_a_correct_attempt_is_closed(ws: Workspace, tiny_task: str) -> None:
     a, _ = await _claimed(ws, tiny_task)
     await _attempt(ws, a, WRONG_ROW_SUM)

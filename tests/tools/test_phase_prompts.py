@@ -29,6 +29,7 @@ def _own_facts_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(tmp_path / "facts"))
 
 
+@pytest.mark.slow
 async def test_a_bf16_kernelbench_file_is_described_as_what_it_is(tmp_path: Path) -> None:
     async with await Workspace.open(tmp_path / "k.db") as ws:
         s = await create_search(ws, CreateSearchIn(task=str(BF16_MATMUL), name="mm"))
@@ -44,6 +45,7 @@ async def test_a_bf16_kernelbench_file_is_described_as_what_it_is(tmp_path: Path
             await reflect_and_edit(ws, s.id)
 
 
+@pytest.mark.slow
 async def test_implement_prompt_states_the_intents_true_status_and_base(tmp_path: Path) -> None:
     async with await Workspace.open(tmp_path / "k.db") as ws:
         s = await create_search(ws, CreateSearchIn(task=str(BF16_MATMUL), name="mm"))

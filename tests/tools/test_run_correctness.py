@@ -16,6 +16,7 @@ from ksearch.worldmodel.errors import NotFound
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
 
+@pytest.mark.slow
 async def test_a_correct_candidate_passes_each_workload_untimed(
     ws: Workspace, tiny_task: str, snapshot: Snapshot
 ) -> None:

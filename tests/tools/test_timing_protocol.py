@@ -38,6 +38,7 @@ FIB_DEF = FIX / "flashinfer" / "rowscale_h64.json"
         (str(FIB_DEF), "flashinfer"),
     ],
 )
+@pytest.mark.slow
 async def test_a_new_search_takes_its_owners_protocol(bare_ws: Workspace, task: str, protocol: str) -> None:
     s = await create_search(bare_ws, CreateSearchIn(task=task))
     assert s.config.timing_protocol == protocol

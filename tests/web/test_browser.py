@@ -59,6 +59,7 @@ def page(browser: Browser) -> Iterator[Page]:
     assert outside == [], f"requests outside the local server: {outside}"
 
 
+@pytest.mark.slow
 def test_tree_and_attempt_code(page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]) -> None:
     _, ids = demo
     page.goto(ui.url)
@@ -93,6 +94,7 @@ def test_tree_and_attempt_code(page: Page, ui: UiProcess, demo: tuple[Path, dict
     assert page.locator("#node script, #attempt script, #tree script, #node img, #attempt img").count() == 0
 
 
+@pytest.mark.slow
 def test_add_intent_through_the_page(page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]) -> None:
     db, ids = demo
     page.goto(ui.url)
@@ -125,6 +127,7 @@ def test_add_intent_through_the_page(page: Page, ui: UiProcess, demo: tuple[Path
     assert len(with_store(db, lambda s: s.list_nodes(ids["search"]))) == len(nodes)
 
 
+@pytest.mark.slow
 def test_steering_buttons(page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]) -> None:
     db, ids = demo
     page.goto(ui.url)
@@ -168,6 +171,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_attempt_from_another_process_appears_without_reload(
     page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
 ) -> None:
@@ -195,6 +199,7 @@ def test_attempt_from_another_process_appears_without_reload(
     assert page.evaluate("window.__sameDocument") == "yes"
 
 
+@pytest.mark.slow
 def test_chart_opens_an_attempt_and_the_address_keeps_it(
     page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
 ) -> None:
@@ -214,6 +219,7 @@ def test_chart_opens_an_attempt_and_the_address_keeps_it(
     expect(page.locator(f'#tree .node.selected[data-node="{ids["online"]}"]')).to_have_count(1)
 
 
+@pytest.mark.slow
 def test_the_first_view_needs_no_waiting(
     browser: Browser, ui: UiProcess, demo: tuple[Path, dict[str, int]]
 ) -> None:
@@ -238,6 +244,7 @@ def test_the_first_view_needs_no_waiting(
         without.close()
 
 
+@pytest.mark.slow
 def test_an_attempt_link_alone_opens_the_attempt(
     page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
 ) -> None:
@@ -282,6 +289,7 @@ def _fits(page: Page, selector: str) -> tuple[int, int]:
     )
 
 
+@pytest.mark.slow
 def test_nothing_is_cut_off_at_1280_px(
     browser: Browser, ui: UiProcess, demo: tuple[Path, dict[str, int]]
 ) -> None:
@@ -310,6 +318,7 @@ def test_nothing_is_cut_off_at_1280_px(
         ctx.close()
 
 
+@pytest.mark.slow
 def test_the_chart_fits_its_scale_to_the_data(
     page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
 ) -> None:

@@ -96,6 +96,7 @@ def test_tree_text_by_name_and_id(app: typer.Typer, db: Path) -> None:
     assert by_id.output == by_name.output
 
 
+@pytest.mark.slow
 def test_tree_budget_json_and_mermaid(app: typer.Typer, db: Path) -> None:
     small = runner.invoke(app, ["tree", "softmax-run", "--db", str(db), "--budget", "450"])
     assert small.exit_code == 0 and len(small.output.rstrip("\n")) <= 450

@@ -62,6 +62,7 @@ def check_consistent(db: Path) -> None:
         raw.close()
 
 
+@pytest.mark.slow
 def test_two_processes_write_at_once(tmp_path: Path) -> None:
     db = tmp_path / "shared.db"
     search_id = run(new_search(db, "shared"))
@@ -105,6 +106,7 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
     check_consistent(db)
 
 
+@pytest.mark.slow
 def test_processes_creating_a_new_database_at_once(tmp_path: Path) -> None:
     db = tmp_path / "new" / "ksearch.db"
     procs = [
