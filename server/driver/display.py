@@ -89,6 +89,12 @@ def verdict_word(status: str) -> str:
     return "correct" if status == "ok" else status
 
 
+def first_sentence(text: str) -> str:
+    """A text's first sentence, whole (a log line is never cut inside a word); the text when it has one."""
+    head, sep, _ = text.strip().partition(". ")
+    return head + "." if sep else text.strip()
+
+
 def first_line(text: str, limit: int = 120) -> str:
     """An error's first non-empty line, cut to `limit`: one event stays one line."""
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")

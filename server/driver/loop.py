@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from ksearch.server.driver.display import Display, Limits
+from ksearch.server.driver.display import Display, Limits, first_sentence
 from ksearch.server.driver.policies.base import (
     CallRecord,
     InitContext,
@@ -365,7 +365,7 @@ class Driver:
                     await self._propose(s, res.new_intents, res.reflection)
                 self.display.event(
                     f"update: {applied or 0} edits, {len(res.new_intents)} new intents"
-                    + (f" — {res.reflection[:160]}" if res.reflection else "")
+                    + (f" — {first_sentence(res.reflection)}" if res.reflection else "")
                 )
                 return
             except ToolFailure as e:

@@ -9,7 +9,7 @@ import re
 import pytest
 from rich.console import Console
 
-from ksearch.server.driver.display import Display, Limits, LiveDisplay, duration, short_reason
+from ksearch.server.driver.display import Display, Limits, LiveDisplay, duration, first_sentence, short_reason
 from ksearch.server.driver.loop import DriverResult
 from ksearch.tools.final_eval import FinalRow
 from ksearch.worldmodel.models import (
@@ -274,3 +274,19 @@ def test_a_final_row_timed_on_the_cpu_shows_no_speed(capsys: pytest.CaptureFixtu
     lines = _lines(capsys)
     assert "final: attempt 2: correct on smoke [cpu-interpreter: not timed]" in lines
     assert not [ln for ln in lines if "0.000x" in ln]
+
+
+def test_an_update_line_shows_the_reflections_first_sentence_whole() -> None:
+    reflection = (
+        "tuner, round 1: 1 attempt(s) on #2; 2 of 2 measured settings ran correctly (0 of them timed on a GPU). "
+        "No setting timed on a GPU yet (the CPU interpreter's timings rank nothing), so the open moves keep their "
+        "prior order."
+    )
+    first = first_sentence(reflection)
+    assert first == (
+        "tuner, round 1: 1 attempt(s) on #2; 2 of 2 measured settings ran correctly (0 of them timed on a GPU)."
+    )
+    assert first_sentence("  one thought without a full stop ") == "one thought without a full stop"
+    assert (
+        first_sentence("v1.5 is faster. Keep it.") == "v1.5 is faster."
+    )  # a decimal point is no sentence end
