@@ -6,7 +6,8 @@ the aiosqlite connection's thread alive, which the interpreter then waits for at
 
 Here the first SIGINT (or SIGTERM) cancels the work, whose own cleanup releases what it holds (the driver
 releases its intent and marks the search stopped, the workspace closes the database and the sandbox). A
-second signal, or a cleanup still running after `GRACE_S`, ends the process with `os._exit`: whatever was
+second signal (not the first delivered twice, as `timeout -s INT` does: `SAME_SIGNAL_S`), or a cleanup still
+running after `GRACE_S`, ends the process with `os._exit`: whatever was
 committed is safe in SQLite, and a search left `running` reads as interrupted and resumes.
 """
 
@@ -20,6 +21,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
@@ -28,6 +30,9 @@ from ksearch.worldmodel.errors import KsearchError
 T = TypeVar("T")
 
 GRACE_S = 4.0  # how long the first Ctrl-C may take to stop cleanly
+# The same signal again in the loop pass that handled the first, or this soon after it, is that interruption
+# delivered twice: `timeout -s INT` sends it to the process and to its group. A second key press comes later.
+SAME_SIGNAL_S = 0.01
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -65,6 +70,8 @@ class _Stopper:
         self.signum: int | None = None
         self.work: asyncio.Future[Any] | None = None
         self.timer: threading.Timer | None = None
+        self.first_at = 0.0  # time.monotonic() when the first signal was handled
+        self.settled = False  # the loop has run past the pass that handled the first signal
 
     def exit_now(self, signum: int, why: str, *, flush: bool = True) -> NoReturn:
         hint = self.hint()
@@ -77,8 +84,13 @@ class _Stopper:
         if self.work is None:
             self.exit_now(signum, "interrupted while shutting down")
         if self.signum is not None:
+            again = not self.settled or time.monotonic() - self.first_at < SAME_SIGNAL_S
+            if signum == self.signum and again:
+                return  # the first signal again, sent to the process and to its group: one interruption
             self.exit_now(signum, "interrupted again: exiting at once")
         self.signum = signum
+        self.first_at = time.monotonic()
+        asyncio.get_running_loop().call_soon(self._settle)  # after every signal this pass already read
         _write_err(f"\n{self.stopping} (Ctrl-C again to quit at once)\n")
         self.work.cancel()
         self.timer = threading.Timer(
@@ -87,6 +99,9 @@ class _Stopper:
         )
         self.timer.daemon = True
         self.timer.start()
+
+    def _settle(self) -> None:
+        self.settled = True
 
     async def guard(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = asyncio.get_running_loop()
