@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from ksearch.server.cli.common import DEFAULT_DB, DbOption, console, fail, run_async, say, tell
+from ksearch.server.cli.common import DEFAULT_DB, DbOption, fail, run_async, say, tell
 from ksearch.tools.errors import describe_validation
 from ksearch.worldmodel.errors import NotFound, SchemaError
-from ksearch.worldmodel.models import LANGUAGES, Attempt, Candidate, EditSpec, IntentSpec, Node, Search
-from ksearch.worldmodel.render import no_best
+from ksearch.worldmodel.models import LANGUAGES, EditSpec, IntentSpec, Node, Search
 
 _EXPECTED = IntentSpec.model_fields["expected_speedup"].description  # the one definition
 
@@ -43,7 +42,6 @@ def register(app: typer.Typer) -> None:
     app.command("prune")(prune)
     app.command("reopen")(reopen)
     app.command("submit")(submit)
-    app.command("best")(best)
     app.command("export")(export)
 
 
@@ -421,94 +419,6 @@ def submit(
 # --------------------------------------------------------------------------- looking
 
 
-def best(
-    search: SearchArg,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write the source to this file")
-    ] = None,
-    source_only: Annotated[bool, typer.Option("--source-only", help="Print only the source")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Attempt, node and source as JSON")] = False,
-    db: DbOption = DEFAULT_DB,
-) -> None:
-    """The search's best kernel: its source and its numbers (per workload, vs eager and torch.compile)."""
-    import json
-
-    from ksearch.tools.common import summarize
-
-    if output is not None:
-        _check_output(output)
-
-    async def go() -> tuple[Search, Attempt, Candidate, Node | None]:
-        async with workspace(db) as ws:
-            s = await ws.search(search)
-            a = await ws.records.best_attempt(s.id)
-            if a is None:
-                pure = [
-                    x.id
-                    for x in await ws.records.list_attempts(s.id)
-                    if x.evaluation is not None and x.evaluation.status == "ok" and x.evaluation.pure_pytorch
-                ]
-                cpu = len((await ws.records.attempt_speedups(s.id)).cpu_interpreted)
-                raise fail(
-                    f"search {s.name!r} has no best kernel yet: attempt(s) {', '.join(f'#{i}' for i in pure)} "
-                    "are correct but pure PyTorch (no kernel of their own ran), and that is never a best kernel"
-                    if pure
-                    else f"search {s.name!r} has no best kernel yet: {no_best(cpu)} (CPU-interpreter timings "
-                    "never rank candidates)"
-                    if cpu
-                    else f"search {s.name!r} has no correct, timed attempt yet",
-                    code=1,
-                )
-            cand = await ws.records.get_candidate(a.candidate_id)
-            n = await ws.records.get_node(a.node_id) if a.node_id is not None else None
-            return s, a, cand, n
-
-    s, a, cand, n = run_async(go())
-    if output is not None:
-        output.write_text(cand.source)
-        tell(f"wrote {output}")
-    if as_json:
-        sys.stdout.write(
-            json.dumps(
-                {
-                    "search": s.name,
-                    "attempt": a.model_dump(mode="json"),
-                    "node": n.model_dump(mode="json") if n else None,
-                    "language": cand.language,
-                    "source": cand.source,
-                },
-                indent=1,
-            )
-            + "\n"
-        )
-        return
-    if source_only:
-        sys.stdout.write(cand.source)
-        return
-    where = (
-        f"node #{n.id} {n.title!r}"
-        if n is not None and n.kind == "intent"
-        else ("the root" if n else "no node")
-    )
-    say(
-        f"best of {s.name!r}: attempt #{a.id} on {where}, round {a.round}, by {a.author}, "
-        f"{cand.language} candidate {cand.id}"
-    )
-    assert a.evaluation is not None  # a best attempt is always evaluated
-    say(summarize(a.evaluation))
-    if output is None:
-        console.rule("source")
-        sys.stdout.flush()
-        sys.stdout.write(cand.source if cand.source.endswith("\n") else cand.source + "\n")
-
-
-def _check_output(path: Path) -> None:
-    if path.is_dir():
-        raise fail(f"{path} is a directory; give a file path for -o")
-    if not path.parent.exists():
-        raise fail(f"directory {path.parent} does not exist; create it or give another -o path")
-
-
 def export(
     search: SearchArg,
     as_json: Annotated[bool, typer.Option("--json", help="JSON of the whole search (the default)")] = False,
@@ -532,13 +442,14 @@ def export(
     rounds, best path, best kernel and its evaluation, every attempt, spend); `--solution`: its best kernel as
     a FlashInfer-Bench Solution JSON."""
     from ksearch.server.cli.export import export_html, export_json
+    from ksearch.server.cli.kernels import check_output
     from ksearch.tools.solutions import SolutionError, export_solution
 
     if as_json + as_html + as_solution > 1:
         raise fail("give one of --json, --html or --solution")
     html = as_html or (not as_json and output is not None and output.suffix.lower() in (".html", ".htm"))
     if output is not None:
-        _check_output(output)
+        check_output(output)
 
     async def go() -> str:
         async with workspace(db) as ws:

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 import uidata
 from uihelp import arun
 
+from ksearch.server.cli import kernels as cli_kernels
 from ksearch.server.cli import steer as cli_steer
 from ksearch.server.cli import ui as cli_ui
 
@@ -31,6 +32,7 @@ def demo(tmp_path: Path) -> tuple[Path, dict[str, int]]:
 def cli() -> typer.Typer:
     app = typer.Typer(pretty_exceptions_enable=False)
     cli_steer.register(app)
+    cli_kernels.register(app)
     cli_ui.register(app)
     return app
 

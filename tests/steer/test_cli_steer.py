@@ -203,6 +203,28 @@ def test_best_prints_source_and_numbers(ks: Ks, demo: tuple[Path, dict[str, int]
     assert r.exit_code == 1 and "no correct, timed attempt yet" in said(r.stderr)
 
 
+def test_attempt_prints_any_attempts_code_and_numbers(
+    ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    db, ids = demo
+    bad = ids["bad_attempt"]  # a compile error: never a best, still readable
+    r = ks("attempt", "softmax-demo", bad, "--db", db)
+    assert r.exit_code == 0, r.stderr
+    assert f"'softmax-demo': attempt #{bad} on node #" in r.stdout and "compile_error" in r.stdout
+    data = json.loads(ks("attempt", "softmax-demo", bad, "--json", "--db", db).stdout)
+    assert data["attempt"]["id"] == bad and data["attempt"]["evaluation"]["status"] == "compile_error"
+    out = tmp_path / "bad.py"
+    r = ks("attempt", "softmax-demo", bad, "-o", out, "--db", db)
+    assert r.exit_code == 0 and out.read_text() == data["source"]
+    src = ks("attempt", "softmax-demo", ids["best_attempt"], "--source-only", "--db", db)
+    assert src.exit_code == 0 and src.stdout == ks("best", "softmax-demo", "--source-only", "--db", db).stdout
+    # an id that is not this search's: refused, saying which ids it has
+    r = ks("attempt", "softmax-demo", 9999, "--db", db)
+    assert r.exit_code == 2 and "search 'softmax-demo' has no attempt #9999: its attempts are #" in said(
+        r.stderr
+    )
+
+
 def test_commands_are_wired_into_ksearch() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "ksearch.server.cli", "--help"],
@@ -223,6 +245,7 @@ def test_commands_are_wired_into_ksearch() -> None:
         "reopen",
         "submit",
         "best",
+        "attempt",
         "export",
         "ui",
     ):
