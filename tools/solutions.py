@@ -50,6 +50,16 @@ def submitted_candidate(text: str, language: str) -> CandidateRef:
     return CandidateRef(source=text, language=language)
 
 
+def defines_entry(text: str, entry: str) -> bool:
+    """Whether a submitted Python file defines (or assigns) the name a candidate of its task must define. A file
+    that does not even mention it as a definition (notes, a log, the wrong file) is no candidate: it is refused
+    before anything is recorded; a kernel that names it but does not compile is an attempt like any other."""
+    return (
+        is_solution(text)
+        or re.search(rf"^\s*(?:class|def|async\s+def)\s+{entry}\b|^\s*{entry}\s*=", text, re.M) is not None
+    )
+
+
 def _safe(text: str, sep: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", sep, text)
 

@@ -334,7 +334,7 @@ def submit(
     from ksearch.tools.common import CandidateRef
     from ksearch.tools.loop import seed_unmeasured
     from ksearch.tools.select_action import SelectActionIn, select_action
-    from ksearch.tools.solutions import submitted_candidate
+    from ksearch.tools.solutions import defines_entry, submitted_candidate
 
     source = read_source(file)
     if language is not None and language not in LANGUAGES:
@@ -346,6 +346,13 @@ def submit(
     async def go() -> tuple[EvaluationOut, str, bool]:
         async with workspace(db) as ws:
             s = await ws.search(search)
+            entry = ws.task(s.task).candidate_entry
+            if not defines_entry(source, entry):
+                raise fail(
+                    f"{file} defines no `{entry}`, which a candidate for task {s.task!r} must define; nothing was "
+                    f"recorded. Accepted: a Python module that defines `{entry}`"
+                    + (" or a FlashInfer-Bench Solution JSON" if entry == "run" else "")
+                )
             base_id, base_why = base, "--base"
             if node is not None:
                 n = await node_of(ws, s, node)

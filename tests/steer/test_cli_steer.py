@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -223,6 +224,23 @@ def test_attempt_prints_any_attempts_code_and_numbers(
     assert r.exit_code == 2 and "search 'softmax-demo' has no attempt #9999: its attempts are #" in said(
         r.stderr
     )
+
+
+def test_a_file_that_defines_no_candidate_is_refused_before_anything_is_recorded(
+    ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    db, ids = demo
+    notes = tmp_path / "notes.txt"
+    notes.write_text("try two rows per program; keep the row in registers\n")
+    count = lambda: sqlite3.connect(db).execute("SELECT COUNT(*) FROM attempts").fetchone()[0]  # noqa: E731
+    before = count()
+    r = ks("submit", "softmax-demo", notes, "--node", ids["online"], "--db", db)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert (
+        "defines no `ModelNew`, which a candidate for task 'softmax' must define; nothing was recorded"
+        in said(r.stderr)
+    )
+    assert count() == before
 
 
 def test_commands_are_wired_into_ksearch() -> None:
