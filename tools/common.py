@@ -283,6 +283,10 @@ def summarize(ev: Evaluation) -> str:
     lines.extend(f"timed: {protocol_line(p)}" for p in protocols)
     for tm in ev.timings:
         parts = [f"{tm.workload} on {tm.device}: {timing_text(tm)}"]
+        if tm.device == "cpu-interpreter":  # an interpreted call's time is no speed: no ratio is stated
+            lines.append(parts[0] + "; speed not measured (CPU interpreter)")
+            lines.extend(f"  flag: {f}" for f in tm.flags)
+            continue
         if tm.speedup_vs_eager is not None:
             parts.append(f"{tm.speedup_vs_eager:.3f}x vs eager ({tm.eager_median_us:.1f} us)")
         if tm.speedup_vs_compile is not None:
@@ -293,7 +297,7 @@ def summarize(ev: Evaluation) -> str:
             parts.append(f"{100 * tm.roofline_fraction:.0f}% of roofline")
         lines.append("; ".join(parts))
         lines.extend(f"  flag: {f}" for f in tm.flags)
-    if ev.speedup_vs_eager is not None:
+    if ev.speedup_vs_eager is not None and not any(tm.device == "cpu-interpreter" for tm in ev.timings):
         lines.append(f"geomean speedup vs eager: {ev.speedup_vs_eager:.3f}x")
     if ev.timings and ev.timings[0].device == "cpu-interpreter":
         lines.append("note: CPU interpreter timings: functional only, not comparable with GPU timings")

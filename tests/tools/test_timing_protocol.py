@@ -120,6 +120,21 @@ def test_a_mean_protocol_ranks_by_its_mean_and_names_itself() -> None:
     assert a.timing_protocol == "gpumode"
 
 
+def test_an_interpreter_timing_states_no_speedup() -> None:
+    t = _timing("ksearch", "median", median=33000.0, mean=33000.0).model_copy(
+        update={"device": "cpu-interpreter", "eager_median_us": 36.0, "speedup_vs_eager": 36.0 / 33000.0}
+    )
+    text = summarize(Evaluation(status="ok", timings=[t], speedup_vs_eager=36.0 / 33000.0))
+    assert (
+        "w on cpu-interpreter: median 33000.0 us" in text and "speed not measured (CPU interpreter)" in text
+    )
+    assert "x vs eager" not in text and "geomean" not in text  # a 0.001x would read as a speed
+    gpu = summarize(
+        Evaluation(status="ok", timings=[_timing("ksearch", "median", 10.0, 10.0)], speedup_vs_eager=2.0)
+    )
+    assert "geomean speedup vs eager: 2.000x" in gpu
+
+
 def test_timings_of_two_protocols_are_never_compared() -> None:
     a = Evaluation(status="ok", timings=[_timing("gpumode", "mean", median=200.0, mean=210.0)])
     b = Evaluation(status="ok", timings=[_timing("ksearch", "median", median=400.0, mean=410.0)])
