@@ -177,7 +177,9 @@ async def test_duplicates_within_a_batch_and_what_is_not_a_duplicate(store: Stor
         store, search.id, [{"title": "use BLOCK_M=64", "parent_id": nodes[4].id}], "human", 0
     )
     assert child.parent_id == nodes[4].id  # the same title under another parent is fine
-    err = await rejected(apply_intents(store, search.id, [{"title": "Split K over the KV sequence"}], "human", 0))
+    err = await rejected(
+        apply_intents(store, search.id, [{"title": "Split K over the KV sequence"}], "human", 0)
+    )
     assert f"#{nodes[4].id}" in err.details[0].problem
 
 
@@ -326,6 +328,27 @@ async def test_prune_takes_the_whole_subtree_and_reopen_needs_live_parent(
         2,
     )
     assert (await store.get_node(t["a1"].id)).status == "open"
+
+
+async def test_a_vetoed_idea_is_refused_under_any_parent(store: Store, search: Search) -> None:
+    t = await tree(store, search)
+    await apply_edits(store, search.id, [{"op": "veto", "node_id": t["a1"].id}], "human", 1)
+    for parent in (t["root"].id, t["b"].id, t["a"].id):  # not only beside it, under `a`
+        with pytest.raises(EditRejected) as e:
+            await apply_intents(
+                store, search.id, [{"title": "Vectorize the loads", "parent_id": parent}], "human", 1
+            )
+        (p,) = e.value.details
+        assert (
+            p.field == "title"
+            and f"near-duplicate of vetoed node #{t['a1'].id} 'vectorize loads'" in p.problem
+        )
+        assert p.accepted == f"a distinct idea, or unveto #{t['a1'].id} first"
+    await apply_edits(store, search.id, [{"op": "unveto", "node_id": t["a1"].id}], "human", 1)
+    (n,) = await apply_intents(
+        store, search.id, [{"title": "vectorize loads", "parent_id": t["b"].id}], "human", 1
+    )
+    assert n.parent_id == t["b"].id  # once unvetoed, the idea may grow elsewhere
 
 
 async def test_pin_and_veto_flags(store: Store, search: Search) -> None:

@@ -1,0 +1,184 @@
+"""Inserting open intents into the tree (validated, all or nothing, each logged); see `edits.py` for the rules
+every change follows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiosqlite
+
+from ksearch.worldmodel import rows
+from ksearch.worldmodel.edit_checks import (
+    _ACCEPTED,
+    _check_author,
+    _check_round,
+    _duplicate_problem,
+    _Siblings,
+    _validate_items,
+    text_problem,
+)
+from ksearch.worldmodel.errors import EditProblem, EditRejected, NotFound
+from ksearch.worldmodel.models import IntentSpec, Node, NodeStatus
+from ksearch.worldmodel.similarity import TitleKey, near_duplicate, stored_key
+from ksearch.worldmodel.store import Store
+
+# ---------------------------------------------------------------------- intents
+
+
+async def apply_intents(
+    store: Store,
+    search_id: int,
+    specs: Sequence[IntentSpec | Mapping[str, Any]],
+    author: str,
+    round: int,
+    reason: str = "",
+) -> list[Node]:
+    """Insert open intents (each under `parent_id`, the root when omitted). All or nothing.
+
+    Refused (with every problem listed): invalid fields or result fields; a parent that does not
+    exist, belongs to another search, or is pruned or vetoed; a base attempt of another search; a
+    title that near-duplicates a sibling or another item of the same request.
+    Returns the new nodes in request order.
+    """
+    _check_author(author)
+    _check_round(round)
+    validated, problems = _validate_items(IntentSpec, specs)
+    why = text_problem(reason)
+    if why is not None:  # the batch's reason goes into every item's edit-log entry
+        problems.append(
+            EditProblem(index=0, field="reason", problem=f"reason {why}", accepted=_ACCEPTED["reason"])
+        )
+    async with store.transaction() as db:
+        await rows.search_row(db, search_id)
+        root_row = await rows.fetchone(
+            db, "SELECT id FROM nodes WHERE search_id = ? AND kind = 'root'", (search_id,)
+        )
+        if root_row is None:
+            raise NotFound(f"search {search_id} has no root node (damaged database)")
+        root_id = int(root_row[0])
+        wanted_parents = {s.parent_id or root_id for s in validated if s is not None}
+        parents = await rows.nodes_by_id(db, wanted_parents)
+        wanted_bases = {
+            s.base_attempt_id for s in validated if s is not None and s.base_attempt_id is not None
+        }
+        bases = await _attempt_searches(db, wanted_bases)
+        siblings = _Siblings(db)
+        # a veto says "never this idea": its title is refused under any parent, not only beside it
+        vetoed = [
+            (int(nid), title, stored_key(title, params))
+            for nid, title, params in await rows.fetchall(
+                db, "SELECT id, title, params FROM nodes WHERE search_id = ? AND vetoed = 1", (search_id,)
+            )
+        ]
+        for index, spec in enumerate(validated):
+            if spec is None:
+                continue
+            pid = spec.parent_id or root_id
+            parent = parents.get(pid)
+            if parent is None or parent.search_id != search_id:
+                where = "does not exist" if parent is None else f"belongs to search {parent.search_id}"
+                problems.append(
+                    EditProblem(
+                        index=index,
+                        field="parent_id",
+                        problem=f"parent node #{pid} {where}",
+                        accepted=_ACCEPTED["parent_id"],
+                    )
+                )
+                continue
+            if parent.status == NodeStatus.pruned:
+                problems.append(
+                    EditProblem(
+                        index=index,
+                        field="parent_id",
+                        problem=f"parent node #{pid} is pruned",
+                        accepted=f"a parent that is not pruned, or reopen #{pid} first",
+                    )
+                )
+                continue
+            if parent.vetoed:
+                problems.append(
+                    EditProblem(
+                        index=index,
+                        field="parent_id",
+                        problem=f"parent node #{pid} is vetoed: nothing grows under it",
+                        accepted=f"another parent, or unveto #{pid} first",
+                    )
+                )
+                continue
+            if spec.base_attempt_id is not None and bases.get(spec.base_attempt_id) != search_id:
+                owner = bases.get(spec.base_attempt_id)
+                where = "does not exist" if owner is None else f"belongs to search {owner}"
+                problems.append(
+                    EditProblem(
+                        index=index,
+                        field="base_attempt_id",
+                        problem=f"attempt #{spec.base_attempt_id} {where}",
+                        accepted=_ACCEPTED["base_attempt_id"],
+                    )
+                )
+                continue
+            key = TitleKey.of(spec.title, spec.params)
+            veto = next(((nid, t) for nid, t, vkey in vetoed if near_duplicate(key, vkey)), None)
+            if veto is not None:
+                problems.append(
+                    EditProblem(
+                        index=index,
+                        field="title",
+                        problem=f"title {spec.title!r} is a near-duplicate of vetoed node #{veto[0]} {veto[1]!r}",
+                        accepted=f"a distinct idea, or unveto #{veto[0]} first",
+                    )
+                )
+                continue
+            dup = await siblings.duplicate_of(pid, key)
+            if dup is not None:
+                problems.append(_duplicate_problem(index, None, spec.title, dup))
+                continue
+            (await siblings.under(pid))[f"item {index}"] = (key, spec.title, "new")
+        if problems:
+            raise EditRejected(sorted(problems, key=lambda p: p.index))
+        new_ids: list[int] = []
+        for spec in validated:
+            assert spec is not None
+            parent = parents[spec.parent_id or root_id]
+            title = spec.title.strip()
+            nid = await rows.insert_node(
+                db,
+                search_id=search_id,
+                parent=parent,
+                title=title,
+                rationale=spec.rationale,
+                priority=spec.priority,
+                difficulty=spec.difficulty,
+                expected_speedup=spec.expected_speedup,
+                notes=spec.notes,
+                author=author,
+                round=round,
+                params=spec.params,
+                base_attempt_id=spec.base_attempt_id,
+            )
+            payload = spec.model_dump(mode="json")
+            payload.update(kind="intent", title=title, parent_id=parent.id)
+            await rows.log_edit(
+                db,
+                search_id=search_id,
+                op="insert",
+                node_id=nid,
+                payload=payload,
+                author=author,
+                round=round,
+                reason=reason,
+            )
+            new_ids.append(nid)
+        created = await rows.nodes_by_id(db, new_ids)
+        return [created[i] for i in new_ids]
+
+
+async def _attempt_searches(db: aiosqlite.Connection, ids: set[int]) -> dict[int, int]:
+    ids = {i for i in ids if rows.storable_id(i)}  # larger ones cannot exist (nor be bound)
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    found = await rows.fetchall(db, f"SELECT id, search_id FROM attempts WHERE id IN ({marks})", sorted(ids))
+    return {int(a): int(s) for a, s in found}
