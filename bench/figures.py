@@ -605,9 +605,48 @@ def guard_check(r: Results) -> str:
     )
 
 
+def _fresh(r: Results, part: str) -> dict[str, Any]:
+    d = r.json(f"fresh-clone-{part}-cpu2.json")
+    if d["rc"] != 0:
+        raise FiguresError(f"fresh-clone-{part}-cpu2.json records a failed run (rc {d['rc']})")
+    return d
+
+
+def _machine_text(d: dict[str, Any]) -> str:
+    m = d["machine"]
+    return f"{m['cores']}-core machine{' with a GPU' if m['gpu'] else ' without a GPU'}"
+
+
+def _mmss(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:02.0f} s" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def quickstart_time(r: Results) -> str:
+    d = _fresh(r, "quickstart")
+    return (
+        f"From a fresh clone on a {_machine_text(d)}: {_mmss(d['total_s'])} in all, the run itself "
+        f"{d['run_s']:.0f} s, setting up a new environment {d['setup_s']:.0f} s "
+        "(`bench/fresh_clone.py --part quickstart` → `fresh-clone-quickstart-cpu2.json`)"
+    )
+
+
+def suite_time(r: Results) -> str:
+    d, q = _fresh(r, "tests"), _fresh(r, "quick")
+    c, qc = d["counts"], q["counts"]
+    venv = lambda x: "with a new environment" if x["fresh_venv"] else "in a set-up environment"  # noqa: E731
+    return (
+        f"From a fresh clone on a {_machine_text(d)}, {venv(d)}: {_mmss(d['total_s'])} in all ({c.get('passed', 0)} "
+        f"passed, {c.get('skipped', 0)} skipped; pytest {_mmss(d['pytest_s'])}); the quick lane "
+        f'`-m "not slow"`, {venv(q)}: {_mmss(q["total_s"])} ({qc.get("passed", 0)} passed) '
+        "(`bench/fresh_clone.py --part tests|quick` → `fresh-clone-{tests,quick}-cpu2.json`)"
+    )
+
+
 # -------------------------------------------------------------------------------------------- the registry
 
 REGIONS: dict[str, Callable[[Results], str]] = {
+    "quickstart-time": quickstart_time,
+    "suite-time": suite_time,
     "h200-env": h200_env,
     "row-eval": row_eval,
     "row-repeat": row_repeat,
