@@ -101,7 +101,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     params = {w.name: w.params for w in task.by_split("search") if w.name in args.benchmarks}
     # the platform's spec lines are text: eval.py hands generate_input what it parsed, ints as ints
     benchmarks = {
-        n: {k: (int(v) if isinstance(v, int) or (isinstance(v, str) and v.isdigit()) else v) for k, v in p.items()}
+        n: {
+            k: (int(v) if isinstance(v, int) or (isinstance(v, str) and v.isdigit()) else v)
+            for k, v in p.items()
+        }
         for n, p in params.items()
     }
     out: dict[str, Any] = {"task": str(folder), "benchmarks": params, "candidates": {}}

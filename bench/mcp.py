@@ -74,7 +74,9 @@ async def build(db: Path, n: int) -> None:
 def params(db: Path) -> StdioServerParameters:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["KSEARCH_SPARE_WORKERS"] = "1"  # the call after a cancellation is measured in the spare (a GPU's default)
+    env["KSEARCH_SPARE_WORKERS"] = (
+        "1"  # the call after a cancellation is measured in the spare (a GPU's default)
+    )
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "ksearch.server.cli", "serve", "--db", str(db)],

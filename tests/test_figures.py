@@ -61,7 +61,9 @@ def test_an_edited_table_cell_fails() -> None:
     row = re.search(r"^\| l2_normalize \| #\d+ \| \S+ \| search \| ([\d.]+) us \|", text, re.M)
     assert row is not None
     cell = row.group(0)
-    edited = text.replace(cell, cell.replace(f"| {row.group(1)} us |", f"| {float(row.group(1)) + 20:.1f} us |"))
+    edited = text.replace(
+        cell, cell.replace(f"| {row.group(1)} us |", f"| {float(row.group(1)) + 20:.1f} us |")
+    )
     assert edited != text
     (problem,) = figures.check(edited, REAL)
     assert "region live-replay differs" in problem
@@ -104,7 +106,9 @@ def test_a_changed_result_fails_until_the_readme_is_written(results) -> None:  #
 def test_a_new_compile_baseline_file_joins_its_row(results) -> None:  # type: ignore[no-untyped-def]
     """A later compile-baseline-h200-N.json is read with the others: its tasks replace their earlier rows."""
     first = json.loads((results.root / "compile-baseline-h200-1.json").read_text())
-    row = dict(first["tasks"]["rmsnorm"]["rows"][0], task="causal_attention", workload="b8h16s2048d64", ratio=1.021)
+    row = dict(
+        first["tasks"]["rmsnorm"]["rows"][0], task="causal_attention", workload="b8h16s2048d64", ratio=1.021
+    )
     new = {"tasks": {"causal_attention": {"status": "ok", "rows": [row], "notes": []}}}
     before = figures.row_compile_baseline(results)
     (results.root / "compile-baseline-h200-99.json").write_text(json.dumps(new))

@@ -563,7 +563,9 @@ def _evaluation_lines(out: EvaluationOut) -> list[str]:
     timed = [t for t in ev.timings if t.device != CPU_INTERPRETER]
     if timed:
         stat = "mean" if timed[0].statistic == "mean" else "median"
-        lines.append(f"timed on {timed[0].device} by the {ev.timing_protocol} protocol: {stat} per call (95% CI)")
+        lines.append(
+            f"timed on {timed[0].device} by the {ev.timing_protocol} protocol: {stat} per call (95% CI)"
+        )
     for t in ev.timings:
         if t.device == CPU_INTERPRETER:
             lines.append(f"{t.workload}: median {t.median_us:.0f} us in the CPU interpreter (not a speed)")

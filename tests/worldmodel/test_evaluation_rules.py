@@ -11,7 +11,9 @@ from ksearch.worldmodel.models import CompileReport, Evaluation, WorkloadCorrect
 
 
 def check(workload: str, passed: bool) -> WorkloadCorrectness:
-    return WorkloadCorrectness(workload=workload, passed=passed, kind="ok" if passed else "wrong_values", trials=1)
+    return WorkloadCorrectness(
+        workload=workload, passed=passed, kind="ok" if passed else "wrong_values", trials=1
+    )
 
 
 def report(ok: bool) -> CompileReport:
@@ -24,7 +26,10 @@ def report(ok: bool) -> CompileReport:
         ({"status": "ok", "correctness": [check("a", True), check("b", False)]}, "failed correctness on b"),
         ({"status": "ok", "flags": ["output aliases an input"]}, "cheat flags (output aliases an input)"),
         ({"status": "ok", "compile": report(False)}, "compile report that failed"),
-        ({"status": "flagged", "flags": ["note: launch_bound: 30 us to issue"]}, "needs a flag other than a note"),
+        (
+            {"status": "flagged", "flags": ["note: launch_bound: 30 us to issue"]},
+            "needs a flag other than a note",
+        ),
         ({"status": "flagged"}, "needs a flag other than a note"),
         ({"status": "compile_error", "compile": report(True)}, "compile report that succeeded"),
         ({"status": "ok", "speedup_vs_eager": 0.0}, "speedup_vs_eager must be a positive finite number"),
@@ -40,7 +45,9 @@ def test_a_contradiction_is_refused_and_named(fields: dict[str, object], says: s
 
 def test_every_contradiction_is_named_at_once() -> None:
     with pytest.raises(ValidationError) as e:
-        Evaluation(status="ok", correctness=[check("a", False)], flags=["reads its input twice"], speedup_vs_eager=-1)
+        Evaluation(
+            status="ok", correctness=[check("a", False)], flags=["reads its input twice"], speedup_vs_eager=-1
+        )
     text = str(e.value)
     assert "failed correctness on a" in text and "cheat flags" in text and "speedup_vs_eager" in text
 
@@ -48,9 +55,18 @@ def test_every_contradiction_is_named_at_once() -> None:
 @pytest.mark.parametrize(
     "fields",
     [
-        {"status": "ok", "correctness": [check("a", True)], "flags": ["note: launch_bound: x"], "compile": report(True)},
+        {
+            "status": "ok",
+            "correctness": [check("a", True)],
+            "flags": ["note: launch_bound: x"],
+            "compile": report(True),
+        },
         {"status": "ok", "flags": ["degenerate_reference: the output is all zeros"], "speedup_vs_eager": 1.5},
-        {"status": "flagged", "flags": ["note: x", "output aliases an input"], "correctness": [check("a", True)]},
+        {
+            "status": "flagged",
+            "flags": ["note: x", "output aliases an input"],
+            "correctness": [check("a", True)],
+        },
         {"status": "compile_error", "compile": report(False), "error": "line 3: bad"},
         {"status": "compile_error", "error": "nvcc not found"},  # refused before a report existed
         {"status": "incorrect", "correctness": [check("a", False)], "flags": ["output aliases an input"]},

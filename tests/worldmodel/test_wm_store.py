@@ -337,7 +337,9 @@ def timed(speedup: float, device: str = "NVIDIA H200") -> Evaluation:
 
 
 async def test_cpu_interpreter_timings_never_rank(store: Store, search: Search) -> None:
-    n1, n2 = await apply_intents(store, search.id, [{"title": "tile the loop"}, {"title": "fuse it"}], "human", 0)
+    n1, n2 = await apply_intents(
+        store, search.id, [{"title": "tile the loop"}, {"title": "fuse it"}], "human", 0
+    )
     cand = await store.put_candidate("src", "triton")
     asked: list[tuple[int, int]] = []
 

@@ -38,12 +38,18 @@ async def burst(db: str, search_id: int, tag: str, count: int) -> None:
             # A short pause between writes, as any real client has: without it SQLite's busy handler (which
             # polls) can leave one writer waiting until the other has finished its whole burst.
             await asyncio.sleep(random.uniform(0, 0.003))
-            (node,) = await apply_intents(store, search_id, [{"title": f"{tag} writer idea {i}"}], f"llm:{tag}", 1)
+            (node,) = await apply_intents(
+                store, search_id, [{"title": f"{tag} writer idea {i}"}], f"llm:{tag}", 1
+            )
             mine.append(node.id)
             report(f"node {node.id}")
             if i % 5 == 4:
                 await apply_edits(
-                    store, search_id, [{"op": "update", "node_id": mine[-2], "notes": f"{tag} {i}"}], f"llm:{tag}", 1
+                    store,
+                    search_id,
+                    [{"op": "update", "node_id": mine[-2], "notes": f"{tag} {i}"}],
+                    f"llm:{tag}",
+                    1,
                 )
                 ev = Evaluation(status="ok", speedup_vs_eager=1.0 + i / 1000)
                 att = await store.record_attempt(search_id, mine[-3], cand.id, ev, author=tag)
