@@ -284,7 +284,12 @@ def summarize(ev: Evaluation) -> str:
     for tm in ev.timings:
         parts = [f"{tm.workload} on {tm.device}: {timing_text(tm)}"]
         if tm.device == "cpu-interpreter":  # an interpreted call's time is no speed: no ratio is stated
-            lines.append(parts[0] + "; speed not measured (CPU interpreter)")
+            base = [f"eager {tm.eager_median_us:.1f} us"] if tm.eager_median_us is not None else []
+            if tm.compile_median_us is not None:
+                how = compile_baseline_how(tm.compile_mode)
+                base.append(f"torch.compile ({how + '; ' if how else ''}{tm.compile_median_us:.1f} us)")
+            said = f"; baselines on the CPU: {', '.join(base)}" if base else ""
+            lines.append(parts[0] + "; speed not measured (CPU interpreter)" + said)
             lines.extend(f"  flag: {f}" for f in tm.flags)
             continue
         if tm.speedup_vs_eager is not None:

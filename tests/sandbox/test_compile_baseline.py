@@ -142,7 +142,8 @@ async def test_the_baseline_process_compiles_per_workload_and_the_summary_names_
         for t in ev.timings:
             assert t.compile_median_us is not None and t.compile_mode == "default", t
         text = summarize(ev)
-        assert text.count("vs torch.compile (static, per shape; ") == 2, text
+        # on the CPU no ratio is stated, but each line still names how its baseline was compiled
+        assert text.count("torch.compile (static, per shape; ") == 2, text
         env = await sb._environment()
         for wl in ("small", "smoke"):
             key = sb._baseline_key(affine, wl, "compile", env, st(wl))

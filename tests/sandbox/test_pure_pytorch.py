@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from ksearch.gpu.tasks import load_task
+from ksearch.server.cli import kernels as cli_kernels
 from ksearch.server.cli import steer as cli_steer
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
@@ -74,6 +75,7 @@ async def test_a_pure_pytorch_candidate_is_labelled_and_never_best(sandbox, tmp_
 
     cli = typer.Typer()
     cli_steer.register(cli)
+    cli_kernels.register(cli)
     # the CLI runs its own event loop: call it from a thread, as from a shell
     said = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(cli, ["best", "pure", "--db", str(db)]))
     assert said.exit_code == 1, said.output
