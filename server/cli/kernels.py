@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +16,9 @@ from ksearch.server.cli.steer import SearchArg, workspace
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import Attempt, Candidate, Node, Search
 from ksearch.worldmodel.render import no_best
+
+if TYPE_CHECKING:
+    from ksearch.tools.workspace import Workspace
 
 OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="Write the source to this file")]
 SourceOnlyOpt = Annotated[bool, typer.Option("--source-only", help="Print only the source")]
@@ -83,6 +87,22 @@ def _show(
         sys.stdout.write(cand.source if cand.source.endswith("\n") else cand.source + "\n")
 
 
+def _read(
+    db: Path, search: str, pick: Callable[[Workspace, Search], Awaitable[Attempt]]
+) -> tuple[Search, Attempt, Candidate, Node | None]:
+    """The search, the attempt `pick` chooses in it (or refuses), that attempt's candidate and node."""
+
+    async def go() -> tuple[Search, Attempt, Candidate, Node | None]:
+        async with workspace(db) as ws:
+            s = await ws.search(search)
+            a = await pick(ws, s)
+            cand = await ws.records.get_candidate(a.candidate_id)
+            n = await ws.records.get_node(a.node_id) if a.node_id is not None else None
+            return s, a, cand, n
+
+    return run_async(go())
+
+
 def best(
     search: SearchArg,
     output: OutputOpt = None,
@@ -94,32 +114,28 @@ def best(
     if output is not None:
         check_output(output)
 
-    async def go() -> tuple[Search, Attempt, Candidate, Node | None]:
-        async with workspace(db) as ws:
-            s = await ws.search(search)
-            a = await ws.records.best_attempt(s.id)
-            if a is None:
-                pure = [
-                    x.id
-                    for x in await ws.records.list_attempts(s.id)
-                    if x.evaluation is not None and x.evaluation.status == "ok" and x.evaluation.pure_pytorch
-                ]
-                cpu = len((await ws.records.attempt_speedups(s.id)).cpu_interpreted)
-                raise fail(
-                    f"search {s.name!r} has no best kernel yet: attempt(s) {', '.join(f'#{i}' for i in pure)} "
-                    "are correct but pure PyTorch (no kernel of their own ran), and that is never a best kernel"
-                    if pure
-                    else f"search {s.name!r} has no best kernel yet: {no_best(cpu)} (CPU-interpreter timings "
-                    "never rank candidates; `ksearch attempt` shows any attempt's code)"
-                    if cpu
-                    else f"search {s.name!r} has no correct, timed attempt yet",
-                    code=1,
-                )
-            cand = await ws.records.get_candidate(a.candidate_id)
-            n = await ws.records.get_node(a.node_id) if a.node_id is not None else None
-            return s, a, cand, n
+    async def pick(ws: Workspace, s: Search) -> Attempt:
+        a = await ws.records.best_attempt(s.id)
+        if a is None:
+            pure = [
+                x.id
+                for x in await ws.records.list_attempts(s.id)
+                if x.evaluation is not None and x.evaluation.status == "ok" and x.evaluation.pure_pytorch
+            ]
+            cpu = len((await ws.records.attempt_speedups(s.id)).cpu_interpreted)
+            raise fail(
+                f"search {s.name!r} has no best kernel yet: attempt(s) {', '.join(f'#{i}' for i in pure)} "
+                "are correct but pure PyTorch (no kernel of their own ran), and that is never a best kernel"
+                if pure
+                else f"search {s.name!r} has no best kernel yet: {no_best(cpu)} (CPU-interpreter timings "
+                "never rank candidates; `ksearch attempt` shows any attempt's code)"
+                if cpu
+                else f"search {s.name!r} has no correct, timed attempt yet",
+                code=1,
+            )
+        return a
 
-    s, a, cand, n = run_async(go())
+    s, a, cand, n = _read(db, search, pick)
     assert a.evaluation is not None  # a best attempt is always evaluated
     _show(s, a, cand, n, f"best of {s.name!r}", output=output, source_only=source_only, as_json=as_json)
 
@@ -136,20 +152,16 @@ def attempt(
     if output is not None:
         check_output(output)
 
-    async def go() -> tuple[Search, Attempt, Candidate, Node | None]:
-        async with workspace(db) as ws:
-            s = await ws.search(search)
-            try:
-                a = await ws.records.get_attempt(attempt_id)
-            except NotFound:
-                a = None
-            if a is None or a.search_id != s.id:
-                ids = [x.id for x in await ws.records.list_attempts(s.id)]
-                have = f"its attempts are #{ids[0]}–#{ids[-1]}" if ids else "it has no attempt yet"
-                raise fail(f"search {s.name!r} has no attempt #{attempt_id}: {have}")
-            cand = await ws.records.get_candidate(a.candidate_id)
-            n = await ws.records.get_node(a.node_id) if a.node_id is not None else None
-            return s, a, cand, n
+    async def pick(ws: Workspace, s: Search) -> Attempt:
+        try:
+            a: Attempt | None = await ws.records.get_attempt(attempt_id)
+        except NotFound:
+            a = None
+        if a is None or a.search_id != s.id:
+            ids = [x.id for x in await ws.records.list_attempts(s.id)]
+            have = f"its attempts are #{ids[0]}–#{ids[-1]}" if ids else "it has no attempt yet"
+            raise fail(f"search {s.name!r} has no attempt #{attempt_id}: {have}")
+        return a
 
-    s, a, cand, n = run_async(go())
+    s, a, cand, n = _read(db, search, pick)
     _show(s, a, cand, n, f"{s.name!r}", output=output, source_only=source_only, as_json=as_json)
