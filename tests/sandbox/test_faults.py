@@ -15,8 +15,9 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(scope="module")
 async def tight(tmp_path_factory):
-    """A sandbox with a short call timeout and a low host-memory limit."""
-    sb = LocalSandbox(scratch_dir=tmp_path_factory.mktemp("tight"), call_timeout_s=8.0, memory_limit_gb=2.5)
+    """A sandbox with a short call timeout and a low host-memory limit. The timeout leaves the memory hog
+    time to write past the limit on a loaded 2-core machine (it took over 8 s there)."""
+    sb = LocalSandbox(scratch_dir=tmp_path_factory.mktemp("tight"), call_timeout_s=20.0, memory_limit_gb=2.5)
     try:
         yield sb
     finally:
@@ -54,7 +55,7 @@ async def test_hang_times_out_and_the_pool_recovers(tight, affine, cand, st) -> 
     ev = await tight.correctness(cand("hangs"), affine, st("small"))
     assert ev.status == "timeout"
     assert ev.correctness[0].kind == "timeout" and "hang" in ev.error
-    assert 8.0 <= ev.seconds < 30.0
+    assert 20.0 <= ev.seconds < 60.0
     await _then_good(tight, affine, cand, st)
     assert tight.pool.workers[0].hello["pid"] != pid_before  # a fresh worker took over
 
@@ -62,7 +63,7 @@ async def test_hang_times_out_and_the_pool_recovers(tight, affine, cand, st) -> 
 @pytest.mark.slow
 async def test_host_memory_limit(tight, affine, cand, st) -> None:
     ev = await tight.correctness(cand("host_hog"), affine, st("small"))
-    assert ev.status == "crash" and "host-memory limit" in ev.error
+    assert ev.status == "crash" and "host-memory limit" in (ev.error or ""), (ev.status, ev.error)
     await _then_good(tight, affine, cand, st)
 
 
