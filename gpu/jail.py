@@ -1,7 +1,7 @@
 """Run a command (a worker, nvcc, ncu, a task probe) where candidate code reaches nothing it does not need:
 no other process, no network, no file outside its view, no more than its share of the machine.
 
-    python -m ksearch.gpu.jail [--rw DIR]... [--cache DIR]... [--ro PATH]... [--dev NODE]...
+    python -m ksearch.gpu.jail [--rw DIR]... [--cache DIR]... [--store DIR]... [--ro PATH]... [--dev NODE]...
         [--max-procs N] [--max-memory BYTES] [--max-disk BYTES] [--max-cache-growth BYTES]
         [--control FD] -- COMMAND ARGS...
 
@@ -12,7 +12,9 @@ Linux namespaces, no privileges needed (unprivileged user namespaces):
   own loopback; abstract Unix sockets are per network namespace too);
 - filesystem: a new root (tmpfs) holding only gpu/jail_view.py's list (the Python environment, the system's
   libraries and compilers, the CUDA toolkit, the task's files: `--ro`), read-only but the `--rw` directories
-  (scratch), the `--cache` directories (compiler caches) and a private, size-limited /dev/shm; the GPU
+  (scratch), the `--cache` directories (compiler caches), the `--store` directories (a store that keeps itself
+  within its own budget: the slow input draws, given only to processes that run no candidate code) and a
+  private, size-limited /dev/shm; the GPU
   nodes given with `--dev` (a worker's own /dev/nvidiaN) are the only GPUs there;
 - its own /proc: the command sees only itself and its children, so the environments of the ksearch
   process and of the user's shell (API keys) are not there to read;
@@ -94,13 +96,14 @@ def _exit_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
-def _command(cmd: list[str], limits: Limits, closing: list[int]) -> None:
-    """PID 2: the command itself, in a nested user namespace that locks every mount."""
+def _command(cmd: list[str], limits: Limits, closing: list[int], stores: bool) -> None:
+    """PID 2: the command itself, in a nested user namespace that locks every mount. With a store, no single
+    file is capped at the disk limit (a kept draw may be larger); init's watch of the scratch still holds."""
     for fd in closing:
         os.close(fd)
     sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    set_command_rlimits(limits)
+    set_command_rlimits(limits, file_size=not stores)
     sc.unshare(sc.CLONE_NEWUSER | sc.CLONE_NEWNS, "nested user+mount")
     sc.map_ids(0, 0)
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
@@ -190,7 +193,7 @@ def _init(a: dict[str, Any], view: jail_view.View, report_fd: int, cwd: str) -> 
     watch = Watch(limits, a["rw"], a["cache"], ["/dev/shm"])
     pid = os.fork()
     if pid == 0:
-        _command(a["cmd"], limits, [report_fd] + ([ctl] if ctl is not None else []))
+        _command(a["cmd"], limits, [report_fd] + ([ctl] if ctl is not None else []), bool(a["store"]))
     # a candidate shares its uid with init: not dumpable, init cannot be ptraced or have its /proc read (only
     # now: a process that is not dumpable cannot write its own uid_map, as COMMAND does)
     sc.prctl(sc.PR_SET_DUMPABLE, 0)
@@ -199,16 +202,16 @@ def _init(a: dict[str, Any], view: jail_view.View, report_fd: int, cwd: str) -> 
 
 
 def _parse(argv: list[str]) -> dict[str, Any]:
-    a: dict[str, Any] = {"rw": [], "cache": [], "ro": [], "dev": [], "control": None, "cmd": []}
+    a: dict[str, Any] = {"rw": [], "cache": [], "store": [], "ro": [], "dev": [], "control": None, "cmd": []}
     limits: dict[str, int | None] = {}
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag = argv[i]
-        known = flag in ("--rw", "--cache", "--ro", "--dev", "--control") or flag in LIMIT_FLAGS
+        known = flag in ("--rw", "--cache", "--store", "--ro", "--dev", "--control") or flag in LIMIT_FLAGS
         if known and i + 1 >= len(argv):
             sys.exit(f"{_PREFIX}{flag} needs a value")
         value = argv[i + 1] if known else ""
-        if flag in ("--rw", "--cache", "--ro", "--dev"):
+        if flag in ("--rw", "--cache", "--store", "--ro", "--dev"):
             a[flag[2:]].append(os.path.realpath(value) if flag != "--dev" else value)
         elif flag in LIMIT_FLAGS:
             limits[LIMIT_FLAGS[flag]] = None if value == "none" else int(value)
@@ -216,8 +219,9 @@ def _parse(argv: list[str]) -> dict[str, Any]:
             a["control"] = int(value)
         else:
             sys.exit(
-                f"{_PREFIX}unexpected argument {flag!r}; usage: [--rw DIR] [--cache DIR] [--ro PATH] "
-                "[--dev NODE] [--max-procs N] [--max-memory B] [--max-disk B] [--control FD] -- COMMAND ..."
+                f"{_PREFIX}unexpected argument {flag!r}; usage: [--rw DIR] [--cache DIR] [--store DIR] "
+                "[--ro PATH] [--dev NODE] [--max-procs N] [--max-memory B] [--max-disk B] [--control FD] "
+                "-- COMMAND ..."
             )
         i += 2
     a["cmd"] = argv[i + 1 :]
@@ -232,10 +236,12 @@ def main(argv: list[str]) -> None:
     uid, gid = os.getuid(), os.getgid()
     cwd = os.getcwd()
     try:
-        for d in a["rw"] + a["cache"]:
+        for d in a["rw"] + a["cache"] + a["store"]:
             if not os.path.isdir(d):
                 raise OSError(f"writable directory {d} does not exist")
-        view = jail_view.build(a["rw"], a["cache"], a["ro"], a["dev"])  # in the host's terms, before unshare
+        # in the host's terms, before unshare; a store is read-write but outside the disk and cache limits (its
+        # writer keeps it within its own budget, and only processes that run no candidate code are given one)
+        view = jail_view.build(a["rw"], a["cache"] + a["store"], a["ro"], a["dev"])
         sc.unshare(
             sc.CLONE_NEWUSER | sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWNET, "user+mount+pid+net"
         )
@@ -328,16 +334,24 @@ def wrap(
     writable: Sequence[Path | str],
     *,
     caches: Sequence[Path | str] = (),
+    stores: Sequence[Path | str] = (),
     readable: Sequence[Path | str] = (),
     devices: Sequence[str] = (),
     limits: Limits | None = None,
     control_fd: int | None = None,
 ) -> list[str]:
-    """`cmd` run inside a jail: `writable` (scratch) and `caches` read-write, `readable` (a task's files)
-    shown read-only beside the environment, `devices` (a GPU's node) its only GPUs; `control_fd`: the
+    """`cmd` run inside a jail: `writable` (scratch), `caches` and `stores` read-write, `readable` (a task's
+    files) shown read-only beside the environment, `devices` (a GPU's node) its only GPUs; `control_fd`: the
     jail's end of a socket for limit checks (see the module docstring)."""
     out = [sys.executable, "-m", "ksearch.gpu.jail"]
-    for flag, items in (("--rw", writable), ("--cache", caches), ("--ro", readable), ("--dev", devices)):
+    flags = (
+        ("--rw", writable),
+        ("--cache", caches),
+        ("--store", stores),
+        ("--ro", readable),
+        ("--dev", devices),
+    )
+    for flag, items in flags:
         for item in items:
             out += [flag, str(item)]
     out += (limits or Limits()).args()

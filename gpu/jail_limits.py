@@ -188,15 +188,15 @@ class Watch:
         return self._pss[1]
 
 
-def set_command_rlimits(limits: Limits) -> None:
+def set_command_rlimits(limits: Limits, file_size: bool = True) -> None:
     """Kernel limits for the command, before it runs (they also hold where init's watch is late):
     RLIMIT_NPROC bounds a fork bomb for a user other than root (the kernel does not apply it to root's
     processes, whatever the namespace: there init's count is what stops it); RLIMIT_FSIZE stops a single
-    file at the disk limit; no core files."""
+    file at the disk limit (`file_size`; not for a command given a store); no core files."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if limits.processes is not None:
         _lower(resource.RLIMIT_NPROC, max(4096, 32 * limits.processes))  # threads count here
-    if limits.disk_bytes is not None:
+    if limits.disk_bytes is not None and file_size:
         _lower(resource.RLIMIT_FSIZE, limits.disk_bytes)
 
 

@@ -498,6 +498,12 @@ class WorkerProcess:
     def _caches(self, mode: Mode) -> Path:
         return self.shared if mode == "candidate" else self.shared.parent / "baseline-caches"
 
+    @property
+    def draws(self) -> Path:
+        """The machine's store of slow input draws (gpu/tasks/draw_store.py): written by baseline-mode processes
+        alone, read-only to a candidate's."""
+        return self.shared.parent / "draws"
+
     def stderr_tail(self, n: int = 25) -> str:
         return self._cur.stderr_tail(n) if self._cur is not None else ""
 
@@ -526,7 +532,12 @@ class WorkerProcess:
             "TRITON_INTERPRET": "1" if self.cpu_mode else "0",
             **compiler_cache_env(self._caches(mode)),
             "KSEARCH_WORKER": json.dumps(
-                {"cpu_mode": self.cpu_mode, "gpu_mem_fraction": self.gpu_mem_fraction, "slot": self.slot}
+                {
+                    "cpu_mode": self.cpu_mode,
+                    "gpu_mem_fraction": self.gpu_mem_fraction,
+                    "slot": self.slot,
+                    "draws": {"dir": str(self.draws), "writable": mode == "baseline"},
+                }
             ),
             **self.extra_env,
         }
@@ -539,14 +550,17 @@ class WorkerProcess:
         p = _Process(self.slot, scratch, mode, self.memory_limit_bytes, self.readable)
         caches = self._caches(mode)
         caches.mkdir(parents=True, exist_ok=True)
+        self.draws.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "ksearch.gpu.worker"]
         if self.jailed:
             p.link = JailLink()
+            writes_draws = mode == "baseline"
             cmd = jail.wrap(
                 cmd,
                 [scratch],
                 caches=[caches],
-                readable=sorted(self.readable),
+                stores=[self.draws] if writes_draws else [],
+                readable=sorted(self.readable | ({str(self.draws)} if not writes_draws else set())),
                 devices=self.gpu_view()[0],
                 limits=self.limits,
                 control_fd=p.link.jail_fd,

@@ -100,6 +100,11 @@ class TaskRuntime:
         finally:
             self.inputs_s += time.perf_counter() - t0
 
+    @property
+    def input_cache(self) -> Any:
+        """The runtime's cache of slow input draws (an InputCache), or None for formats that draw quickly."""
+        return getattr(self._impl, "inputs", None)
+
     def tolerance(self) -> Tolerance:
         return self.task.tolerance
 

@@ -208,6 +208,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         self._facts: HardwareFacts | None = None
         self._ceilings: dict[str, Any] | None = None
         self._fingerprints: dict[int, str] = {}
+        self._drawn_ahead: set[str] = set()
         self._hw_lock = asyncio.Lock()
         # the GPU-less worker that dry-runs candidates for `compile` (gpu/sandbox_dryrun.py)
         self.dryrun_timeout_s = dryrun_timeout_s
@@ -416,6 +417,8 @@ class LocalSandbox(EvalSteps, Sandbox):
                 if timing and not env.cpu_mode:
                     with run.step("gpu_ceilings"):
                         await self._ensure_ceilings(w, env)
+                await say("drawing inputs ahead", 0.02)
+                await self._draw_ahead(w, run, task, names)
                 await say("loading", 0.05)
                 with run.step("load"):
                     loaded = await self._load(w, run, task)
@@ -532,6 +535,8 @@ class LocalSandbox(EvalSteps, Sandbox):
                 if not reply.get("ok"):
                     raise SandboxError(f"the worker could not set up the task: {reply.get('error')}")
             base = await self._baselines(w, run, task, names, env)
+            # the search's first candidate then finds its correctness inputs drawn (settings carry its seed)
+            await self._draw_ahead(w, run, task, names)
         stat = PROTOCOL_STATISTIC[settings.timing_protocol]
         return {
             wl: {kind: stat_of(v, stat)[0] if v else None for (n, kind), v in base.items() if n == wl}

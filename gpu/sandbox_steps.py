@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu import interp_watch
+from ksearch.gpu import draw_seeds, interp_watch
 from ksearch.gpu.kvcache import KVCache
 from ksearch.gpu.pool import WorkerError, WorkerProcess
 from ksearch.gpu.sandbox_api import SandboxError
@@ -85,12 +85,52 @@ class EvalSteps:
     compile_baseline: bool
     cache: KVCache
     _fingerprints: dict[int, str]
+    _drawn_ahead: set[str]  # (task, workloads, seeds) whose slow draws a clean process already made
 
     def _fingerprint(self, task: Task) -> str:
         key = id(task)
         if key not in self._fingerprints:
             self._fingerprints[key] = task_fingerprint(task)
         return self._fingerprints[key]
+
+    # ------------------------------------------------------------------ inputs drawn ahead
+    async def _draw_ahead(self, w: WorkerProcess, run: Run, task: Task, names: list[str]) -> None:
+        """Draw the inputs a GPU MODE evaluation will ask for in a baseline-mode process (it never runs candidate
+        code and alone may write the machine's draws store), before the candidate's process starts: a generator
+        that takes seconds per draw (TriMul's CPU Cauchy draws) then costs them once per (workload, seed) on this
+        machine, however often workers are restarted. Once per task, workloads and seeds in this sandbox; with
+        clean baselines only (the default on a GPU: the clean process is what makes the store trustworthy)."""
+        st = run.settings
+        if not self.clean_baselines or task.style != "gpumode":
+            return
+        seeds = draw_seeds.gpumode_seeds(st.seed, st.trials, st.final)
+        key = f"{self._fingerprint(task)}:{','.join(names)}:{seeds}"
+        if key in self._drawn_ahead:
+            return
+        note = None
+        with run.step("draw_ahead"):
+            await w.restart("baseline")
+            try:
+                reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
+                for wl in names if reply.get("ok") else []:
+                    timeout = self.call_timeout_s * (len(seeds) + 1)
+                    reply = await w.call(
+                        "draw", {"workload": wl, "seeds": seeds, "own": not st.final}, timeout
+                    )
+                    if not reply.get("ok") or not reply["result"].get("kept"):
+                        break  # an error is noted below; a format that keeps no draws needs none ahead
+                if not reply.get("ok"):
+                    note = str(reply.get("error"))[:300]
+            except WorkerError as e:
+                note = f"{e.kind}: {e.message[:300]}"
+            finally:
+                await w.restart("candidate")
+        if note is not None:
+            run.flag(
+                f"note: drawing the inputs ahead failed ({note}); the candidate's worker draws them itself"
+            )
+            return
+        self._drawn_ahead.add(key)
 
     # ------------------------------------------------------------------ load & check
     async def _load(self, w: WorkerProcess, run: Run, task: Task) -> bool:

@@ -46,6 +46,15 @@ def main() -> None:
 
     from ksearch.gpu.worker_state import WorkerState
 
+    draws = cfg.get("draws")
+    if draws:  # slow input draws shared by the machine's workers (gpu/tasks/draw_store.py)
+        from pathlib import Path
+
+        from ksearch.gpu.tasks import input_cache
+        from ksearch.gpu.tasks.draw_store import DrawStore
+
+        input_cache.STORE = DrawStore(Path(draws["dir"]), writable=bool(draws.get("writable")))
+
     cpu_mode = bool(cfg.get("cpu_mode")) or not torch.cuda.is_available()
     device = torch.device("cpu" if cpu_mode else "cuda:0")
     if not cpu_mode:

@@ -36,12 +36,40 @@ class WorkerState(CorrectnessChecks, Timing):
             "hardware": lambda a: hardware.measure_ceilings(self.device),
             "kernels": lambda a: {"kernels": self.kernel_resources()},
             "dryrun": self.dryrun,
+            "draw": self.draw,
         }
         if op not in ops:
             raise ValueError(f"unknown op {op!r}; known: {', '.join(ops)}")
         if self.watch is not None:
             self.watch.begin_call()
         return ops[op](args)
+
+    def draw(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Draw ahead the inputs an evaluation will ask for: a workload's `seeds` and, with `own`, the task's own
+        seed. Slow draws are kept, and written to the draws store when this process may write it (a baseline
+        worker: it never runs candidate code). A format whose draws are quick keeps none: nothing is drawn."""
+        assert self.task is not None, "set the task first"
+        cache = self.rt.input_cache
+        if cache is None:
+            return {"kept": False, "drawn": 0}
+        wl = self.task.workload(args["workload"])
+        store = cache.store
+        saved, loaded = (store.saved, store.loaded) if store is not None else (0, 0)
+        drawn = 0
+        for seed in args.get("seeds", []):
+            self.rt.make_inputs(wl, int(seed), self.device)  # dropped at once: the cache keeps the host copy
+            drawn += 1
+        if args.get("own"):
+            self.rt.task_inputs(wl, self.device)
+            drawn += 1
+        self._sync()
+        return {
+            "kept": True,
+            "drawn": drawn,
+            "stored": (store.saved - saved) if store is not None else 0,
+            "from_store": (store.loaded - loaded) if store is not None else 0,
+            "store_refused": list(store.refused[-5:]) if store is not None else [],
+        }
 
     def dryrun(self, args: dict[str, Any]) -> dict[str, Any]:
         """Record the candidate's launches on CPU tensors and compile its Triton kernels for a GPU target

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ksearch.gpu import checking, guard, hardware, timing, timing_flashinfer, timing_kernelbench
+from ksearch.gpu import checking, draw_seeds, guard, hardware, timing, timing_flashinfer, timing_kernelbench
 from ksearch.gpu.tasks.rt_common import clone_data
 from ksearch.gpu.worker_core import CandidateFailure, WorkerCore, restore_precision
 from ksearch.worldmodel.models import EvalSettings
@@ -129,7 +129,7 @@ class Timing(WorkerCore):
         which = args.get("which", "candidate")
         if st.timing_protocol == "flashinfer" and not self.cpu_mode:  # the CPU interpreter: time_cpu below
             return timing_flashinfer.benchmark(self, wl, st, which, args)
-        seed = st.seed + 1000  # timing inputs differ from the correctness trials
+        seed = st.seed + draw_seeds.TIMING  # timing inputs differ from the correctness trials
         like_gpumode = st.timing_protocol == "gpumode" and not self.cpu_mode
         copied = self.rt.copies_per_call
         if which == "eager":
@@ -163,12 +163,12 @@ class Timing(WorkerCore):
             if like_gpumode:
                 out, pristine = self._time_gpumode(raw, wl, st, seed, tol, flags)
                 if st.final:
-                    pristine = self.rt.make_inputs(wl, seed + 90_000, self.device)
+                    pristine = self.rt.make_inputs(wl, seed + draw_seeds.PRISTINE, self.device)
                 flags += self._recheck(fn, wl, [pristine], [self._reference(wl, pristine)], tol, seed)
                 return self._assemble(out, flags, wl, args, out["median_us"])
             if st.final:
                 res = self._time_final(raw, wl, st, tol, flags)
-                sets = [self.rt.make_inputs(wl, seed + 90_000, self.device)]
+                sets = [self.rt.make_inputs(wl, seed + draw_seeds.PRISTINE, self.device)]
                 flags += self._recheck(fn, wl, sets, [self._reference(wl, sets[0])], tol, seed)
             else:
                 sets = self._input_sets(wl, seed, st.input_sets)
@@ -218,7 +218,7 @@ class Timing(WorkerCore):
         def inputs_for(k: int) -> list[Any]:
             if k == 0 and own is not None:
                 return own
-            return self.rt.make_inputs(wl, seed + 13 * k, self.device)  # the evaluator adds 13 per call
+            return self.rt.make_inputs(wl, seed + draw_seeds.EVALUATOR_STEP * k, self.device)
 
         check = None
         if flags is not None:
@@ -271,7 +271,7 @@ class Timing(WorkerCore):
         copied = self.rt.copies_per_call
 
         def before(rep: int) -> list[Any]:
-            inputs = self.rt.make_inputs(wl, st.seed + 50_000 + rep, self.device)
+            inputs = self.rt.make_inputs(wl, st.seed + draw_seeds.FINAL_REPS + rep, self.device)
             if rep >= 0:  # negative: warm-up and host-check calls, not judged
                 expected[rep] = (self._reference(wl, inputs), inputs)
             return clone_data(inputs) if copied else inputs
@@ -307,7 +307,7 @@ class Timing(WorkerCore):
                     f"({chk.kind}: {chk.message})"
                 )
                 break
-        fresh = self.rt.make_inputs(wl, seed + 77_777, self.device)
+        fresh = self.rt.make_inputs(wl, seed + draw_seeds.RECHECK, self.device)
         target = sets[0]
         # leaf by leaf: GPU MODE data is one nested structure (a tuple holding tensors and a dict of weights)
         for dst, src in zip(checking.flatten(target), checking.flatten(fresh), strict=False):

@@ -8,24 +8,28 @@ generators exactly as a fresh draw would (so a reference that draws weights afte
 Only draws slower than `MIN_DRAW_S` are kept, within a byte budget (least recently used out first), so quick
 generators run as before. A kept copy whose checksum no longer matches (something in the process wrote into it)
 is dropped and drawn again.
+
+With a draws store (gpu/tasks/draw_store.py, set by the worker at its start), a draw this process does not keep
+is looked for there before it is drawn, and a slow draw is also written there when this process may write it:
+the draws then outlive the process.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
+from ksearch.gpu.tasks.draw_store import DrawStore, rng_state, set_rng_state
 from ksearch.gpu.tasks.rt_common import clone_data, to_device
 
 MIN_DRAW_S = 0.25  # a draw faster than this is cheaper to repeat than to keep
 BUDGET_BYTES = 8 << 30  # host memory the kept draws may take in one worker
+STORE: DrawStore | None = None  # this process's draws store (the worker sets it from its configuration)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -50,20 +54,6 @@ def checksum(value: Any) -> int:
     return total
 
 
-def _rng_state() -> tuple[Any, ...]:
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-    return torch.get_rng_state(), cuda, np.random.get_state(), random.getstate()
-
-
-def _set_rng_state(state: tuple[Any, ...]) -> None:
-    cpu, cuda, np_state, py_state = state
-    torch.set_rng_state(cpu)
-    if cuda is not None:
-        torch.cuda.set_rng_state_all(cuda)
-    np.random.set_state(np_state)
-    random.setstate(py_state)
-
-
 @dataclass
 class _Kept:
     data: Any  # on the host
@@ -75,12 +65,25 @@ class _Kept:
 class InputCache:
     """Draws by key, the slow ones kept (see the module's docstring)."""
 
-    def __init__(self, budget_bytes: int = BUDGET_BYTES, min_draw_s: float = MIN_DRAW_S) -> None:
+    def __init__(
+        self,
+        budget_bytes: int = BUDGET_BYTES,
+        min_draw_s: float = MIN_DRAW_S,
+        *,
+        store: DrawStore | None = None,
+        scope: str = "",
+    ) -> None:
         self.budget = budget_bytes
         self.min_draw_s = min_draw_s
+        self.store = store if store is not None else STORE
+        self.scope = scope  # what the draws depend on beside their key (the generator's code)
         self._kept: OrderedDict[tuple[Any, ...], _Kept] = OrderedDict()
         self.hits = 0
         self.draw_s = 0.0  # seconds spent drawing (not on hits)
+
+    def has(self, key: tuple[Any, ...]) -> bool:
+        """Whether a request for `key` would be served without drawing (kept here or in the store)."""
+        return key in self._kept or (self.store is not None and self.store.has(self.scope, key))
 
     def get(self, key: tuple[Any, ...], draw: Callable[[], Any], device: str) -> Any:
         """`draw()`'s data on `device`: drawn now, or a copy of the kept draw for `key`."""
@@ -89,23 +92,44 @@ class InputCache:
             if checksum(kept.data) == kept.sum:
                 self._kept.move_to_end(key)
                 self.hits += 1
-                _set_rng_state(kept.rng)
-                on_cpu = torch.device(device).type == "cpu"
-                return clone_data(kept.data) if on_cpu else to_device(kept.data, device)
+                set_rng_state(kept.rng)
+                return _serve(kept.data, device)
             del self._kept[key]  # written into since it was kept: never serve it
+        stored = self.store.load(self.scope, key, checksum) if self.store is not None else None
+        if stored is not None:
+            host, total, rng = stored
+            self._remember(key, _Kept(host, total, rng, _size(host)))
+            set_rng_state(rng)
+            self.hits += 1
+            return _serve(host, device)
         t0 = time.perf_counter()
         data = draw()
         took = time.perf_counter() - t0
         self.draw_s += took
         if took >= self.min_draw_s:
-            self._keep(key, data)
+            kept = self._keep(key, data)
+            if self.store is not None and self.store.writable:
+                self.store.save(self.scope, key, kept.data, kept.sum, kept.rng)
         return to_device(data, device)
 
-    def _keep(self, key: tuple[Any, ...], data: Any) -> None:
+    def _keep(self, key: tuple[Any, ...], data: Any) -> _Kept:
         host = to_device(clone_data(data), "cpu")
-        nbytes = sum(t.numel() * t.element_size() for t in _tensors(host))
-        if nbytes > self.budget:
+        kept = _Kept(host, checksum(host), rng_state(), _size(host))
+        self._remember(key, kept)
+        return kept
+
+    def _remember(self, key: tuple[Any, ...], kept: _Kept) -> None:
+        if kept.nbytes > self.budget:
             return
-        while self._kept and sum(k.nbytes for k in self._kept.values()) + nbytes > self.budget:
+        while self._kept and sum(k.nbytes for k in self._kept.values()) + kept.nbytes > self.budget:
             self._kept.popitem(last=False)
-        self._kept[key] = _Kept(host, checksum(host), _rng_state(), nbytes)
+        self._kept[key] = kept
+
+
+def _serve(host: Any, device: str) -> Any:
+    """A copy of kept host data on `device` (the kept copy is never handed out)."""
+    return clone_data(host) if torch.device(device).type == "cpu" else to_device(host, device)
+
+
+def _size(host: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in _tensors(host))

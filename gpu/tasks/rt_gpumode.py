@@ -18,6 +18,7 @@ task.yml maps from elsewhere (utils.py from ../utils.py) are loaded under their 
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import sys
 import types
@@ -58,7 +59,9 @@ class GpuModeRuntime:
                 load_file_module(p, name)
         self.reference = load_file_module(Path(modules["reference"]))
         self._last: dict[str, list] = {}
-        self.inputs = InputCache()  # TriMul-like generators draw on the CPU: each (workload, seed) once
+        # TriMul-like generators draw on the CPU: each (workload, seed) once, kept across processes by the draws
+        # store under the digest of the folder's code (a changed generator never finds an older draw)
+        self.inputs = InputCache(scope=_code_digest(modules))
 
     def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
         """Fresh inputs for a trial: the workload's own seed combined with `seed`."""
@@ -142,6 +145,17 @@ class GpuModeRuntime:
 
     def cost(self, workload: Workload) -> Cost | None:
         return None
+
+
+def _code_digest(modules: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(modules):
+        h.update(f"{name}\0".encode())
+        try:
+            h.update(Path(modules[name]).read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()
 
 
 def combine_seeds(task_seed: int, secret: int) -> int:

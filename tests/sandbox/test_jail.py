@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ksearch.gpu import jail, jail_view
+from ksearch.gpu.jail_limits import Limits
 from ksearch.gpu.scrub import scrubbed_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,3 +167,29 @@ def test_a_task_file_is_shown_alone_read_only(tmp_path: Path) -> None:
     view = jail_view.build([], [], [str(task)], [])
     assert (str(task), "ro") in view.binds
     assert not view.covers(str(tmp_path / "secret.txt"))
+
+
+@needs_jail
+def test_a_store_is_writable_beyond_the_disk_limit_and_shown_read_only_when_given_as_readable(
+    tmp_path: Path,
+) -> None:
+    """The draws store: a baseline process writes it (`stores`: not counted against the scratch disk limit,
+    which its writer's own budget replaces); a candidate's process is shown it read-only."""
+    scratch, store = tmp_path / "scratch", tmp_path / "draws"
+    scratch.mkdir()
+    store.mkdir()
+    (store / "kept.pt").write_text("kept")
+    limits = Limits(disk_bytes=1 << 20)
+    write = "import sys; open(sys.argv[1], 'wb').write(bytes(3 << 20)); print('wrote')"
+    big = str(store / "big.pt")
+    cmd = jail.wrap([sys.executable, "-c", write, big], [scratch], stores=[store], limits=limits)
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "wrote" in p.stdout, p.stderr
+    assert Path(big).stat().st_size == 3 << 20  # three times the disk limit, not a resource_limit
+    targets = {"new": str(store / "planted.pt"), "existing": str(store / "kept.pt")}
+    cmd = jail.wrap([sys.executable, "-c", PROBE, json.dumps(targets)], [scratch], readable=[str(store)])
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    seen = json.loads(p.stdout)
+    assert seen["new"] == seen["existing"] == "Read-only file system"
+    assert not (store / "planted.pt").exists() and (store / "kept.pt").read_text() == "kept"

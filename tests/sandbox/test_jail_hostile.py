@@ -232,6 +232,38 @@ seen["interfaces"] = [n for _, n in socket.if_nameindex()]
 # ---------------------------------------------------------------------------------------------- files
 
 
+async def test_the_draws_store_is_read_only_to_a_candidate(sb: LocalSandbox, affine: Task, cand: Any) -> None:
+    """A kept input draw serves later candidates: a candidate that could write one could hand a wrong kernel
+    inputs of its choosing. It may read the store, never write, replace or remove a file there."""
+    draws = sb.pool.workers[0].draws
+    draws.mkdir(parents=True, exist_ok=True)
+    kept = draws / f"kept-{TOKEN}.pt"
+    kept.write_bytes(b"a draw")
+    body = """
+for name, path in TARGETS.items():
+    try:
+        with open(path, "wb") as f:
+            f.write(b"planted")
+        seen[name] = "written"
+    except OSError as e:
+        seen[name] = type(e).__name__
+try:
+    os.unlink(TARGETS["existing"])
+    seen["unlink"] = "removed"
+except OSError as e:
+    seen["unlink"] = type(e).__name__
+with open(TARGETS["existing"], "rb") as f:
+    seen["read"] = f.read().decode()
+"""
+    targets = {"new": str(draws / f"planted-{TOKEN}.pt"), "existing": str(kept)}
+    seen = await _probe(sb, affine, probe_source(body, targets=targets))
+    assert seen["new"] == seen["existing"] == seen["unlink"] == "OSError", seen  # a read-only file system
+    assert seen["read"] == "a draw"
+    assert kept.read_bytes() == b"a draw" and not (draws / f"planted-{TOKEN}.pt").exists()
+    kept.unlink()
+    await _then_correct(sb, affine, cand)
+
+
 @pytest.fixture
 def planted(tmp_path: Path) -> Iterator[dict[str, str]]:
     """Files a candidate must not read: in $HOME, in /tmp, a search database, the repository's own."""

@@ -1,0 +1,63 @@
+"""Slow input draws are made ahead by a clean (baseline-mode) process into the machine's draws store, once per
+(workload, seed): the candidate's process then draws nothing, and neither does another sandbox on the same
+machine. Through the real sandbox and workers (jailed where the machine allows it), on a GPU MODE task whose
+generator takes 0.6 s per draw."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ksearch.gpu import draw_seeds
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.tasks import load_task
+from ksearch.worldmodel.models import Candidate, EvalSettings
+
+pytestmark = pytest.mark.anyio
+SLOW = Path(__file__).parents[1] / "tasks" / "fixtures" / "gpumode" / "slow_draw"
+DRAW_S = 0.6
+SUM = """
+import torch
+
+
+def custom_kernel(data):
+    x, _ = data
+    return x.to(torch.float64).sum().to(torch.float32){extra}
+"""
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.slow
+async def test_slow_draws_are_made_ahead_once_and_served_to_every_process(tmp_path: Path) -> None:
+    task = load_task(str(SLOW))
+    st = EvalSettings(seed=3, trials=2, workloads=["bench0"])
+    ahead = len(draw_seeds.gpumode_seeds(st.seed, st.trials, st.final)) + 1  # and the task's own seed
+    first = LocalSandbox(scratch_dir=tmp_path, call_timeout_s=60.0, clean_baselines=True, n_workers=1)
+    try:
+        ev = await first.correctness(Candidate.of(SUM.format(extra=""), "triton"), task, st)
+        assert ev.status == "ok", ev.error
+        store = first.pool.workers[0].draws
+        assert len(list(store.glob("*.pt"))) == ahead
+        steps = ev.seconds_by_step
+        assert "draw_ahead" in steps
+        # every draw was made ahead; the candidate's process loaded its two trials from the store
+        assert ahead * DRAW_S <= steps["inputs"] < (ahead + 1) * DRAW_S, steps
+        ev = await first.correctness(Candidate.of(SUM.format(extra=" + 0"), "triton"), task, st)
+        assert ev.status == "ok" and "draw_ahead" not in ev.seconds_by_step  # once per sandbox
+        assert ev.seconds_by_step.get("inputs", 0.0) < DRAW_S
+    finally:
+        await first.close()
+    # another sandbox of the machine (another process would do the same) draws nothing: the store serves it
+    second = LocalSandbox(scratch_dir=tmp_path, call_timeout_s=60.0, clean_baselines=True, n_workers=1)
+    try:
+        ev = await second.correctness(Candidate.of(SUM.format(extra=" * 1"), "triton"), task, st)
+        assert ev.status == "ok", ev.error
+        assert ev.seconds_by_step["inputs"] < DRAW_S, ev.seconds_by_step
+        assert len(list(store.glob("*.pt"))) == ahead
+    finally:
+        await second.close()
