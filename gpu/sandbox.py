@@ -33,7 +33,7 @@ from ksearch.gpu.sandbox_api import HardwareFacts, Progress, Sandbox, SandboxErr
 from ksearch.gpu.sandbox_dryrun import DryRun
 from ksearch.gpu.sandbox_profile import profile_on
 from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json
-from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of
+from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of, timed_names
 from ksearch.gpu.smi import query_gpus
 from ksearch.gpu.task import Task
 from ksearch.worldmodel.models import (
@@ -180,6 +180,7 @@ class LocalSandbox(EvalSteps, Sandbox):
             total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
             memory_limit_gb = max(4.0, min(64.0, 0.6 * total / len(slots)))
         self.memory_limit_gb = memory_limit_gb
+        self.memory_bytes = int(memory_limit_gb * 2**30)
         self.arch = arch or (f"sm_{cc.replace('.', '')}" if cc else "sm_90")
         # what a jailed worker may use beside its host memory (memory_limit_gb): processes, scratch disk
         self.limits = limits or Limits()
@@ -438,7 +439,8 @@ class LocalSandbox(EvalSteps, Sandbox):
                     all_ok = run.status is None and all(c.passed for c in run.correctness)
                     if timing and all_ok and w.alive:
                         ceil = await self.ceilings(w) if not env.cpu_mode else {}
-                        await self._timing(w, run, task, names, env, say, ceil)  # steps timing, baselines
+                        timed = timed_names(task, names, settings)
+                        await self._timing(w, run, task, timed, env, say, ceil)  # steps timing, baselines
                     if profile_workload and all_ok and not env.cpu_mode and w.alive:
                         await say(f"profiling: {profile_workload}", 0.95)
                         try:

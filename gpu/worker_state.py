@@ -45,31 +45,25 @@ class WorkerState(CorrectnessChecks, Timing):
         return ops[op](args)
 
     def draw(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Draw ahead the inputs an evaluation will ask for: a workload's `seeds` and, with `own`, the task's own
-        seed. Slow draws are kept, and written to the draws store when this process may write it (a baseline
-        worker: it never runs candidate code). A format whose draws are quick keeps none: nothing is drawn."""
+        """Draw ahead the inputs an evaluation will ask for: `pairs` of (workload, seed), a None seed for the
+        task's own. Slow draws are kept and, where this process may write the draws store (a baseline worker: it
+        never runs candidate code), written there. The first draw of each workload is made here; once a workload
+        is known to be slow, its other draws go to up to `parallel` child processes (gpu/tasks/draw_child.py),
+        fewer when its draws are large for `memory_bytes`. A format whose draws are quick keeps none: nothing
+        is drawn."""
         assert self.task is not None, "set the task first"
         cache = self.rt.input_cache
         if cache is None:
             return {"kept": False, "drawn": 0}
-        wl = self.task.workload(args["workload"])
-        store = cache.store
-        saved, loaded = (store.saved, store.loaded) if store is not None else (0, 0)
-        drawn = 0
-        for seed in args.get("seeds", []):
-            self.rt.make_inputs(wl, int(seed), self.device)  # dropped at once: the cache keeps the host copy
-            drawn += 1
-        if args.get("own"):
-            self.rt.task_inputs(wl, self.device)
-            drawn += 1
+        from ksearch.gpu.tasks.draw_ahead import DrawAhead
+
+        ahead = DrawAhead(self, cache, int(args.get("parallel", 1)), int(args.get("memory_bytes", 0)))
+        try:
+            ahead.run([(str(w), None if s is None else int(s)) for w, s in args.get("pairs", [])])
+        finally:
+            ahead.close()
         self._sync()
-        return {
-            "kept": True,
-            "drawn": drawn,
-            "stored": (store.saved - saved) if store is not None else 0,
-            "from_store": (store.loaded - loaded) if store is not None else 0,
-            "store_refused": list(store.refused[-5:]) if store is not None else [],
-        }
+        return {"kept": True, **ahead.summary()}
 
     def dryrun(self, args: dict[str, Any]) -> dict[str, Any]:
         """Record the candidate's launches on CPU tensors and compile its Triton kernels for a GPU target

@@ -80,6 +80,7 @@ class InputCache:
         self._kept: OrderedDict[tuple[Any, ...], _Kept] = OrderedDict()
         self.hits = 0
         self.draw_s = 0.0  # seconds spent drawing (not on hits)
+        self.largest = 0  # bytes of the largest draw kept or loaded
 
     def has(self, key: tuple[Any, ...]) -> bool:
         """Whether a request for `key` would be served without drawing (kept here or in the store)."""
@@ -119,6 +120,7 @@ class InputCache:
         return kept
 
     def _remember(self, key: tuple[Any, ...], kept: _Kept) -> None:
+        self.largest = max(self.largest, kept.nbytes)
         if kept.nbytes > self.budget:
             return
         while self._kept and sum(k.nbytes for k in self._kept.values()) + kept.nbytes > self.budget:

@@ -11,6 +11,7 @@ import pytest
 
 from ksearch.gpu import draw_seeds
 from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox_steps import timed_names
 from ksearch.gpu.tasks import load_task
 from ksearch.worldmodel.models import Candidate, EvalSettings
 
@@ -33,7 +34,11 @@ def anyio_backend() -> str:
 
 
 @pytest.mark.slow
-async def test_slow_draws_are_made_ahead_once_and_served_to_every_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("parallel", [1, 3])
+async def test_slow_draws_are_made_ahead_once_and_served_to_every_process(
+    tmp_path: Path, parallel: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(draw_seeds, "parallel_draws", lambda: parallel)
     task = load_task(str(SLOW))
     st = EvalSettings(seed=3, trials=2, workloads=["bench0"])
     ahead = len(draw_seeds.gpumode_seeds(st.seed, st.trials, st.final)) + 1  # and the task's own seed
@@ -45,8 +50,14 @@ async def test_slow_draws_are_made_ahead_once_and_served_to_every_process(tmp_pa
         assert len(list(store.glob("*.pt"))) == ahead
         steps = ev.seconds_by_step
         assert "draw_ahead" in steps
-        # every draw was made ahead; the candidate's process loaded its two trials from the store
-        assert ahead * DRAW_S <= steps["inputs"] < (ahead + 1) * DRAW_S, steps
+        note = next(f for f in ev.flags if f.startswith("note: inputs drawn ahead"))
+        assert f"{ahead} draws" in note and f"{ahead} slow ones kept" in note, note
+        # every draw was made ahead, the first in the worker and, with children, the others in them; the
+        # candidate's process loaded its two trials from the store (the worker counts its own draws)
+        here = ahead if parallel == 1 else 1
+        if parallel > 1:
+            assert f"{ahead - 1} of them in {parallel} processes at once" in note, note
+        assert here * DRAW_S <= steps["inputs"] < (here + 1) * DRAW_S, steps
         ev = await first.correctness(Candidate.of(SUM.format(extra=" + 0"), "triton"), task, st)
         assert ev.status == "ok" and "draw_ahead" not in ev.seconds_by_step  # once per sandbox
         assert ev.seconds_by_step.get("inputs", 0.0) < DRAW_S
@@ -61,3 +72,17 @@ async def test_slow_draws_are_made_ahead_once_and_served_to_every_process(tmp_pa
         assert len(list(store.glob("*.pt"))) == ahead
     finally:
         await second.close()
+
+
+def test_a_final_gpumode_evaluation_times_the_benchmarks_alone_and_draws_ahead_accordingly() -> None:
+    task = load_task(str(SLOW))
+    names = [w.name for w in task.workloads if w.split != "smoke"]
+    assert names == ["bench0", "test0"]
+    final = EvalSettings(seed=1, final=True, timing_protocol="gpumode", workloads=names)
+    assert timed_names(task, names, final) == ["bench0"]  # GPU MODE's leaderboard mode checks its tests only
+    assert timed_names(task, names, final.model_copy(update={"final": False})) == names
+    assert timed_names(task, names, final.model_copy(update={"timing_protocol": "ksearch"})) == names
+    assert timed_names(task, ["test0"], final) == ["test0"]  # nothing else to time
+    assert draw_seeds.gpumode_seeds(1, 3, True, timed=False) == [1, 2, 3]
+    timed = draw_seeds.gpumode_seeds(1, 3, True)
+    assert len(timed) == len(set(timed)) == 3 + 2 + draw_seeds.AHEAD_CALLS
