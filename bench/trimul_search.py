@@ -48,6 +48,7 @@ async def main() -> None:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=540.0)
+    ap.add_argument("--skip-profile", action="store_true", help="no profile_ncu call (it takes ~45 s)")
     args = ap.parse_args()
 
     from ksearch.gpu.sandbox import LocalSandbox
@@ -151,7 +152,7 @@ async def main() -> None:
                 if best is None or ev.speedup_vs_eager > best[0]:
                     best = (ev.speedup_vs_eager, got.attempt_id or 0, got.candidate_id)  # type: ignore[union-attr]
         out["reference_times_later"] = await reference_times_text(ws, s)
-        if best is not None:
+        if best is not None and not args.skip_profile:
             await call(
                 "profile_ncu (best, first workload)",
                 profile_ncu(ws, ProfileIn(search=s.id, candidate=CandidateRef(candidate_id=best[2]))),
@@ -168,6 +169,7 @@ async def main() -> None:
                     "speedup_vs_eager": r.speedup_vs_eager,
                     "timing_protocol": r.timing_protocol,
                     "summary_tail": re.sub(r"\s+", " ", r.summary)[-600:],
+                    "seconds_by_step": getattr(r, "seconds_by_step", None),
                 }
                 for r in fin.rows
             ]

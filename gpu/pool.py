@@ -537,6 +537,7 @@ class WorkerProcess:
                     "gpu_mem_fraction": self.gpu_mem_fraction,
                     "slot": self.slot,
                     "draws": {"dir": str(self.draws), "writable": mode == "baseline"},
+                    "memory_bytes": self.memory_limit_bytes,
                 }
             ),
             **self.extra_env,

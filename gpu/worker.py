@@ -44,13 +44,15 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing candidate leaves no core file
     import torch  # after the fd juggling: CUDA/triton banners go to stderr
 
+    from ksearch.gpu.tasks import input_cache
     from ksearch.gpu.worker_state import WorkerState
 
+    if cfg.get("memory_bytes"):
+        input_cache.BUDGET_BYTES = input_cache.budget_for(int(cfg["memory_bytes"]))
     draws = cfg.get("draws")
     if draws:  # slow input draws shared by the machine's workers (gpu/tasks/draw_store.py)
         from pathlib import Path
 
-        from ksearch.gpu.tasks import input_cache
         from ksearch.gpu.tasks.draw_store import DrawStore
 
         input_cache.STORE = DrawStore(Path(draws["dir"]), writable=bool(draws.get("writable")))

@@ -40,6 +40,10 @@ class FinalRow(ToolModel):
         None  # how it was timed on the GPU (ksearch, gpumode, kernelbench, flashinfer)
     )
     pure_pytorch: bool = False  # no kernel of its own ran: listed after every kernel, never the result
+    seconds: float | None = None  # the re-measurement's wall seconds
+    seconds_by_step: dict[str, float] = Field(
+        default_factory=dict
+    )  # where they went (inputs, checks, timing...)
     summary: str
 
 
@@ -125,6 +129,8 @@ async def final_evaluation(
                     attempt_id=a.id,
                     node_id=a.node_id,
                     status=ev.status,
+                    seconds=round(ev.seconds, 2),
+                    seconds_by_step={k: round(v, 2) for k, v in ev.seconds_by_step.items()},
                     speedup_vs_eager=ev.speedup_vs_eager,
                     speedup_vs_compile=ev.speedup_vs_compile,
                     compile_baseline=ev.compile_label,

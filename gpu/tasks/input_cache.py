@@ -28,7 +28,9 @@ from ksearch.gpu.tasks.draw_store import DrawStore, rng_state, set_rng_state
 from ksearch.gpu.tasks.rt_common import clone_data, to_device
 
 MIN_DRAW_S = 0.25  # a draw faster than this is cheaper to repeat than to keep
-BUDGET_BYTES = 8 << 30  # host memory the kept draws may take in one worker
+BUDGET_BYTES = (
+    8 << 30
+)  # host memory the kept draws may take in one worker (a worker raises it, see budget_for)
 STORE: DrawStore | None = None  # this process's draws store (the worker sets it from its configuration)
 
 
@@ -62,18 +64,25 @@ class _Kept:
     nbytes: int
 
 
+def budget_for(memory_limit_bytes: int) -> int:
+    """The kept draws' budget in a worker with this host-memory limit: two fifths of it, at least BUDGET_BYTES's
+    default. A final evaluation checks every candidate on the same inputs: kept, they are drawn for the first
+    candidate alone (TriMul's held-out draws alone take ~16 GB)."""
+    return max(8 << 30, int(0.4 * memory_limit_bytes))
+
+
 class InputCache:
     """Draws by key, the slow ones kept (see the module's docstring)."""
 
     def __init__(
         self,
-        budget_bytes: int = BUDGET_BYTES,
+        budget_bytes: int | None = None,
         min_draw_s: float = MIN_DRAW_S,
         *,
         store: DrawStore | None = None,
         scope: str = "",
     ) -> None:
-        self.budget = budget_bytes
+        self.budget = BUDGET_BYTES if budget_bytes is None else budget_bytes
         self.min_draw_s = min_draw_s
         self.store = store if store is not None else STORE
         self.scope = scope  # what the draws depend on beside their key (the generator's code)
