@@ -411,20 +411,16 @@ def row_trimul_search(r: Results) -> str:
     first = calls.get("analyse_kernel prompt (at once)")
     secs = ", ".join(
         f"{c['candidate']} {c['seconds']:.0f} s ({c['seconds_by_step'].get('inputs', 0):.0f} s drawing inputs, "
-        f"{c['seconds_by_step'].get('correctness', 0):.0f} s checking correctness)"
+        f"{c['seconds_by_step'].get('correctness', 0):.0f} s checking correctness, "
+        f"{c['seconds_by_step'].get('timing', 0):.0f} s timing)"
         for c in bench
     )
     final = [n for n in calls if n.startswith("final_evaluation")]
     return _row(
         f"a TriMul search through the tools (`timing_protocol: {data.get('timing_protocol')}`), per call",
         (
-            f"analyse_kernel prompt {first['seconds']:.0f} s"
-            + (
-                " (it waited for the worker the background baselines held: since fixed)"
-                if first["seconds"] > 5
-                else ""
-            )
-            + "; "
+            f"analyse_kernel prompt {first['seconds']:.0f} s (the search's first, read while its baselines were "
+            "measured in the background); "
             if first
             else ""
         )

@@ -8,8 +8,9 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
+
 from ksearch.tools import loop
-from ksearch.tools.common import summarize
+from ksearch.tools.common import Progress, summarize
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
@@ -63,7 +64,11 @@ class FinalOut(ToolModel):
 
 
 async def final_evaluation(
-    ws: Workspace, inp: FinalEvalIn, *, status: SearchStatus | None = None
+    ws: Workspace,
+    inp: FinalEvalIn,
+    progress: Progress | None = None,
+    *,
+    status: SearchStatus | None = None,
 ) -> FinalOut:
     """Re-evaluate the top candidates, then end the search: `done` when nothing is left open or the target
     speedup was reached, `stopped` when a budget ended it (more budget would let it go on). The driver
@@ -106,7 +111,7 @@ async def final_evaluation(
     skipped = [w for w in every if w not in names]
     if top:
         sb = await ws.sandbox()
-        for a in top:
+        for i, a in enumerate(top):
             cand = await ws.store.get_candidate(a.candidate_id)
             settings = EvalSettings(
                 seed=(s.config.seed * 7919 + 17) % 2**31,
@@ -115,7 +120,9 @@ async def final_evaluation(
                 compile_mode=s.config.compile_mode,
                 timing_protocol=s.config.timing_protocol,
             )
-            ev = await sb.evaluate(cand, task, settings, timing=True)
+            ev = await sb.evaluate(
+                cand, task, settings, timing=True, progress=_part(progress, i, len(top), a.id)
+            )
             passed = ev.status == "ok" and not ev.pure_pytorch
             outcome[a.id] = FinalOutcome(
                 attempt_id=a.id,
@@ -180,6 +187,18 @@ async def final_evaluation(
         best_lost=verdict.note(),
         next=nxt,
     )
+
+
+def _part(progress: Progress | None, i: int, n: int, attempt_id: int) -> Progress | None:
+    """One candidate's evaluation as its share of the whole re-measurement's progress."""
+    if progress is None:
+        return None
+    report = progress
+
+    async def say(message: str, fraction: float) -> None:
+        await report(f"candidate {i + 1} of {n} (attempt #{attempt_id}): {message}", (i + fraction) / n)
+
+    return say
 
 
 def _why(ev: Evaluation) -> str:

@@ -39,6 +39,10 @@ class DrawAhead:
         self.t0 = time.perf_counter()
         store = cache.store
         self._saved0, self._loaded0 = (store.saved, store.loaded) if store is not None else (0, 0)
+        if store is not None and store.writable:
+            # the store keeps what is drawn here, and this process ends after drawing: its memory is left to the
+            # children (the jail's host-memory limit covers them all)
+            cache.budget = 0
 
     def run(self, pairs: list[tuple[str, int | None]]) -> None:
         by_wl: dict[str, list[int | None]] = {}

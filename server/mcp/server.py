@@ -278,8 +278,9 @@ class KsearchServer:
             "The search ends `done` (nothing left open) or `stopped` (a budget ended it).",
             FinalEvalIn,
             FinalOut,
-            lambda ws, i: final_evaluation(ws, i),
+            final_evaluation,
             _annotations(False),
+            progress=True,  # minutes on a task whose inputs are slow to draw: each candidate's steps are reported
         )
         t(
             "compile_kernel",

@@ -4,8 +4,8 @@ next candidate after it evaluates correctly.
 
 What they try: the environment's secrets and the /proc of the host; TCP to listeners this test opens on the
 host's 127.0.0.1 and ::1, an abstract Unix socket, an external address; a file planted in $HOME, one in
-/tmp, the search database, the repository; a fork bomb, a disk filler (scratch and /dev/shm), a host-memory
-hog; with a GPU, the other GPUs of the machine. Skipped, with the kernel's reason, where the jail cannot be
+/tmp, the search database, the repository; a write into the draws store; a fork bomb, a disk filler (scratch
+and /dev/shm), a host-memory hog; with a GPU, the other GPUs of the machine. Skipped, with the kernel's reason, where the jail cannot be
 built (no unprivileged user namespaces).
 """
 

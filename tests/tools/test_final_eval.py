@@ -38,9 +38,19 @@ async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
         ids.append(out.attempt_id)
     await finish_intent(ws, FinishIntentIn(search="fin"))
 
-    out = await final_evaluation(ws, FinalEvalIn(search="fin"))
+    said: list[tuple[str, float]] = []
+
+    async def progress(message: str, fraction: float) -> None:
+        said.append((message, fraction))
+
+    out = await final_evaluation(ws, FinalEvalIn(search="fin"), progress)
     [row] = out.rows  # the wrong attempt is never re-measured
     assert (row.attempt_id, row.node_id, row.status, row.device) == (ids[1], a.id, "ok", "cpu-interpreter")
+    # a long re-measurement says where it is, and where its seconds went
+    assert said and all(m.startswith(f"candidate 1 of 1 (attempt #{ids[1]}): ") for m, _ in said)
+    assert any("correctness: smoke" in m for m, _ in said) and said[-1] == (said[-1][0], 1.0)
+    assert [f for _, f in said] == sorted(f for _, f in said)
+    assert row.seconds and row.seconds_by_step.get("correctness", 0.0) > 0.0
     assert row.workloads == out.workloads == ["smoke"] and not row.pure_pytorch
     assert out.skipped == ["wide", "tall", "heldout"]
     assert "CPU-interpreter timings never rank candidates" in out.chosen_by
