@@ -8,7 +8,6 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-
 from ksearch.tools import loop
 from ksearch.tools.common import Progress, summarize
 from ksearch.tools.errors import ToolFailure

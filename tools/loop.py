@@ -260,14 +260,16 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     active = [n for n in intents if n.status == "active"]
     refining = [await refine_state(ws, s, n) for n in active]
     budget = await budget_state(ws, s)
-    final_done = await ws.store.cache_get(f"final:{s.id}") is not None
+    final = await ws.store.cache_get(f"final:{s.id}")
+    final_done = final is not None and final.get("round", s.round) == s.round  # none since rounds went on
     verdict = await ws.store.final_verdict(s.id)
     name = s.name
     if s.status == "done" or (s.status == "stopped" and final_done):
         phase: Phase = "done"
         nxt = (
             f"The search is over ({s.status}); its final evaluation is recorded. Read the best kernel with "
-            f"get_tree, or reopen intents with edit_tree and call select_action to search further."
+            f"get_tree; to search further, raise its budgets with set_budgets (a spent one stops it) or reopen "
+            f"intents with edit_tree, then call select_action."
         )
     elif await seed_unmeasured(ws, s):
         root = await ws.store.root(s.id)
@@ -317,7 +319,8 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
             phase = "final" if not final_done else "done"
             nxt = (
                 f"The search's budget is spent ({budget.exhausted}). Call final_evaluation (search={name!r}) "
-                "to re-measure the best candidates on every workload, held-out ones included."
+                "to re-measure the best candidates on every workload, held-out ones included, or raise the "
+                "budget with set_budgets to search further."
                 if not final_done
                 else f"The budget is spent ({budget.exhausted}) and the final evaluation is recorded."
             )

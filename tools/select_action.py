@@ -127,7 +127,7 @@ async def _may_claim(ws: Workspace, s: Search, *, parallel: bool, budget_checked
         if b.exhausted:
             raise ToolFailure(
                 f"the search's budget is spent ({b.exhausted}): no new round starts. Call final_evaluation "
-                "to re-measure the best candidates on every workload"
+                "to re-measure the best candidates on every workload, or raise the budget with set_budgets"
             )
 
 

@@ -542,7 +542,10 @@ class Store:
                         "UPDATE searches SET best_attempt_id = ? WHERE id = ?", (after, search_id)
                     )
             verdict = FinalVerdict(outcomes=outcomes, best_before=before, best_after=after, lost_because=lost)
-            value = rows.dumps({"rows": rows_json, "verdict": verdict.model_dump(mode="json")})
+            # the round it speaks for: rounds started after it (budgets raised) call for another
+            value = rows.dumps(
+                {"rows": rows_json, "verdict": verdict.model_dump(mode="json"), "round": search.round}
+            )
             await db.execute(
                 "INSERT INTO cache (key, value, created_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value, created_at = excluded.created_at",

@@ -390,7 +390,8 @@ def submit(
                 tell(f"seed: attempt #{seeded.attempt_id}, {seeded.evaluation.status}")
             if node is not None and (await ws.records.get_node(node)).status.value == "open":
                 # Submitting on an open intent starts its refine phase, as claiming it would: say so.
-                sel = await select_action(ws, SelectActionIn(search=s.id, node_id=node))
+                # a person's kernel is measured whatever the policy's round budget: it never blocks a submission
+                sel = await select_action(ws, SelectActionIn(search=s.id, node_id=node), budget_checked=True)
                 tell(
                     f"claimed intent #{node}: round {sel.round} started; `ksearch finish {s.name}` ends its "
                     "refine phase"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -88,6 +89,7 @@ class Driver:
         self.opts = opts or DriverOptions()
         self._search_id: int | None = None
         self._b: _Budget | None = None
+        self._start_round = 0  # the search's round when this run started
         policy.on_call(self._store_call)
 
     # ------------------------------------------------------------------ accounting
@@ -111,6 +113,7 @@ class Driver:
         async with hold_run(self.ws, s.id, on_missed_beat=self.display.event):
             await mark_running(self.ws, s.id)
             await self._recover(s)
+            s = await self._persist_budgets(s)
             b = self._b = _Budget(self.opts, s)
             held = await records.attempt_speedups(s.id)
             self.display.start(
@@ -183,11 +186,30 @@ class Driver:
         """A node left `active` by a killed run goes back to `open`: only its in-flight attempt is lost."""
         await reopen_active_intents(self.ws, s.id)
 
+    async def _persist_budgets(self, s: Search) -> Search:
+        """This run's budget options become the search's, so that every face (status, the page, the MCP
+        tools) shows the limits the run keeps: rounds as those started before it plus this run's, attempts,
+        tokens, money and the target as given (they count the whole search). A run's wall time stays its own."""
+        o = self.opts
+        self._start_round = s.round
+        values: dict[str, Any] = {"rounds": s.round + o.rounds} if o.rounds is not None else {}
+        for name in ("attempts", "tokens", "usd", "target_speedup"):
+            if getattr(o, name) is not None:
+                values[name] = getattr(o, name)
+        new = s.config.budgets.model_copy(update=values)
+        if new == s.config.budgets:
+            return s
+        return await self.ws.store.set_search_fields(
+            s.id, config=s.config.model_copy(update={"budgets": new})
+        )
+
     def _limits(self, s: Search) -> Limits:
-        """This run's budgets as `_budget_stop` applies them, for the display."""
+        """This run's budgets as `_budget_stop` applies them, for the display: the rounds this run may start
+        (what the search's round budget leaves), the others as the search's."""
         o, sb = self.opts, s.config.budgets
+        left = None if sb.rounds is None else max(0, sb.rounds - self._start_round)
         return Limits(
-            rounds=o.rounds if o.rounds is not None else sb.rounds,
+            rounds=o.rounds if o.rounds is not None else left,
             attempts=o.attempts if o.attempts is not None else sb.attempts,
             wall_s=o.wall_s if o.wall_s is not None else sb.wall_s,
             tokens=o.tokens if o.tokens is not None else sb.tokens,
@@ -199,7 +221,7 @@ class Driver:
         given; rounds count the rounds this run started."""
         o, sb, lim = b.opts, s.config.budgets, self._limits(s)
         if not refining and lim.rounds is not None and b.rounds_started >= lim.rounds:
-            return f"round budget reached ({lim.rounds})"
+            return f"round budget reached ({s.round} of {sb.rounds} rounds started)"
         state = await loop.budget_state(self.ws, s)
         state.rounds = None  # counted above, per run
         state.attempts, state.tokens, state.usd = lim.attempts, lim.tokens, lim.usd

@@ -35,6 +35,7 @@ from ksearch.server.mcp.http import serve_http
 from ksearch.server.mcp.record import HostRecorder
 from ksearch.server.mcp.stdio_input import HostLines
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.budgets import SetBudgetsIn, SetBudgetsOut, set_budgets
 from ksearch.tools.common import seconds_text
 from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from ksearch.tools.create_search import CreateSearchIn, create_search
@@ -281,6 +282,16 @@ class KsearchServer:
             final_evaluation,
             _annotations(False),
             progress=True,  # minutes on a task whose inputs are slow to draw: each candidate's steps are reported
+        )
+        t(
+            "set_budgets",
+            "Change a search's budgets (rounds in all or more_rounds beyond those started, attempts, wall_s, "
+            "tokens, usd, target_speedup; lift removes one): to search further past a spent budget, or to stop "
+            "sooner. What was spent is not changed.",
+            SetBudgetsIn,
+            SetBudgetsOut,
+            set_budgets,
+            _annotations(False, idempotent=True),
         )
         t(
             "compile_kernel",

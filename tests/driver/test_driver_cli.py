@@ -143,14 +143,20 @@ def test_sigkill_mid_round_then_resume_loses_nothing_committed(tmp_path: Path) -
     proc.wait()
     before = _attempt_ids(db)
     assert len(before) >= 3
+    con = sqlite3.connect(db)
+    (round_before,) = con.execute("select round from searches").fetchone()
+    con.close()
     p = ksearch("run", "--resume", "1", "--rounds", "1", "--plain", "--no-final", "--json", "--db", str(db))
     assert p.returncode == 0, p.stdout + p.stderr
     after = _attempt_ids(db)
     assert after[: len(before)] == before and len(after) > len(before)
     con = sqlite3.connect(db)
     active = con.execute("select count(*) from nodes where status = 'active'").fetchone()[0]
+    round_after, config = con.execute("select round, config from searches").fetchone()
     con.close()
     assert active == 0
+    # the run's one round is the search's: its budget says so, and the round count never passes it
+    assert json.loads(config)["budgets"]["rounds"] == round_before + 1 >= round_after
 
 
 @pytest.mark.slow

@@ -17,7 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 import uidata
 from uihelp import arun
 
+from ksearch.server.cli import budget as cli_budget
 from ksearch.server.cli import kernels as cli_kernels
+from ksearch.server.cli import loop as cli_loop
 from ksearch.server.cli import steer as cli_steer
 from ksearch.server.cli import ui as cli_ui
 
@@ -34,6 +36,8 @@ def cli() -> typer.Typer:
     cli_steer.register(app)
     cli_kernels.register(app)
     cli_ui.register(app)
+    cli_budget.register(app)
+    cli_loop.register(app)
     return app
 
 
