@@ -63,6 +63,8 @@ class DriverSettings(ToolIn):
     max_attempts_per_intent: int = Field(8, ge=1, description="Attempts of one refine phase")
     branching: int = Field(1, ge=1, description="Implementations written at once per intent")
     base_url: str | None = Field(None, description="An OpenAI-compatible server's URL, for the openai policy")
+    replay: str | None = Field(None, description="The JSONL file the replay policy plays back")
+    record: str | None = Field(None, description="The JSONL file the policy's answers are appended to")
 
 
 async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettings | None = None) -> Search:

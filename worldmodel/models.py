@@ -577,6 +577,10 @@ class SearchConfig(Strict):
     timing_protocol: TimingProtocol = "ksearch"
     """How its candidates and baselines are timed: the task's owner's evaluator's way by default (fixed at
     creation; a search stored before protocols were kept was timed with ksearch's)."""
+    replay: str | None = None
+    """The JSONL file a replay policy plays back (kept so that a resumed run finds it)."""
+    record: str | None = None
+    """The JSONL file a run appends its policy's answers to (kept so that a resumed run goes on writing it)."""
 
 
 SearchStatus = Literal["new", "running", "stopped", "done"]

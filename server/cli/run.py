@@ -50,13 +50,23 @@ def run(
     usd: Annotated[float | None, typer.Option(min=0.0, help="Money budget in USD")] = None,
     target: Annotated[float | None, typer.Option(min=0.0, help="Stop at this speedup vs eager")] = None,
     stagnation: Annotated[
-        int,
-        typer.Option(min=1, help="Attempts without a significant gain before an intent's refine phase ends"),
-    ] = 5,
-    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Attempt cap per intent")] = 8,
+        int | None,
+        typer.Option(
+            min=1,
+            help="Attempts without a significant gain before an intent's refine phase ends (default 5; a resumed "
+            "search keeps its own)",
+        ),
+    ] = None,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option(
+            "--max-attempts", min=1, help="Attempt cap per intent (default 8; a resumed search keeps its own)"
+        ),
+    ] = None,
     branching: Annotated[
-        int, typer.Option(min=1, max=16, help="Implementations written at once per intent")
-    ] = 1,
+        int | None,
+        typer.Option(min=1, max=16, help="Implementations written at once per intent (default 1)"),
+    ] = None,
     seed: Annotated[
         int | None, typer.Option(min=0, help="Input seed of a new search (secret random default)")
     ] = None,

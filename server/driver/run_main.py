@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -34,9 +35,9 @@ class RunArgs(BaseModel):
     tokens: int | None = None
     usd: float | None = None
     target: float | None = None
-    stagnation: int = 5
-    max_attempts: int = 8
-    branching: int = 1
+    stagnation: int | None = None  # None: a new search's default (5), a resumed one's own
+    max_attempts: int | None = None  # None: 8, or a resumed search's own
+    branching: int | None = None  # None: 1, or a resumed search's own
     seed: int | None = None
     compile_mode: str | None = None  # of a new search's torch.compile baseline; None: "default"
     timing_protocol: str | None = None  # of a new search; None: the task's owner's
@@ -71,13 +72,54 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
             policy=policy_name,
             model=a.model,
             rounds=a.rounds or 10,
-            stagnation=a.stagnation,
+            stagnation=a.stagnation or 5,
             seed=a.seed,
             compile_mode=a.compile_mode or "default",
             timing_protocol=a.timing_protocol,
         ),
-        DriverSettings(max_attempts_per_intent=a.max_attempts, branching=a.branching, base_url=a.base_url),
+        DriverSettings(
+            max_attempts_per_intent=a.max_attempts or 8,
+            branching=a.branching or 1,
+            base_url=a.base_url,
+            replay=_path(a.replay),
+            record=_path(a.record),
+        ),
     )
+
+
+def _path(p: Path | None) -> str | None:
+    return None if p is None else str(p.resolve())
+
+
+def remembered(a: RunArgs, found: Search | None) -> tuple[RunArgs, dict[str, Any]]:
+    """A resumed run's options: what the command line gives, else what the search kept from its earlier runs
+    (policy, model, endpoint, replay and record files, stagnation, attempt cap, branching); and the changes the
+    command line makes to the search's configuration (kept for its next resume)."""
+    if found is None:
+        return a, {}
+    c = found.config
+    given = {
+        "model": a.model,
+        "base_url": a.base_url,
+        "replay": _path(a.replay),
+        "record": _path(a.record),
+        "stagnation": a.stagnation,
+        "max_attempts_per_intent": a.max_attempts,
+        "branching": a.branching,
+    }
+    changes = {k: v for k, v in given.items() if v is not None and v != getattr(c, k)}
+    if a.policy is not None and a.policy != c.policy:
+        changes["policy"] = a.policy
+    merged = a.model_copy(
+        update={
+            "policy": a.policy or c.policy,
+            "model": a.model or c.model,
+            "base_url": a.base_url or c.base_url,
+            "replay": a.replay or (Path(c.replay) if c.replay else None),
+            "record": a.record or (Path(c.record) if c.record else None),
+        }
+    )
+    return merged, changes
 
 
 async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None) -> DriverResult:
@@ -103,21 +145,18 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
             )
         prev = found if a.resume is not None else None
         name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
+        a, changes = remembered(a, found)
         # The policy is built before a search is created: a bad name, model or key changes nothing.
         try:
-            policy = make_policy(
-                name,
-                model=a.model or (found.config.model if found else None),
-                base_url=a.base_url or (found.config.base_url if found else None),
-                replay=a.replay,
-                record=a.record,
-            )
+            policy = make_policy(name, model=a.model, base_url=a.base_url, replay=a.replay, record=a.record)
         except ValueError as e:  # make_policy's refusal of a name, model or file
             raise PolicyError(str(e)) from e
         try:
             s = found or await _create(ws, a, name)
             if found is not None:
                 await check_run_free(ws, found)  # before saying it resumes: it may not
+                if changes:  # this run's options are the search's from now on (its next resume keeps them)
+                    s = await ws.store.set_search_fields(s.id, config=s.config.model_copy(update=changes))
             if on_search is not None:
                 on_search(s)
             display: Display = Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)
