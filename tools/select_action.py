@@ -26,6 +26,12 @@ class SelectActionIn(ToolIn):
         description="Claim this open intent instead of the selection rule's choice (a person or host "
         "picking the idea to work on)",
     )
+    skip: list[int] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Open intents the rule passes over this time (e.g. ones your policy cannot implement); they "
+        "stay open",
+    )
     claim: bool = Field(
         True,
         description="Claim the intent (start its refine phase, a new round). False: only say which intent "
@@ -68,7 +74,7 @@ async def select_action(
             await ws.store.set_node_status(node_id, "active")
     else:
         # Selection and claim in one transaction: parallel lanes never get the same intent.
-        sel = await _select(ws.store, s.id, claim=inp.claim)
+        sel = await _select(ws.store, s.id, claim=inp.claim, skip=frozenset(inp.skip))
         node_id, reason = sel.node_id, sel.reason
     if node_id is None:
         state = await loop.loop_state(ws, s.id)

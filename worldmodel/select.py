@@ -138,7 +138,8 @@ def _reason(s: ScoreBreakdown, considered: int) -> str:
 
 
 def _nothing_open(counts: dict[str, int], vetoed_open: int, round: int) -> Selection:
-    parts = [f"{n} {status}" for status, n in sorted(counts.items()) if n]
+    label = {"skipped": "open but passed over this time"}
+    parts = [f"{n} {label.get(status, status)}" for status, n in sorted(counts.items()) if n]
     if vetoed_open:
         parts.append(f"{vetoed_open} open but vetoed")
     summary = ", ".join(parts) if parts else "no intents yet"
@@ -177,6 +178,7 @@ def select_next(
     round: int = 0,
     *,
     weights: SelectWeights = DEFAULT_WEIGHTS,
+    skip: frozenset[int] = frozenset(),
 ) -> Selection:
     """Pure selection over a search's nodes (all of them: visits of closed nodes count for exploration).
 
@@ -198,7 +200,9 @@ def select_next(
         if n.kind != "intent":
             continue
         status = str(n.status)
-        if status == NodeStatus.open and not n.vetoed:
+        if status == NodeStatus.open and not n.vetoed and n.id in skip:
+            counts["skipped"] = counts.get("skipped", 0) + 1
+        elif status == NodeStatus.open and not n.vetoed:
             b = branch[n.id]
             assert b is not None
             cands.append((n.id, n.priority, n.difficulty, n.pinned, b))
@@ -220,16 +224,26 @@ def select_next(
 _SELECTABLE = "search_id = ? AND status = 'open' AND vetoed = 0 AND kind = 'intent'"
 _GROUP_TOPS = f"""
 SELECT branch_id, pinned, difficulty, max(priority), count(*) FROM nodes
-WHERE {_SELECTABLE} GROUP BY branch_id, pinned, difficulty
+WHERE {_SELECTABLE}{{skip}} GROUP BY branch_id, pinned, difficulty
 """
 _LOWEST_ID = f"""
 SELECT min(id) FROM nodes
-WHERE {_SELECTABLE} AND branch_id = ? AND pinned = ? AND difficulty = ? AND priority = ?
+WHERE {_SELECTABLE}{{skip}} AND branch_id = ? AND pinned = ? AND difficulty = ? AND priority = ?
 """
 
 
+def _skipping(skip: frozenset[int]) -> str:
+    """The condition that passes over `skip` (placeholders; its ids follow the search id, sorted)."""
+    return f" AND id NOT IN ({', '.join('?' * len(skip))})" if skip else ""
+
+
 async def select_action(
-    store: Store, search_id: int, *, claim: bool = False, weights: SelectWeights = DEFAULT_WEIGHTS
+    store: Store,
+    search_id: int,
+    *,
+    claim: bool = False,
+    weights: SelectWeights = DEFAULT_WEIGHTS,
+    skip: frozenset[int] = frozenset(),
 ) -> Selection:
     """Select the next intent of a search, using its difficulty cap and round. Same answer as `select_next`.
 
@@ -250,7 +264,8 @@ async def select_action(
         )
         branch_visits = {int(b): int(v) for b, v in visits if b is not None}
         total = sum(int(v) for _, v in visits)
-        groups = await rows.fetchall(db, _GROUP_TOPS, (search_id,))
+        passed = _skipping(skip)
+        groups = await rows.fetchall(db, _GROUP_TOPS.replace("{skip}", passed), (search_id, *sorted(skip)))
         considered = sum(int(g[4]) for g in groups)
         best_key: tuple[bool, float] | None = None
         tied: list[tuple[int, bool, int, float]] = []
@@ -272,15 +287,28 @@ async def select_action(
             )
             counts: dict[str, int] = {}
             vetoed_open = 0
+            if skip:
+                found = await rows.fetchone(
+                    db,
+                    f"SELECT count(*) FROM nodes WHERE {_SELECTABLE}{passed.replace('NOT IN', 'IN')}",
+                    (search_id, *sorted(skip)),
+                )
+                counts["skipped"] = int(found[0])
             for status, vetoed, n in counted:
                 if status == "open" and vetoed:
                     vetoed_open += n
                 else:
                     counts[status] = counts.get(status, 0) + n
+            if skip:  # counted as open above: said apart, as select_next says them
+                counts["open"] = counts.get("open", 0) - counts["skipped"]
             return _nothing_open(counts, vetoed_open, search.round)
         cands: list[_Cand] = []
         for branch, pinned, difficulty, priority in tied:
-            row = await rows.fetchone(db, _LOWEST_ID, (search_id, branch, int(pinned), difficulty, priority))
+            row = await rows.fetchone(
+                db,
+                _LOWEST_ID.replace("{skip}", passed),
+                (search_id, *sorted(skip), branch, int(pinned), difficulty, priority),
+            )
             cands.append((int(row[0]), priority, difficulty, pinned, branch))
         chosen = _pick(cands, cap, total, branch_visits, weights)
         assert chosen is not None

@@ -355,6 +355,22 @@ class Store:
             await db.execute("UPDATE nodes SET status = ? WHERE id = ?", (status, node_id))
             return await rows.node(db, node_id)
 
+    async def unclaim(self, search_id: int, node_id: int, round: int) -> Node:
+        """Undo a claim that produced nothing (the policy declined the intent before any attempt): the intent is
+        open again and, unless a later round began meanwhile, round `round` is not counted."""
+        async with self.transaction() as db:
+            node = await rows.node(db, node_id)
+            if node.search_id != search_id or node.status.value != "active":
+                raise InvalidTransition(
+                    f"node #{node_id} is {node.status.value}, not a claimed intent of this search"
+                )
+            await db.execute("UPDATE nodes SET status = 'open' WHERE id = ?", (node_id,))
+            await db.execute(
+                "UPDATE searches SET round = round - 1, updated_at = ? WHERE id = ? AND round = ?",
+                (rows.now_iso(), search_id, round),
+            )
+            return await rows.node(db, node_id)
+
     async def close_node(self, node_id: int, status: Literal["closed", "failed"]) -> Node:
         """End refinement of an intent: `closed` if it has a correct attempt, `failed` if it has none.
 

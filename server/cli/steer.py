@@ -8,6 +8,7 @@ Refusals print what was wrong and what is accepted, and exit with code 2.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -126,6 +127,14 @@ def intent_add(
     difficulty: Annotated[int, typer.Option(help="1 (a parameter change) to 5 (a rewrite)")] = 3,
     expected: Annotated[float | None, typer.Option("--expected", help=_EXPECTED)] = None,
     notes: Annotated[str, typer.Option(help="Beliefs to re-read later")] = "",
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            help="A concrete setting KEY=VALUE (repeatable), e.g. --param BLOCK_N=512: the tuner implements an "
+            "intent that names the task's tunables",
+        ),
+    ] = None,
     reason: ReasonOpt = "",
     db: DbOption = DEFAULT_DB,
 ) -> None:
@@ -146,6 +155,7 @@ def intent_add(
                     expected_speedup=expected,
                     notes=notes,
                     parent_id=parent,
+                    params=parse_params(param or []),
                 )
             except ValidationError as e:
                 raise fail(str(describe_validation(e, "intent"))) from e
@@ -155,6 +165,21 @@ def intent_add(
 
     for n in run_async(go()):
         say(f"added {describe(n)} under #{n.parent_id}")
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    """`--param KEY=VALUE` items as an intent's params: a VALUE that reads as JSON (512, 0.5, true, "x") is that
+    value, any other is the text itself."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            raise fail(f"--param takes KEY=VALUE (e.g. --param BLOCK_N=512); got {item!r}")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
 
 
 @intent_app.command("edit")

@@ -247,6 +247,12 @@ class Display:
     def _round_line(self, round_no: int, why: str) -> None:
         self._line(f"round {round_no}: intent {self.intent} — {why}")
 
+    def round_given_back(self, node: Node) -> None:
+        """The intent was declined before any attempt: its round does not count."""
+        self.rounds_started -= 1
+        self.lanes.pop(node.id, None)
+        self._changed()
+
     def round_done(self, node: Node) -> None:
         """The intent's round is over (refined and updated)."""
         self.rounds_done += 1

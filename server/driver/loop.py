@@ -90,6 +90,7 @@ class Driver:
         self._search_id: int | None = None
         self._b: _Budget | None = None
         self._start_round = 0  # the search's round when this run started
+        self._declined: dict[int, str] = {}  # intents the policy declined before any attempt, and why
         policy.on_call(self._store_call)
 
     # ------------------------------------------------------------------ accounting
@@ -159,11 +160,14 @@ class Driver:
                 return reason
             self.display.phase("select")
             sel = await select_action(
-                self.ws, SelectActionIn(search=s.id), parallel=True, budget_checked=True
+                self.ws,
+                SelectActionIn(search=s.id, skip=sorted(self._declined)),
+                parallel=True,
+                budget_checked=True,
             )
             if sel.node is None:
                 if b.in_flight == 0:
-                    return sel.reason
+                    return sel.reason + self._waiting()
                 # Another lane's update may still open new intents: wait for it rather than stop.
                 async with b.changed:
                     await b.changed.wait()
@@ -173,7 +177,10 @@ class Driver:
             try:
                 node = sel.node
                 self.display.round(sel.round, node, sel.reason)
-                await self._refine(await self.ws.search(s.id), node)
+                if await self._refine(await self.ws.search(s.id), node):
+                    b.rounds_started -= 1  # declined before any attempt: the round was given back
+                    self.display.round_given_back(node)
+                    continue
                 await self._update(await self.ws.search(s.id), node)
                 b.rounds_run += 1
                 self.display.round_done(node)
@@ -319,9 +326,37 @@ class Driver:
         att = await self.ws.records.get_attempt(out.attempt_id) if out.attempt_id else None
         return out.summary, att, out.evaluation, out.refine
 
-    async def _refine(self, s: Search, node: Node) -> None:
+    def _waiting(self) -> str:
+        if not self._declined:
+            return ""
+        ids = ", ".join(f"#{n}" for n in sorted(self._declined))
+        return f"; {ids} wait for a model or a person (declined by the {self.policy.name} policy)"
+
+    async def _decline(self, s: Search, node: Node, why: str, attempts: int) -> bool:
+        """The policy cannot implement `node`. Before any attempt the claim is undone: the intent stays open,
+        marked as waiting for a model or a person, its round is given back, and this run passes it over (True).
+        After attempts its refine phase just ends (False)."""
+        if attempts:
+            note = f"[declined by the {self.policy.name} policy after {attempts} attempts] {why}"
+        else:
+            note = f"[declined by the {self.policy.name} policy; waiting for a model or a person] {why}"
+        edit = EditSpec(op="update", node_id=node.id, notes=(node.notes + "\n" + note).strip()[:4000])
+        await edit_tree(self.ws, EditTreeIn(search=s.id, edits=[edit], author=self._author()))
+        if attempts:
+            self.display.event(f"intent #{node.id} declined after {attempts} attempts: {why}")
+            return False
+        rnd, _ = await loop.refine_start(self.ws, node)
+        await self.ws.store.unclaim(s.id, node.id, rnd if rnd is not None else s.round)
+        self._declined[node.id] = why
+        self.display.event(
+            f"intent #{node.id} declined: {why}; it stays open for a model or a person, no round spent"
+        )
+        return True
+
+    async def _refine(self, s: Search, node: Node) -> bool:
         """Attempts on the claimed intent until the loop's rule (cap, stagnation window) or a budget ends
-        the phase, then close it. The rule is the one benchmark reports to any caller."""
+        the phase, then close it. The rule is the one benchmark reports to any caller. True when the policy
+        declined the intent before any attempt (it is open again; see `_decline`)."""
         brief = await contexts.task_brief(self.ws, s)
         state = await loop.refine_state(self.ws, s, node)
         while not state.over:
@@ -341,21 +376,8 @@ class Driver:
                 codes = await asyncio.gather(*(self.policy.write_code(c) for c in ctxs))
             except IntentDeclined as e:
                 # The policy cannot implement this intent; the search goes on without it.
-                self.display.event(f"intent #{node.id} declined: {e}")
-                await edit_tree(
-                    self.ws,
-                    EditTreeIn(
-                        search=s.id,
-                        edits=[
-                            EditSpec(
-                                op="update",
-                                node_id=node.id,
-                                notes=(node.notes + f"\n[declined] {e}").strip()[:4000],
-                            )
-                        ],
-                        author=self._author(),
-                    ),
-                )
+                if await self._decline(s, node, str(e), state.attempts):
+                    return True
                 break
             refused = False
             for code in codes:
@@ -371,6 +393,7 @@ class Driver:
         current = await self.ws.records.get_node(node.id)
         if current.status == "active":
             await close_refine(self.ws, s, current)
+        return False
 
     async def _update(self, s: Search, node: Node) -> None:
         node = await self.ws.records.get_node(node.id)

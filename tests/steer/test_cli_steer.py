@@ -44,6 +44,10 @@ def test_intent_add_goes_through_the_tools(ks: Ks, demo: tuple[Path, dict[str, i
         1.3,
         "--reason",
         "pairing session",
+        "--param",
+        "BLOCK_N=512",
+        "--param",
+        "layout=row-major",
         "--db",
         db,
     )
@@ -60,6 +64,7 @@ def test_intent_add_goes_through_the_tools(ks: Ks, demo: tuple[Path, dict[str, i
         n.expected_speedup,
         n.author,
         n.status.value,
+        n.params,
     ) == (
         ids["rows"],
         "one read of the row",
@@ -68,6 +73,12 @@ def test_intent_add_goes_through_the_tools(ks: Ks, demo: tuple[Path, dict[str, i
         1.3,
         "human",
         "open",
+        {"BLOCK_N": 512, "layout": "row-major"},  # a value that reads as JSON is that value, else its text
+    )
+    bad = ks("intent", "add", "softmax-demo", "split the row in two", "--param", "BLOCK_N", "--db", db)
+    assert (
+        bad.exit_code == 2
+        and "--param takes KEY=VALUE (e.g. --param BLOCK_N=512); got 'BLOCK_N'" in bad.stderr
     )
     edits = with_store(db, lambda s: s.list_edits(1))
     assert any(e.op == "insert" and e.node_id == n.id and e.reason == "pairing session" for e in edits)
