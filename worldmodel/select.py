@@ -206,9 +206,10 @@ def select_next(
             b = branch[n.id]
             assert b is not None
             cands.append((n.id, n.priority, n.difficulty, n.pinned, b))
+        elif status == NodeStatus.open:  # vetoed: said apart, as the store's selection says it
+            vetoed_open += 1
         else:
             counts[status] = counts.get(status, 0) + 1
-            vetoed_open += status == NodeStatus.open and n.vetoed
     chosen = _pick(cands, difficulty_cap, total, branch_visits, weights)
     if chosen is None:
         return _nothing_open(counts, vetoed_open, round)

@@ -139,6 +139,16 @@ async def test_select_action_agrees_with_the_pure_definition(store: Store, seed:
     assert sql.node_id == pure.node_id
     assert sql.score == pure.score
     assert sql.considered == pure.considered
+    # intents passed over this time (the driver's declined ones): the same answer both ways, down to none left
+    skip: frozenset[int] = frozenset()
+    while True:
+        pure = select_next(nodes, search.config.difficulty_cap, skip=skip)
+        sql = await select_action(store, search.id, skip=skip)
+        assert (sql.node_id, sql.score, sql.considered) == (pure.node_id, pure.score, pure.considered)
+        if sql.node_id is None:
+            assert sql.reason == pure.reason and f"{len(skip)} open but passed over this time" in sql.reason
+            break
+        skip = skip | {sql.node_id}
 
 
 async def test_select_action_claims_distinct_nodes(store: Store, search: Search) -> None:
