@@ -682,6 +682,7 @@ ALLOWED: dict[str, str] = {
     "256 MiB L2 clear": "the size of KernelBench's own L2-clearing buffer, a setting of its timing code",
     "95% for MoE": "FlashInfer-Bench's matched-ratio rule for MoE definitions, a tolerance setting",
     "4 GiB of scratch disk": "the jail's default scratch-disk limit, a setting",
+    "at most 32 GiB": "the draws store's default budget (gpu/tasks/draw_store.py), a setting",
 }
 
 _MARKER = re.compile(r"<!-- figures:(?P<name>[\w-]+) -->(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -10,7 +10,7 @@ from ksearch.tools import loop
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.models import Budgets
+from ksearch.worldmodel.models import Budgets, Search
 
 BudgetName = Literal["rounds", "attempts", "wall_s", "tokens", "usd", "target_speedup"]
 BUDGET_NAMES: tuple[str, ...] = get_args(BudgetName)
@@ -84,17 +84,7 @@ async def set_budgets(ws: Workspace, inp: SetBudgetsIn) -> SetBudgetsOut:
     if state.exhausted is None and s.status in ("done", "stopped"):
         # the search goes on: its last final evaluation no longer speaks for what comes next
         s = await ws.store.set_search_status(s.id, "running")
-    key = (
-        f"budget_changes:{s.id}"  # who changed which budget when (the tree's edit log holds node edits only)
-    )
-    history = await ws.store.cache_get(key, [])
-    change = {
-        "round": s.round,
-        "author": inp.author,
-        "before": before.model_dump(),
-        "after": after.model_dump(),
-    }
-    await ws.store.cache_put(key, [*history, change])
+    await _keep_change(ws, s, before, after, inp.author)
     after_state = await loop.loop_state(ws, s.id)
     return SetBudgetsOut(
         search=s.name,
@@ -107,6 +97,28 @@ async def set_budgets(ws: Workspace, inp: SetBudgetsIn) -> SetBudgetsOut:
             else after_state.next
         ),
     )
+
+
+async def keep_budgets(ws: Workspace, search_id: int, values: dict[str, Any], author: str) -> Search:
+    """A run's budget options as the search's own (the driver's `--rounds` and the totals it is given): the
+    search's budgets updated where they differ, the change kept with its author; unchanged, nothing is
+    written."""
+    s = await ws.search(search_id)
+    before = s.config.budgets
+    after = before.model_copy(update=values)
+    if after == before:
+        return s
+    s = await ws.store.set_search_fields(s.id, config=s.config.model_copy(update={"budgets": after}))
+    await _keep_change(ws, s, before, after, author)
+    return s
+
+
+async def _keep_change(ws: Workspace, s: Search, before: Budgets, after: Budgets, author: str) -> None:
+    """Who changed which budget when, kept with the search (the tree's edit log holds node edits only)."""
+    key = f"budget_changes:{s.id}"
+    history = await ws.store.cache_get(key, [])
+    change = {"round": s.round, "author": author, "before": before.model_dump(), "after": after.model_dump()}
+    await ws.store.cache_put(key, [*history, change])
 
 
 def _text(b: Budgets) -> str:

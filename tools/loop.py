@@ -137,6 +137,13 @@ async def claim(ws: Workspace, s: Search, node: Node, base_attempt_id: int | Non
     )
 
 
+async def give_back(ws: Workspace, s: Search, node: Node) -> Node:
+    """Undo the claim of `node` before any attempt (its policy declined it): open again, its round not
+    counted unless a later round began meanwhile."""
+    rnd, _ = await refine_start(ws, node)
+    return await ws.store.unclaim(s.id, node.id, rnd if rnd is not None else s.round)
+
+
 async def finished(ws: Workspace, s: Search, node: Node) -> None:
     """Remember that `node`'s refine phase ended: the update phase of its round follows."""
     rnd, _ = await refine_start(ws, node)

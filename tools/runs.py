@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from pydantic import BaseModel
 
@@ -144,3 +144,12 @@ async def keep_run_result(ws: Workspace, search_id: int, result: BaseModel) -> N
     """Keep the summary of the search's last driver run (why it stopped, rounds, best, spend), as JSON; it
     replaces the previous run's."""
     await ws.store.cache_put(run_result_key(search_id), result.model_dump(mode="json"))
+
+
+async def keep_run_options(ws: Workspace, search_id: int, changes: dict[str, Any]) -> Search:
+    """A run's options (policy, model, endpoint, replay and record files, loop settings) as the search's own,
+    so that its next resume runs the same way."""
+    s = await ws.search(search_id)
+    if not changes:
+        return s
+    return await ws.store.set_search_fields(s.id, config=s.config.model_copy(update=changes))

@@ -26,6 +26,7 @@ from ksearch.server.driver.policies.base import (
 )
 from ksearch.tools import contexts, loop
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.budgets import keep_budgets
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
@@ -203,12 +204,7 @@ class Driver:
         for name in ("attempts", "tokens", "usd", "target_speedup"):
             if getattr(o, name) is not None:
                 values[name] = getattr(o, name)
-        new = s.config.budgets.model_copy(update=values)
-        if new == s.config.budgets:
-            return s
-        return await self.ws.store.set_search_fields(
-            s.id, config=s.config.model_copy(update={"budgets": new})
-        )
+        return await keep_budgets(self.ws, s.id, values, author=f"run ({self._author()})")
 
     def _limits(self, s: Search) -> Limits:
         """This run's budgets as `_budget_stop` applies them, for the display: the rounds this run may start
@@ -345,8 +341,7 @@ class Driver:
         if attempts:
             self.display.event(f"intent #{node.id} declined after {attempts} attempts: {why}")
             return False
-        rnd, _ = await loop.refine_start(self.ws, node)
-        await self.ws.store.unclaim(s.id, node.id, rnd if rnd is not None else s.round)
+        await loop.give_back(self.ws, s, node)
         self._declined[node.id] = why
         self.display.event(
             f"intent #{node.id} declined: {why}; it stays open for a model or a person, no round spent"

@@ -13,7 +13,7 @@ from ksearch.server.driver.loop import Driver, DriverOptions, DriverResult
 from ksearch.server.driver.policies import PolicyError, default_policy_name, make_policy
 from ksearch.tools.create_search import CreateSearchIn, DriverSettings, create_search
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.runs import check_run_free
+from ksearch.tools.runs import check_run_free, keep_run_options
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Search
 
@@ -155,8 +155,8 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
             s = found or await _create(ws, a, name)
             if found is not None:
                 await check_run_free(ws, found)  # before saying it resumes: it may not
-                if changes:  # this run's options are the search's from now on (its next resume keeps them)
-                    s = await ws.store.set_search_fields(s.id, config=s.config.model_copy(update=changes))
+                # this run's options are the search's from now on (its next resume keeps them)
+                s = await keep_run_options(ws, s.id, changes)
             if on_search is not None:
                 on_search(s)
             display: Display = Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)
