@@ -271,8 +271,18 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     final_done = final is not None and final.get("round", s.round) == s.round  # none since rounds went on
     verdict = await ws.store.final_verdict(s.id)
     name = s.name
-    if s.status == "done" or (s.status == "stopped" and final_done):
-        phase: Phase = "done"
+    reopened = [n.id for n in intents if n.status == "open" and not n.vetoed]
+    over = s.status == "done" or (s.status == "stopped" and final_done)
+    if over and reopened and not budget.exhausted:
+        # a person reopened intents (or added some) after the end: the search can go on
+        phase: Phase = "select"
+        ids = ", ".join(f"#{i}" for i in reopened[:10])
+        nxt = (
+            f"The search was over ({s.status}), but intents are open again ({ids}): call select_action "
+            f"(search={name!r}) to search further; a new final_evaluation is due at its end."
+        )
+    elif over:
+        phase = "done"
         nxt = (
             f"The search is over ({s.status}); its final evaluation is recorded. Read the best kernel with "
             f"get_tree; to search further, raise its budgets with set_budgets (a spent one stops it) or reopen "

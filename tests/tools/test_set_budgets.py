@@ -10,13 +10,14 @@ from toolkit import Snapshot
 
 from ksearch.tools.budgets import SetBudgetsIn, set_budgets
 from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.loop import budget_state, loop_state
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
-from ksearch.worldmodel.models import IntentSpec
+from ksearch.worldmodel.models import EditSpec, IntentSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -103,3 +104,24 @@ async def test_refusals_say_what_is_accepted_and_write_nothing(
     with pytest.raises(NotFound):
         await set_budgets(bare_ws, SetBudgetsIn(search="nope", rounds=4))
     assert await snapshot() == before
+
+
+async def test_an_intent_reopened_after_the_end_lets_the_search_go_on(
+    bare_ws: Workspace, tiny_task: str
+) -> None:
+    s = await create_search(bare_ws, CreateSearchIn(task=tiny_task, name="s", rounds=5))
+    [a] = await propose_intents(
+        bare_ws, ProposeIntentsIn(search="s", intents=[IntentSpec(title="wider blocks")])
+    )
+    await select_action(bare_ws, SelectActionIn(search="s"))
+    await bare_ws.store.close_node(a.id, "failed")
+    await bare_ws.store.record_final(s.id, [], [])
+    await bare_ws.store.set_search_status(s.id, "done")
+    assert (await loop_state(bare_ws, s.id)).phase == "done"
+    await edit_tree(bare_ws, EditTreeIn(search="s", edits=[EditSpec(op="reopen", node_id=a.id)]))
+    state = await loop_state(bare_ws, s.id)
+    assert state.phase == "select" and f"intents are open again (#{a.id})" in state.next
+    assert "a new final_evaluation is due at its end" in state.next
+    sel = await select_action(bare_ws, SelectActionIn(search="s"))
+    assert sel.claimed and sel.node is not None and sel.node.id == a.id
+    assert (await bare_ws.search(s.id)).status == "running"
