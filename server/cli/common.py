@@ -104,6 +104,7 @@ def refusals() -> Iterator[None]:
     1 for a busy database (the same command can simply be repeated), 2 for a refusal of the input."""
     from pydantic import ValidationError
 
+    from ksearch.server.cli.words import cli_words
     from ksearch.tools.errors import describe_validation
     from ksearch.worldmodel.errors import KsearchError, StoreBusy
 
@@ -112,7 +113,7 @@ def refusals() -> Iterator[None]:
     except StoreBusy as e:
         raise fail(str(e), code=1) from e
     except KsearchError as e:
-        raise fail(str(e)) from e
+        raise fail(cli_words(str(e))) from e  # a tool's advice, said as the command that does it
     except ValidationError as e:
         raise fail(str(describe_validation(e, "arguments"))) from e
 

@@ -18,6 +18,7 @@ import typer
 
 from ksearch.server.cli.common import DEFAULT_DB, DbOption, run_async
 from ksearch.server.cli.steer import SearchArg, say, tell, workspace
+from ksearch.server.cli.words import cli_words
 
 NodeOpt = Annotated[int | None, typer.Option("--node", min=1, help="Node id (see `ksearch tree SEARCH`)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="The tool's whole result as JSON")]
@@ -59,7 +60,7 @@ def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_D
             f"refining #{r.node_id} {r.title!r}: {r.attempts} of at most {r.cap} attempts, "
             f"{r.stagnant} in a row without a significant gain (window {r.window})"
         )
-    say(f"next: {st.next}")
+    say(f"next: {cli_words(st.next, st.search)}")
 
 
 def select(
@@ -77,11 +78,11 @@ def select(
         say(out.model_dump_json(indent=1))
         return
     if out.node is None:
-        say(f"nothing selected: {out.reason}")
+        say(f"nothing selected: {cli_words(out.reason, search)}")
     else:
         base = f"attempt #{out.base_attempt_id}" if out.base_attempt_id else "nothing (write from scratch)"
         say(f"round {out.round}: claimed #{out.node.id} {out.node.title!r} — {out.reason}; builds on {base}")
-    say(f"next: {out.next}")
+    say(f"next: {cli_words(out.next, search)}")
 
 
 def finish(
@@ -101,7 +102,7 @@ def finish(
         return
     tell(f"#{out.node.id} {out.node.title!r} is now {out.node.status.value} ({out.refine.attempts} attempts)")
     say(out.reflect_prompt)
-    tell(f"next: {out.next}")
+    tell(f"next: {cli_words(out.next, search)}")
 
 
 def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
@@ -129,4 +130,4 @@ def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
         )
     if out.best_lost:
         say(out.best_lost)
-    say(f"next: {out.next}")
+    say(f"next: {cli_words(out.next, search)}")

@@ -1,0 +1,75 @@
+"""The loop's next step in the CLI's words: the tools' texts name MCP tools (select_action, finish_intent, ...);
+on the command line the same step is a ksearch command."""
+
+from __future__ import annotations
+
+import re
+
+_SEARCH = r"\(search='(?P<s>[^']*)'\)"
+_NODE = r"\(search='(?P<s>[^']*)', node_id=(?P<n>\d+)\)"
+
+# (pattern, replacement): `{s}` is the search (from the text, else the command's), `{n}` a node id
+_RULES: list[tuple[str, str]] = [
+    (
+        r"Read the prompt analyse_kernel "
+        + _SEARCH
+        + r", then call propose_intents with the first intents and "
+        r"edit_tree \(op=update on the root\) with your analysis as its notes\.",
+        'Add the first intents with `ksearch intent add {s} "TITLE" --why "..."`, or let a model start: '
+        "`ksearch run --resume {s}`.",
+    ),
+    (
+        r"benchmark \(search='(?P<s>[^']*)', node_id=(?P<n>\d+), candidate=\{[^}]*\}\)",
+        "`ksearch submit {s} FILE --node N` measures it before your kernel (or `ksearch run --resume {s}`)",
+    ),
+    (r"Call finish_intent " + _NODE, "Run `ksearch finish {s} --node {n}`"),
+    (r"call finish_intent early", "run `ksearch finish {s}` early"),
+    (
+        r"\(prompt implement_intent, node_id=(?P<n>\d+)\), then benchmark it with node_id=\d+",
+        "(starting from `ksearch best {s}` or `ksearch attempt {s} N`), then submit it with "
+        "`ksearch submit {s} FILE --node {n}`",
+    ),
+    (
+        r"\(the reflect prompt finish_intent returned, or the prompt reflect_and_edit\)",
+        "(what `ksearch finish` printed)",
+    ),
+    (
+        r"apply your edits with edit_tree and propose_intents",
+        "apply your changes with `ksearch intent add/edit`, `pin`, `veto`, `prune`, `reopen`",
+    ),
+    (r"[Cc]all select_action " + _SEARCH, "run `ksearch select {s}`"),
+    (r"[Cc]all select_action", "run `ksearch select {s}`"),
+    (r"[Cc]all final_evaluation " + _SEARCH, "run `ksearch final {s}`"),
+    (r"[Cc]all final_evaluation", "run `ksearch final {s}`"),
+    (r"a new final_evaluation", "a new `ksearch final {s}`"),
+    (r"raise (?:the|its) budgets? with set_budgets", "raise it with `ksearch budget {s} --more-rounds N`"),
+    (r"reopen intents with edit_tree", "reopen intents with `ksearch reopen {s} NODE`"),
+    (r"Read the best kernel with get_tree", "Read the best kernel with `ksearch best {s}`"),
+    (r"edit_tree op=reopen / unveto first", "`ksearch reopen` / `ksearch unveto` first"),
+]
+_COMPILED = [(re.compile(p), r) for p, r in _RULES]
+TOOL_NAMES = (
+    "select_action",
+    "finish_intent",
+    "final_evaluation",
+    "set_budgets",
+    "edit_tree",
+    "propose_intents",
+    "get_tree",
+    "analyse_kernel",
+    "implement_intent",
+    "reflect_and_edit",
+)
+
+
+def cli_words(text: str, search: str | None = None) -> str:
+    """`text` with each tool call it advises said as the ksearch command that does the same."""
+    out = text
+    for pattern, repl in _COMPILED:
+
+        def sub(m: re.Match[str], repl: str = repl) -> str:
+            groups = m.groupdict()
+            return repl.format(s=groups.get("s") or search or "SEARCH", n=groups.get("n") or "N")
+
+        out = pattern.sub(sub, out)
+    return out

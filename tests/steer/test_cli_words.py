@@ -1,0 +1,77 @@
+"""The command line advises its own commands: `ksearch status`, `select` and their refusals say the loop's next
+step as the ksearch command that takes it (`ksearch select NAME`, `ksearch submit NAME FILE --node N`,
+`ksearch final NAME`, `ksearch budget NAME ...`), never as an MCP tool's name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from click.testing import Result
+from uihelp import with_store
+
+from ksearch.server.cli.words import TOOL_NAMES, cli_words
+from ksearch.worldmodel.edits import apply_intents
+from ksearch.worldmodel.models import Budgets, IntentSpec, SearchConfig
+from tests.tools.toolkit import TINY_TASK
+
+Ks = Callable[..., Result]
+
+
+def said(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _no_tool_names(text: str) -> None:
+    assert not [t for t in TOOL_NAMES if t in text], text
+
+
+def test_status_select_and_refusals_speak_ksearch_commands(ks: Ks, tmp_path: Path) -> None:
+    task = tmp_path / "tiny_rows.py"
+    task.write_text(TINY_TASK)
+    db = tmp_path / "words.db"
+    with_store(db, lambda s: s.create_search("w", str(task), SearchConfig(budgets=Budgets(rounds=1))))
+
+    def status() -> str:
+        r = ks("status", "w", "--db", db)
+        assert r.exit_code == 0, r.stderr
+        _no_tool_names(r.stdout)
+        return said(r.stdout)
+
+    assert 'Add the first intents with `ksearch intent add w "TITLE" --why "..."`' in status()
+    with_store(db, lambda s: apply_intents(s, 1, [IntentSpec(title="wider blocks")], author="human", round=0))
+    assert "run `ksearch select w` to claim the next intent" in status()
+    r = ks("select", "w", "--db", db)
+    assert r.exit_code == 0, r.stderr
+    _no_tool_names(r.stdout)
+    text = status()
+    assert (
+        "submit it with `ksearch submit w FILE --node 2`" in text and "run `ksearch finish w` early" in text
+    )
+    r = ks("finish", "w", "--db", db)
+    assert r.exit_code == 0, r.stderr
+    _no_tool_names(r.stderr)
+    assert "run `ksearch final w`" in said(r.stderr)  # the update phase, with the one round spent
+    r = ks("select", "w", "--db", db)  # refused: the round budget is spent
+    assert r.exit_code == 2
+    _no_tool_names(r.stderr)
+    assert "run `ksearch final SEARCH`" in said(r.stderr) or "run `ksearch final w`" in said(r.stderr)
+    assert "raise it with `ksearch budget" in said(r.stderr)
+
+
+def test_every_tool_name_the_loop_advises_has_its_command() -> None:
+    texts = [
+        "Refine of intent #3 is over: cap. Call finish_intent (search='s', node_id=3) to close it.",
+        "The search was over (done), but intents are open again (#4): call select_action (search='s') to search "
+        "further; a new final_evaluation is due at its end.",
+        "get_tree; to search further, raise its budgets with set_budgets (a spent one stops it) or reopen intents "
+        "with edit_tree, then call select_action.",
+        "node 4 is vetoed; only an open, unvetoed intent can be claimed (edit_tree op=reopen / unveto first)",
+    ]
+    for t in texts:
+        out = cli_words(t, "s")
+        assert "ksearch " in out, out
+    assert (
+        cli_words(texts[0])
+        == "Refine of intent #3 is over: cap. Run `ksearch finish s --node 3` to close it."
+    )
