@@ -110,6 +110,9 @@ def params_of(source: str) -> dict[str, Any]:
         return {}
 
 
+ROOT_TITLE = ":root"  # how a node map names the root (no intent's title starts with ':')
+
+
 async def tree_view(ws: Workspace, search_id: int, budget: int = TREE_BUDGET) -> str:
     s = await ws.search(search_id)
     nodes = await ws.store.list_nodes(search_id)
@@ -180,7 +183,8 @@ async def update_context(
         outcomes=[await outcome_of(ws, a, base) for a in await loop.phase_attempts(ws, node)],
         history=await history(ws, s.id),
         tree_view=await tree_view(ws, s.id),
-        open_intents=open_intents(await ws.store.list_nodes(s.id)),
+        open_intents=open_intents(nodes := await ws.store.list_nodes(s.id)),
+        node_titles={n.id: ROOT_TITLE if n.kind == "root" else n.title for n in nodes},
         best_speedup=best.speedup if best else None,
         tunables=tunables_of(src),
         rejected=rejected or [],

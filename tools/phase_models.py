@@ -101,6 +101,9 @@ class UpdateContext(Ctx):
     tree_view: str
     # id, title, priority, difficulty, params
     open_intents: list[dict[str, Any]] = Field(default_factory=list)
+    # every node's title by id (the root's is ":root"): a recorded answer's node ids, said by title, find the
+    # same nodes in another search (server/driver/policies/replay.py)
+    node_titles: dict[int, str] = Field(default_factory=dict)
     rejected: list[str] = Field(default_factory=list)  # problems with the previous answer, to fix
     best_speedup: float | None = None
     tunables: dict[str, list[Any]] = Field(default_factory=dict)  # the space, for policies that model it

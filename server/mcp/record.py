@@ -12,11 +12,13 @@ One JSON line per decision, in the order the driver will ask for them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from ksearch.tools.contexts import ROOT_TITLE
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import EditSpec, IntentSpec
 
@@ -30,13 +32,25 @@ class HostRecorder:
         self._update: dict[str, Any] | None = None  # pending update decision
         self._claimed = False
         self._intent: str | None = None  # the intent the pending update reflects on
+        self._nodes: dict[
+            int, str
+        ] = {}  # the pending update's node ids -> titles (replay maps them by title)
 
-    def _write(self, phase: str, result: dict[str, Any], intent: str | None = None) -> None:
+    def _write(
+        self,
+        phase: str,
+        result: dict[str, Any],
+        intent: str | None = None,
+        nodes: dict[int, str] | None = None,
+    ) -> None:
         # `intent` lets a replay on other hardware match answers to intents when the loop takes another
-        # course there (server/driver/policies/replay.py, by_intent)
+        # course there (server/driver/policies/replay.py, by_intent); `nodes`, the titles of the node ids an
+        # update names, lets it find the same nodes in another search
         line: dict[str, Any] = {"phase": phase, "policy": "mcp-host", "result": result}
         if intent is not None:
             line["intent"] = intent
+        if nodes:
+            line["nodes"] = nodes
         with self.path.open("a") as f:
             f.write(json.dumps(line) + "\n")
 
@@ -45,8 +59,9 @@ class HostRecorder:
             self._write("init", self._init)
             self._init = None
         if self._update is not None:
-            self._write("update", self._update, intent=self._intent)
+            self._write("update", self._update, intent=self._intent, nodes=self._nodes)
             self._update = None
+            self._nodes = {}
 
     async def observe(self, ws: Workspace, tool: str, inp: BaseModel | None, out: Any) -> None:
         """Called after a tool call succeeded, with its input and output."""
@@ -69,6 +84,7 @@ class HostRecorder:
             ]
             if self._update is not None:
                 self._update["new_intents"] += intents
+                await self._titles(ws, [i.get("parent_id") for i in intents])
                 if args.get("reason"):
                     self._update["reflection"] = args["reason"]
             elif not self._claimed:
@@ -78,6 +94,7 @@ class HostRecorder:
             edits = [EditSpec.model_validate(e) for e in args["edits"]]
             if self._update is not None:
                 self._update["edits"] += [e.model_dump(mode="json", exclude_none=True) for e in edits]
+                await self._titles(ws, [*(e.node_id for e in edits), *(e.parent_id for e in edits)])
             elif not self._claimed:
                 root = await ws.records.root((await ws.search(args["search"])).id)
                 for e in edits:
@@ -88,3 +105,9 @@ class HostRecorder:
             cand = await ws.records.get_candidate(out.candidate_id)
             node = await ws.records.get_node(args["node_id"])
             self._write("write_code", {"source": cand.source, "language": cand.language}, intent=node.title)
+
+    async def _titles(self, ws: Workspace, ids: Iterable[int | None]) -> None:
+        for i in ids:
+            if i is not None and i not in self._nodes:
+                node = await ws.records.get_node(i)
+                self._nodes[i] = ROOT_TITLE if node.kind == "root" else node.title

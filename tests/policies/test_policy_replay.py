@@ -122,3 +122,51 @@ def test_malformed_files_are_refused(tmp_path: Path) -> None:
         ReplayPolicy(path)
     with pytest.raises(PolicyError, match="cannot read the replay file"):
         ReplayPolicy(tmp_path / "missing.jsonl")
+
+
+async def test_a_recorded_update_finds_its_nodes_by_title_in_another_search(
+    tmp_path: Path, update_ctx: UpdateContext
+) -> None:
+    """Node ids name nodes of the search an answer was recorded in: the recording keeps their titles, and a
+    replay in another search (another database, or a second search in the same one) applies the answer to the
+    nodes of that search with those titles; an edit on a node it lacks is left out, and said."""
+
+    class Fixed(TunerPolicy):
+        async def update(self, ctx: UpdateContext) -> UpdateResult:
+            return UpdateResult.model_validate(
+                {
+                    **VALID_UPDATE,
+                    "edits": [
+                        *VALID_UPDATE["edits"],  # node 3, "vectorise loads"
+                        {
+                            "op": "prune",
+                            "node_id": 4,
+                            "reason": "measured slower",
+                        },  # "split rows", absent later
+                    ],
+                }
+            )
+
+    recorded_titles = {
+        1: ":root",
+        2: "fuse max and sum into one online pass",
+        3: "vectorise loads",
+        4: "split rows",
+    }
+    path = tmp_path / "rec.jsonl"
+    await RecordingPolicy(Fixed(), path).update(
+        update_ctx.model_copy(update={"node_titles": recorded_titles})
+    )
+    line = json.loads(path.read_text().splitlines()[0])
+    assert line["nodes"] == {"2": recorded_titles[2], "3": "vectorise loads", "4": "split rows"}
+
+    here = {10: ":root", 11: "fuse max and sum into one online pass", 12: "vectorise loads"}
+    ctx = update_ctx.model_copy(update={"node_titles": here, "intent_id": 11})
+    got = await ReplayPolicy(path).update(ctx)
+    assert [(e.op, e.node_id) for e in got.edits] == [("update", 12)]
+    assert [i.parent_id for i in got.new_intents] == [11]
+    assert "recorded edits on nodes this search lacks were left out: 'split rows'" in got.reflection
+    # without titles (a recording made before they were kept) the answer is served as recorded
+    path.write_text(json.dumps({k: v for k, v in line.items() if k != "nodes"}) + "\n")
+    as_is = await ReplayPolicy(path).update(ctx)
+    assert [e.node_id for e in as_is.edits] == [3, 4]

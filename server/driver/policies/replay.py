@@ -32,6 +32,7 @@ from ksearch.server.driver.policies.base import (
     WriteContext,
 )
 from ksearch.tools.prompting import PHASES, Phase
+from ksearch.worldmodel.models import EditSpec
 
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "init": InitResult,
@@ -46,6 +47,55 @@ class ReplayLine(BaseModel):
     phase: Phase
     result: dict[str, Any]
     intent: str | None = None
+    nodes: dict[int, str] | None = None  # an update's node ids -> titles where it was recorded
+
+
+def referenced(result: UpdateResult) -> set[int]:
+    """The node ids an update answer names: its edits' nodes and its new intents' parents."""
+    ids = {e.node_id for e in result.edits}
+    ids |= {e.parent_id for e in result.edits if e.parent_id is not None}
+    return ids | {i.parent_id for i in result.new_intents if i.parent_id is not None}
+
+
+def node_map(result: UpdateResult, titles: dict[int, str]) -> dict[int, str]:
+    """What a recorded update line keeps beside its answer: each node id it names, by title."""
+    return {i: titles[i] for i in sorted(referenced(result)) if i in titles}
+
+
+def remap(result: UpdateResult, recorded: dict[int, str], here: dict[int, str]) -> UpdateResult:
+    """A recorded update answer with its node ids made this search's: each id by its title where it was
+    recorded, then that title's node here. An edit on a node this search lacks is left out (said in the
+    reflection); a new intent whose parent it lacks goes under the root."""
+    by_title: dict[str, int] = {}
+    for nid, title in sorted(here.items()):
+        by_title.setdefault(title, nid)
+
+    def mapped(old: int | None) -> int | None:
+        if old is None:
+            return None
+        title = recorded.get(old)
+        return by_title.get(title) if title is not None else None
+
+    edits: list[EditSpec] = []
+    dropped: list[str] = []
+    for e in result.edits:
+        new_id = mapped(e.node_id)
+        if new_id is None:
+            dropped.append(recorded.get(e.node_id, f"#{e.node_id}"))
+            continue
+        update: dict[str, Any] = {"node_id": new_id}
+        if e.parent_id is not None:
+            update["parent_id"] = mapped(e.parent_id)
+        edits.append(e.model_copy(update=update))
+    intents = [i.model_copy(update={"parent_id": mapped(i.parent_id)}) for i in result.new_intents]
+    note = f" (recorded edits on nodes this search lacks were left out: {', '.join(map(repr, dropped))})"
+    return result.model_copy(
+        update={
+            "edits": edits,
+            "new_intents": intents,
+            "reflection": result.reflection + (note if dropped else ""),
+        }
+    )
 
 
 class ReplayPolicy(Policy):
@@ -57,6 +107,7 @@ class ReplayPolicy(Policy):
         self.model = f"replay:{self.path.name}"
         self._entries = self._load(self.path)
         self._pos = 0
+        self._last: ReplayLine | None = None  # the line an answer came from
         keyed = [e for _, e in self._entries if e.phase != "init"]
         self.by_intent = bool(keyed) and all(e.intent is not None for e in keyed)
         self._queues: dict[tuple[str, str], list[tuple[int, ReplayLine]]] = {}
@@ -129,6 +180,7 @@ class ReplayPolicy(Policy):
         return await self._use(phase, lineno, entry)
 
     async def _use(self, phase: Phase, lineno: int, entry: ReplayLine) -> BaseModel:
+        self._last = entry
         try:
             result = RESULT_MODELS[phase].model_validate(entry.result)
         except ValidationError as e:
@@ -161,8 +213,15 @@ class ReplayPolicy(Policy):
 
     async def update(self, ctx: UpdateContext) -> UpdateResult:
         if self.by_intent:
-            return await self._keyed("update", ctx.intent_title) or UpdateResult()  # type: ignore[return-value]
-        return await self._next("update")  # type: ignore[return-value]
+            got = await self._keyed("update", ctx.intent_title)
+            if got is None:
+                return UpdateResult()
+        else:
+            got = await self._next("update")
+        assert isinstance(got, UpdateResult)
+        recorded = self._last.nodes if self._last is not None else None
+        # node ids name nodes of the search it was recorded in: said by title, they find this search's
+        return remap(got, recorded, ctx.node_titles) if recorded and ctx.node_titles else got
 
 
 class RecordingPolicy(Policy):
@@ -180,10 +239,18 @@ class RecordingPolicy(Policy):
     def on_call(self, sink: CallSink) -> None:
         self.inner.on_call(sink)
 
-    def _append(self, phase: Phase, result: BaseModel, intent: str | None = None) -> None:
-        line = {"phase": phase, "result": result.model_dump(mode="json"), "policy": self.inner.name}
+    def _append(
+        self, phase: Phase, result: BaseModel, intent: str | None = None, nodes: dict[int, str] | None = None
+    ) -> None:
+        line: dict[str, Any] = {
+            "phase": phase,
+            "result": result.model_dump(mode="json"),
+            "policy": self.inner.name,
+        }
         if intent is not None:
             line["intent"] = intent
+        if nodes:
+            line["nodes"] = nodes
         if self.inner.model:
             line["model"] = self.inner.model
         with self.path.open("a") as f:
@@ -203,7 +270,7 @@ class RecordingPolicy(Policy):
 
     async def update(self, ctx: UpdateContext) -> UpdateResult:
         result = await self.inner.update(ctx)
-        self._append("update", result, ctx.intent_title)
+        self._append("update", result, ctx.intent_title, node_map(result, ctx.node_titles))
         return result
 
     async def aclose(self) -> None:
