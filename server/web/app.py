@@ -34,10 +34,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ksearch.server.access import HttpAccess, page_middleware
+from ksearch.server.cli.words import cli_words
 from ksearch.server.web import pages
 from ksearch.server.web.attempt_html import attempt_detail
 from ksearch.server.web.search_html import chart, default_attempt, first_selection, node_detail, summary, tree
 from ksearch.server.web.snapshot import SearchView, base_of, find_search, fingerprint, load_view
+from ksearch.tools.budgets import SetBudgetsIn, set_budgets
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import describe_validation
 from ksearch.tools.list_searches import list_searches
@@ -70,6 +72,7 @@ class AddIntentIn(BaseModel):
     priority: float = 0.5
     difficulty: int = 3
     expected_speedup: float | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
     reason: str = Field("", max_length=2000)
 
 
@@ -315,6 +318,22 @@ def build_app(
             }
         )
 
+    async def api_budgets(request: Request) -> Response:
+        s = await find_search(state.ws, _ref(request.path_params["ref"]))
+        raw = await _json_body(request)
+        fields = raw if isinstance(raw, dict) else {}
+        out = await set_budgets(state.ws, SetBudgetsIn(**{**fields, "search": s.id, "author": "human"}))
+        return JSONResponse(
+            {
+                "ok": True,
+                "before": out.before.model_dump(),
+                "after": out.after.model_dump(),
+                "exhausted": out.exhausted,
+                "next": cli_words(out.next, s.name),
+                "version": await fingerprint(state.ws, s.id),
+            }
+        )
+
     async def api_edits(request: Request) -> Response:
         s = await find_search(state.ws, _ref(request.path_params["ref"]))
         raw = await _json_body(request)
@@ -347,6 +366,7 @@ def build_app(
         Route("/api/s/{ref}/attempts/{attempt}", g(api_attempt)),
         Route("/api/s/{ref}/intents", g(api_add_intent), methods=["POST"]),
         Route("/api/s/{ref}/edits", g(api_edits), methods=["POST"]),
+        Route("/api/s/{ref}/budgets", g(api_budgets), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     middleware = [

@@ -130,6 +130,43 @@ def live_page(view: SearchView, first: FirstView) -> Markup:
                 ),
                 h("button", {"id": "add-intent-btn", "type": "submit"}, "Add intent"),
             ),
+            h(
+                "div",
+                {"class": "steer-row"},
+                h(
+                    "label",
+                    {"class": "grow"},
+                    "params ",
+                    h(
+                        "input",
+                        {
+                            "id": "intent-params",
+                            "type": "text",
+                            "maxlength": 2000,
+                            "placeholder": "optional settings, e.g. BLOCK_N=512, num_warps=4 (what the tuner sets)",
+                        },
+                    ),
+                ),
+            ),
+        ),
+        h(
+            "form",
+            {"id": "budgets", "class": "add-intent"},
+            h(
+                "div",
+                {"class": "steer-row"},
+                h(
+                    "label",
+                    None,
+                    "more rounds ",
+                    h("input", {"id": "more-rounds", "type": "number", "min": 1, "max": 1000, "value": "3"}),
+                ),
+                h(
+                    "button",
+                    {"id": "raise-budget", "type": "submit"},
+                    "Raise the round budget",
+                ),
+            ),
         ),
         h("div", {"id": "steer-msg", "class": "msg", "role": "status"}),
     )

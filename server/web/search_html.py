@@ -48,7 +48,12 @@ def summary(view: SearchView) -> Markup:
     items = [
         ("task", s.task),
         ("status", status_badge(view.status)),
-        ("round", str(s.round)),
+        (
+            "round",
+            f"{s.round} of {s.config.budgets.rounds}"
+            if s.config.budgets.rounds is not None
+            else str(s.round),
+        ),
         ("policy", s.config.policy + (f" ({s.config.model})" if s.config.model else "")),
         ("timed", protocol_line(s.config.timing_protocol)),
         ("attempts", f"{len(view.attempts)} ({ok} correct & timed on a GPU)"),

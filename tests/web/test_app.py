@@ -260,3 +260,38 @@ def test_writes_refuse_cross_site_requests(client: TestClient, demo: tuple[Path,
         "/api/s/1/edits", json={"op": "pin", "node_id": ids["warps"]}, headers={"Origin": f"http://{HOST}"}
     )
     assert same.status_code == 200
+
+
+def test_the_round_budget_is_raised_from_the_page_and_bad_input_refused(
+    client: TestClient, demo: tuple[Path, dict[str, int]]
+) -> None:
+    db, _ = demo
+    s = with_store(db, lambda st: st.get_search(1))
+    page = client.get("/s/1").text
+    assert 'id="more-rounds"' in page and 'id="intent-params"' in page
+    assert f"{s.round} of {s.config.budgets.rounds}" in page
+    for body, needle in [
+        ({}, "nothing to change"),
+        ({"more_rounds": 0}, "more_rounds"),
+        ([1], "nothing to change"),
+    ]:
+        r = client.post("/api/s/1/budgets", json=body)
+        assert r.status_code == 400 and needle in r.text, (body, r.text)
+    assert with_store(db, lambda st: st.get_search(1)).config.budgets == s.config.budgets  # nothing written
+    r = client.post("/api/s/1/budgets", json={"more_rounds": 2, "search": 99})  # the address names the search
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["after"]["rounds"] == s.round + 2 and d["before"]["rounds"] == s.config.budgets.rounds
+    assert "ksearch" in d["next"] and "select_action" not in d["next"]
+    assert with_store(db, lambda st: st.get_search(1)).config.budgets.rounds == s.round + 2
+
+
+def test_an_intent_added_from_the_page_keeps_its_params(
+    client: TestClient, demo: tuple[Path, dict[str, int]]
+) -> None:
+    db, ids = demo
+    body = {"parent_id": ids["rows"], "title": "rows of 512", "params": {"BLOCK_N": 512, "layout": "rows"}}
+    r = client.post("/api/s/1/intents", json=body)
+    assert r.status_code == 200, r.text
+    got = with_store(db, lambda s: s.get_node(r.json()["nodes"][0]["id"]))
+    assert got.params == {"BLOCK_N": 512, "layout": "rows"}

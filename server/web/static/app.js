@@ -252,6 +252,7 @@
       rationale: $("#intent-why").value.trim(),
       priority: Number($("#intent-prio").value),
       difficulty: Number($("#intent-diff").value),
+      params: parseParams($("#intent-params").value),
       reason: $("#reason").value.trim(),
     };
     try {
@@ -260,6 +261,33 @@
       say(`added intent #${n.id} under #${body.parent_id}`, true);
       $("#intent-title").value = "";
       $("#intent-why").value = "";
+      $("#intent-params").value = "";
+      st.version = null;
+      await tick();
+    } catch (e) {
+      say(e.message, false, e.data && e.data.problems);
+    }
+  });
+
+  // "BLOCK_N=512, layout=rows" -> {BLOCK_N: 512, layout: "rows"}: a value that reads as JSON is that value
+  function parseParams(text) {
+    const out = {};
+    for (const item of text.split(",")) {
+      const part = item.trim();
+      if (!part) continue;
+      const eq = part.indexOf("=");
+      const key = eq > 0 ? part.slice(0, eq).trim() : part;
+      const raw = eq > 0 ? part.slice(eq + 1).trim() : "";
+      try { out[key] = JSON.parse(raw); } catch (_) { out[key] = raw; }
+    }
+    return out;
+  }
+
+  $("#budgets").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      const d = await postJSON(`${API}/budgets`, { more_rounds: Number($("#more-rounds").value) });
+      say(`round budget: ${d.before.rounds ?? "no limit"} -> ${d.after.rounds ?? "no limit"}. ${d.next}`, true);
       st.version = null;
       await tick();
     } catch (e) {
