@@ -108,9 +108,16 @@ def best(
     output: OutputOpt = None,
     source_only: SourceOnlyOpt = False,
     as_json: JsonOpt = False,
+    attempt_id: Annotated[
+        int | None,
+        typer.Option("--attempt", min=1, help="Show this attempt instead (as `ksearch attempt SEARCH N`)"),
+    ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """The search's best kernel: its source and its numbers (per workload, vs eager and torch.compile)."""
+    if attempt_id is not None:
+        attempt(search, attempt_id, output=output, source_only=source_only, as_json=as_json, db=db)
+        return
     if output is not None:
         check_output(output)
 

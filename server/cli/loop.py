@@ -86,10 +86,16 @@ def select(
 
 
 def finish(
-    search: SearchArg, node: NodeOpt = None, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
+    search: SearchArg,
+    node: NodeOpt = None,
+    as_json: JsonOpt = False,
+    prompt: Annotated[
+        bool, typer.Option("--prompt", help="Also print the reflect prompt a model would get (stdout)")
+    ] = False,
+    db: DbOption = DEFAULT_DB,
 ) -> None:
-    """End the refine phase of the intent being refined (closed with a correct attempt, else failed) and
-    print the reflect prompt (stdout) for phase 3."""
+    """End the refine phase of the intent being refined (closed with a correct attempt, else failed); with
+    --prompt, print the reflect prompt a model would get for phase 3."""
     from ksearch.tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
 
     async def go() -> FinishOut:
@@ -101,7 +107,8 @@ def finish(
         say(out.model_dump_json(indent=1))
         return
     tell(f"#{out.node.id} {out.node.title!r} is now {out.node.status.value} ({out.refine.attempts} attempts)")
-    say(out.reflect_prompt)
+    if prompt:
+        say(out.reflect_prompt)
     tell(f"next: {cli_words(out.next, search)}")
 
 

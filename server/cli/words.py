@@ -31,7 +31,7 @@ _RULES: list[tuple[str, str]] = [
     ),
     (
         r"\(the reflect prompt finish_intent returned, or the prompt reflect_and_edit\)",
-        "(what `ksearch finish` printed)",
+        "(`ksearch finish --prompt` prints the reflect prompt a model would get)",
     ),
     (
         r"apply your edits with edit_tree and propose_intents",

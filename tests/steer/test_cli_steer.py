@@ -230,6 +230,8 @@ def test_attempt_prints_any_attempts_code_and_numbers(
     assert r.exit_code == 0 and out.read_text() == data["source"]
     src = ks("attempt", "softmax-demo", ids["best_attempt"], "--source-only", "--db", db)
     assert src.exit_code == 0 and src.stdout == ks("best", "softmax-demo", "--source-only", "--db", db).stdout
+    # `best --attempt N` reads the same as `attempt N`
+    assert json.loads(ks("best", "softmax-demo", "--attempt", bad, "--json", "--db", db).stdout) == data
     # an id that is not this search's: refused, saying which ids it has
     r = ks("attempt", "softmax-demo", 9999, "--db", db)
     assert r.exit_code == 2 and "search 'softmax-demo' has no attempt #9999: its attempts are #" in said(

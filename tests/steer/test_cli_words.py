@@ -50,7 +50,9 @@ def test_status_select_and_refusals_speak_ksearch_commands(ks: Ks, tmp_path: Pat
     )
     r = ks("finish", "w", "--db", db)
     assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""  # the reflect prompt a model would get only with --prompt
     _no_tool_names(r.stderr)
+    assert "`ksearch finish --prompt` prints the reflect prompt" in said(r.stderr)
     assert "run `ksearch final w`" in said(r.stderr)  # the update phase, with the one round spent
     r = ks("select", "w", "--db", db)  # refused: the round budget is spent
     assert r.exit_code == 2
@@ -75,3 +77,15 @@ def test_every_tool_name_the_loop_advises_has_its_command() -> None:
         cli_words(texts[0])
         == "Refine of intent #3 is over: cap. Run `ksearch finish s --node 3` to close it."
     )
+
+
+def test_finish_prints_the_reflect_prompt_only_when_asked(ks: Ks, tmp_path: Path) -> None:
+    task = tmp_path / "tiny_rows.py"
+    task.write_text(TINY_TASK)
+    db = tmp_path / "finish.db"
+    with_store(db, lambda s: s.create_search("f", str(task), SearchConfig()))
+    with_store(db, lambda s: apply_intents(s, 1, [IntentSpec(title="wider blocks")], author="human", round=0))
+    assert ks("select", "f", "--db", db).exit_code == 0
+    r = ks("finish", "f", "--prompt", "--db", db)
+    assert r.exit_code == 0, r.stderr
+    assert "Round 1: reflect on intent" in r.stdout
