@@ -469,8 +469,10 @@ def tree_mermaid(
                 if tree.cpu_only(nid)
                 else ""
             )
+            marks = (" PINNED" if n.pinned else "") + (" VETOED" if n.vetoed else "")
             label = (
-                f"#{nid} {n.status} p{n.priority:.2f} d{n.difficulty}{best}<br/>{_mermaid_text(n.title[:60])}"
+                f"#{nid} {n.status}{marks} p{n.priority:.2f} d{n.difficulty}{best}<br/>"
+                f"{_mermaid_text(n.title[:60])}"
             )
         lines.append(f'  n{nid}["{label}"]')
     for nid in sorted(kept):

@@ -199,8 +199,14 @@ def test_tree_json() -> None:
 
 
 def test_tree_mermaid() -> None:
-    nodes = [mk(1, None), mk(2, 1, title='use "fast" <path>', status="closed", best_attempt_id=7), mk(3, 2)]
+    nodes = [
+        mk(1, None),
+        mk(2, 1, title='use "fast" <path>', status="closed", best_attempt_id=7),
+        mk(3, 2, pinned=True),
+        mk(4, 1, vetoed=True),
+    ]
     text = tree_mermaid(nodes, {7: 1.5})
+    assert '"#3 open PINNED p' in text and '"#4 open VETOED p' in text and "#2 closed p" in text
     assert text.startswith("flowchart TD")
     assert "n1 --> n2" in text and "n2 --> n3" in text
     assert "#quot;fast#quot; #lt;path#gt;" in text and '"fast"' not in text
