@@ -80,6 +80,10 @@ def notes_label(n: Node, edits: list[Edit]) -> str:
             e.op == "update" and "notes" in e.payload.get("changes", {})
         ):
             author = e.author
+    if author.startswith("llm:replay:"):  # a recording played back: not this run's model
+        return f"Notes (replayed from {author.removeprefix('llm:replay:')})"
+    if author.startswith("llm:"):
+        return f"Notes by {author.removeprefix('llm:')}"
     if author.startswith("llm"):
         return "Model's notes"
     if author == "tuner":

@@ -156,7 +156,7 @@ def test_notes_are_credited_to_whoever_wrote_them(
     root = client.get(f"/api/s/1/nodes/{ids['root']}").json()["html"]
     assert "Tuner&#x27;s notes" in root and "Model&#x27;s notes" not in root
     hostile = client.get(f"/api/s/1/nodes/{ids['hostile']}").json()["html"]  # inserted by llm:demo
-    assert "Model&#x27;s notes" in hostile
+    assert "Notes by demo" in hostile  # credited to the model that wrote them
 
 
 def test_version_changes_only_when_the_database_does(
@@ -295,3 +295,26 @@ def test_an_intent_added_from_the_page_keeps_its_params(
     assert r.status_code == 200, r.text
     got = with_store(db, lambda s: s.get_node(r.json()["nodes"][0]["id"]))
     assert got.params == {"BLOCK_N": 512, "layout": "rows"}
+
+
+def test_notes_are_credited_to_whoever_wrote_them_last() -> None:
+    from ksearch.server.web.parts import notes_label
+    from ksearch.worldmodel.models import Edit, Node
+
+    n = Node(id=2, search_id=1, parent_id=1, kind="intent", title="wider blocks", author="tuner", notes="n")
+
+    def edit(author: str) -> Edit:
+        return Edit(
+            id=1,
+            search_id=1,
+            op="update",
+            node_id=2,
+            payload={"changes": {"notes": "x"}},
+            author=author,
+            round=1,
+        )
+
+    assert notes_label(n, []) == "Tuner's notes"
+    assert notes_label(n, [edit("llm:replay:host.jsonl")]) == "Notes (replayed from host.jsonl)"
+    assert notes_label(n, [edit("llm:claude-sonnet-4-5")]) == "Notes by claude-sonnet-4-5"
+    assert notes_label(n, [edit("llm:m"), edit("human")]) == "Notes (by a person)"
