@@ -157,9 +157,17 @@ async def main() -> None:
                 "profile_ncu (best, first workload)",
                 profile_ncu(ws, ProfileIn(search=s.id, candidate=CandidateRef(candidate_id=best[2]))),
             )
+        t_final = time.perf_counter()
+        out["final_progress"] = []
+
+        async def progress(message: str, fraction: float) -> None:
+            # where a long final evaluation is, kept as it goes: a run cut short still says where it stood
+            out["final_progress"].append([round(time.perf_counter() - t_final, 1), round(fraction, 3), message])
+            save()
+
         fin = await call(
             f"final_evaluation top_k={args.top_k}",
-            final_evaluation(ws, FinalEvalIn(search=s.id, top_k=args.top_k)),
+            final_evaluation(ws, FinalEvalIn(search=s.id, top_k=args.top_k), progress),
         )
         if fin is not None:
             out["final"] = [
