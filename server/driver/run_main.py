@@ -108,14 +108,16 @@ def remembered(a: RunArgs, found: Search | None) -> tuple[RunArgs, dict[str, Any
         "branching": a.branching,
     }
     changes = {k: v for k, v in given.items() if v is not None and v != getattr(c, k)}
-    if a.policy is not None and a.policy != c.policy:
-        changes["policy"] = a.policy
+    same_policy = a.policy is None or a.policy == c.policy
+    if not same_policy:
+        # another policy: the model, endpoint and replay file were the old one's, not this one's
+        changes.update(policy=a.policy, model=a.model, base_url=a.base_url, replay=_path(a.replay))
     merged = a.model_copy(
         update={
             "policy": a.policy or c.policy,
-            "model": a.model or c.model,
-            "base_url": a.base_url or c.base_url,
-            "replay": a.replay or (Path(c.replay) if c.replay else None),
+            "model": a.model or (c.model if same_policy else None),
+            "base_url": a.base_url or (c.base_url if same_policy else None),
+            "replay": a.replay or (Path(c.replay) if c.replay and same_policy else None),
             "record": a.record or (Path(c.record) if c.record else None),
         }
     )

@@ -50,3 +50,11 @@ def test_options_given_again_replace_the_kept_ones(tmp_path: Path) -> None:
     assert changes == {"replay": str(other.resolve()), "stagnation": 4}
     fresh, none = remembered(RunArgs(task="rmsnorm", db=tmp_path / "k.db"), None)
     assert none == {} and fresh.replay is None and fresh.stagnation is None
+
+
+def test_another_policy_on_resume_does_not_inherit_the_old_ones_model(tmp_path: Path) -> None:
+    found = _search(tmp_path).model_copy(update={"config": SearchConfig(policy="openai", model="gpt-x")})
+    a, changes = remembered(RunArgs(resume="rmsnorm-2", policy="tuner", db=tmp_path / "k.db"), found)
+    assert (a.policy, a.model, a.base_url, a.replay) == ("tuner", None, None, None)
+    assert changes["policy"] == "tuner" and changes["model"] is None
+    make_policy(a.policy or "", model=a.model, base_url=a.base_url, replay=a.replay, record=a.record)  # accepted
