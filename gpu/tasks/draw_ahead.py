@@ -19,9 +19,8 @@ from typing import Any
 from ksearch.gpu.tasks import draw_child
 from ksearch.gpu.tasks.input_cache import InputCache
 
-COPIES_PER_CHILD = (
-    3  # host copies of its draw a child may hold at once (the generator's, the kept one, slack)
-)
+# host copies of its draw a child may hold at once (the generator's, the kept one, slack)
+COPIES_PER_CHILD = 3
 
 
 class DrawAhead:
