@@ -107,7 +107,7 @@ def remembered(a: RunArgs, found: Search | None) -> tuple[RunArgs, dict[str, Any
         "max_attempts_per_intent": a.max_attempts,
         "branching": a.branching,
     }
-    changes = {k: v for k, v in given.items() if v is not None and v != getattr(c, k)}
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None and v != getattr(c, k)}
     same_policy = a.policy is None or a.policy == c.policy
     if not same_policy:
         # another policy: the model, endpoint and replay file were the old one's, not this one's
