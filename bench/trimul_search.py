@@ -162,7 +162,9 @@ async def main() -> None:
 
         async def progress(message: str, fraction: float) -> None:
             # where a long final evaluation is, kept as it goes: a run cut short still says where it stood
-            out["final_progress"].append([round(time.perf_counter() - t_final, 1), round(fraction, 3), message])
+            out["final_progress"].append(
+                [round(time.perf_counter() - t_final, 1), round(fraction, 3), message]
+            )
             save()
 
         fin = await call(

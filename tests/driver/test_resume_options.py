@@ -57,4 +57,6 @@ def test_another_policy_on_resume_does_not_inherit_the_old_ones_model(tmp_path: 
     a, changes = remembered(RunArgs(resume="rmsnorm-2", policy="tuner", db=tmp_path / "k.db"), found)
     assert (a.policy, a.model, a.base_url, a.replay) == ("tuner", None, None, None)
     assert changes["policy"] == "tuner" and changes["model"] is None
-    make_policy(a.policy or "", model=a.model, base_url=a.base_url, replay=a.replay, record=a.record)  # accepted
+    make_policy(
+        a.policy or "", model=a.model, base_url=a.base_url, replay=a.replay, record=a.record
+    )  # accepted

@@ -32,7 +32,10 @@ async def test_the_driver_runs_a_round_and_the_final_evaluation(bare_ws: Workspa
     assert (out.round, out.attempts, out.best_speedup_vs_eager) == (1, 2, None)
     log = Path(out.log).read_text()
     assert out.log == str(tmp_path / "logs" / f"search-{s.id}.log")
-    assert "measuring the seed candidate" in log and "stopped: round budget reached (1 of 1 rounds started)" in log
+    assert (
+        "measuring the seed candidate" in log
+        and "stopped: round budget reached (1 of 1 rounds started)" in log
+    )
     after = await bare_ws.search(s.id)
     assert (after.status, after.round) == ("stopped", 1)
     assert await bare_ws.store.final_verdict(s.id) is not None  # the driver ran the final evaluation

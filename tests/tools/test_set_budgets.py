@@ -36,7 +36,9 @@ async def _spent(ws: Workspace, task: str) -> int:
         ),
     )
     await select_action(ws, SelectActionIn(search="s"))
-    with pytest.raises(ToolFailure, match=r"round budget reached \(1 of 1 rounds started\).*or raise the budget"):
+    with pytest.raises(
+        ToolFailure, match=r"round budget reached \(1 of 1 rounds started\).*or raise the budget"
+    ):
         await select_action(ws, SelectActionIn(search="s"), parallel=True)
     return s.id
 
