@@ -147,7 +147,14 @@ async def export_html(ws: Workspace, ref: int | str) -> str:
         rec = await read_attempt(ws, best.id)
         best_html = attempt_detail(rec.attempt, rec.candidate, base_of(rec.base))
     else:
-        best_html = h("p", {"class": "muted"}, "No correct, timed attempt yet.")
+        # why there is none: a CPU machine's correct attempts are never timed, so never a best
+        why = no_best(view.cpu_correct)
+        more = (
+            " (the CPU interpreter's timings never rank candidates; `ksearch attempt` reads any attempt's code)"
+            if view.cpu_correct
+            else ""
+        )
+        best_html = h("p", {"class": "muted"}, f"No best kernel: {why}{more}.")
     verdict = snap.final
     if verdict is not None and verdict.note():
         best_html = h("div", None, h("p", {"class": "final-lost"}, verdict.note() + "."), best_html)

@@ -96,3 +96,38 @@ def test_export_refusals(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Pa
         assert needle in " ".join(r.stderr.split()), (args, r.stderr)
     r = ks("export", "nosuch", "--db", db)
     assert r.exit_code == 2 and "no search named" in r.stderr
+
+
+def test_an_html_report_without_a_best_kernel_says_why(ks: Ks, tmp_path: Path) -> None:
+    """A search whose attempts were correct on the CPU only: its report's best-kernel section says why it is
+    empty (interpreter timings never rank) and how to read an attempt's code."""
+    from uihelp import with_store
+
+    from ksearch.worldmodel.models import Evaluation, SearchConfig, WorkloadTiming
+
+    db = tmp_path / "cpu.db"
+
+    async def build(store):  # type: ignore[no-untyped-def]
+        s = await store.create_search("cpu", "softmax", SearchConfig())
+        root = await store.root(s.id)
+        cand = await store.put_candidate("x = 1\n", "triton")
+        timing = WorkloadTiming(
+            workload="smoke",
+            median_us=1.0,
+            iqr_us=0.0,
+            ci_low_us=1.0,
+            ci_high_us=1.0,
+            n=2,
+            device="cpu-interpreter",
+        )
+        await store.record_attempt(s.id, root.id, cand.id, Evaluation(status="ok", timings=[timing]))
+
+    with_store(db, build)
+    out = tmp_path / "r.html"
+    r = ks("export", "cpu", "--html", "-o", out, "--db", db)
+    assert r.exit_code == 0, r.stderr
+    text = " ".join(out.read_text().split())
+    assert (
+        "No best kernel: 1 correct, none timed on a GPU (the CPU interpreter&#x27;s timings never rank"
+        in text
+    )
