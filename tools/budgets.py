@@ -79,12 +79,11 @@ async def set_budgets(ws: Workspace, inp: SetBudgetsIn) -> SetBudgetsOut:
     after = before.model_copy(update=values)
     if after == before:
         raise ToolFailure(f"the budgets of {s.name!r} already are {_text(before)}: nothing was changed")
-    s = await ws.store.set_search_fields(s.id, config=s.config.model_copy(update={"budgets": after}))
+    s = await keep_budgets(ws, s.id, values, inp.author)
     state = await loop.budget_state(ws, s)
     if state.exhausted is None and s.status in ("done", "stopped"):
         # the search goes on: its last final evaluation no longer speaks for what comes next
         s = await ws.store.set_search_status(s.id, "running")
-    await _keep_change(ws, s, before, after, inp.author)
     after_state = await loop.loop_state(ws, s.id)
     return SetBudgetsOut(
         search=s.name,
@@ -100,25 +99,20 @@ async def set_budgets(ws: Workspace, inp: SetBudgetsIn) -> SetBudgetsOut:
 
 
 async def keep_budgets(ws: Workspace, search_id: int, values: dict[str, Any], author: str) -> Search:
-    """A run's budget options as the search's own (the driver's `--rounds` and the totals it is given): the
-    search's budgets updated where they differ, the change kept with its author; unchanged, nothing is
-    written."""
+    """New budget values as the search's own (a person's set_budgets, a driver run's options): its budgets
+    updated where they differ, the change kept with its author; unchanged, nothing is written."""
     s = await ws.search(search_id)
     before = s.config.budgets
     after = before.model_copy(update=values)
     if after == before:
         return s
     s = await ws.store.set_search_fields(s.id, config=s.config.model_copy(update={"budgets": after}))
-    await _keep_change(ws, s, before, after, author)
-    return s
-
-
-async def _keep_change(ws: Workspace, s: Search, before: Budgets, after: Budgets, author: str) -> None:
-    """Who changed which budget when, kept with the search (the tree's edit log holds node edits only)."""
+    # who changed which budget when, kept with the search (the tree's edit log holds node edits only)
     key = f"budget_changes:{s.id}"
     history = await ws.store.cache_get(key, [])
     change = {"round": s.round, "author": author, "before": before.model_dump(), "after": after.model_dump()}
     await ws.store.cache_put(key, [*history, change])
+    return s
 
 
 def _text(b: Budgets) -> str:

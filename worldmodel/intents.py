@@ -75,36 +75,10 @@ async def apply_intents(
             if spec is None:
                 continue
             pid = spec.parent_id or root_id
-            parent = parents.get(pid)
-            if parent is None or parent.search_id != search_id:
-                where = "does not exist" if parent is None else f"belongs to search {parent.search_id}"
+            refused = _parent_refused(parents.get(pid), pid, search_id)
+            if refused is not None:
                 problems.append(
-                    EditProblem(
-                        index=index,
-                        field="parent_id",
-                        problem=f"parent node #{pid} {where}",
-                        accepted=_ACCEPTED["parent_id"],
-                    )
-                )
-                continue
-            if parent.status == NodeStatus.pruned:
-                problems.append(
-                    EditProblem(
-                        index=index,
-                        field="parent_id",
-                        problem=f"parent node #{pid} is pruned",
-                        accepted=f"a parent that is not pruned, or reopen #{pid} first",
-                    )
-                )
-                continue
-            if parent.vetoed:
-                problems.append(
-                    EditProblem(
-                        index=index,
-                        field="parent_id",
-                        problem=f"parent node #{pid} is vetoed: nothing grows under it",
-                        accepted=f"another parent, or unveto #{pid} first",
-                    )
+                    EditProblem(index=index, field="parent_id", problem=refused[0], accepted=refused[1])
                 )
                 continue
             if spec.base_attempt_id is not None and bases.get(spec.base_attempt_id) != search_id:
@@ -173,6 +147,21 @@ async def apply_intents(
             new_ids.append(nid)
         created = await rows.nodes_by_id(db, new_ids)
         return [created[i] for i in new_ids]
+
+
+def _parent_refused(parent: Node | None, pid: int, search_id: int) -> tuple[str, str] | None:
+    """(problem, what is accepted) when a new intent cannot go under `parent`, else None."""
+    if parent is None or parent.search_id != search_id:
+        where = "does not exist" if parent is None else f"belongs to search {parent.search_id}"
+        return f"parent node #{pid} {where}", _ACCEPTED["parent_id"]
+    if parent.status == NodeStatus.pruned:
+        return f"parent node #{pid} is pruned", f"a parent that is not pruned, or reopen #{pid} first"
+    if parent.vetoed:
+        return (
+            f"parent node #{pid} is vetoed: nothing grows under it",
+            f"another parent, or unveto #{pid} first",
+        )
+    return None
 
 
 async def _attempt_searches(db: aiosqlite.Connection, ids: set[int]) -> dict[int, int]:
