@@ -27,6 +27,8 @@ except ImportError:
     )
 
 TIMEOUT_MS = 15_000
+# expect() keeps its own 5 s default, too short for a page fetching from a server on a loaded 2-core CI machine
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")
