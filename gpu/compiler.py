@@ -399,7 +399,11 @@ class StaticCompiler:
 
     # ------------------------------------------------------------------ entry point
     async def compile(
-        self, candidate: Candidate, entry_names: tuple[str, ...] = ("ModelNew", "custom_kernel")
+        self,
+        candidate: Candidate,
+        entry_names: tuple[str, ...] = ("ModelNew", "custom_kernel"),
+        entry_help: str = "a candidate must define `class ModelNew(nn.Module)` with the reference's constructor "
+        "arguments",
     ) -> CompileReport:
         t0 = time.perf_counter()
         src = candidate.source
@@ -428,9 +432,7 @@ class StaticCompiler:
             diags.append(
                 Diagnostic(
                     severity="error",
-                    message=f"the module defines none of {', '.join(entry_names)}; "
-                    "a candidate must define `class ModelNew(nn.Module)` with the reference's "
-                    "constructor arguments",
+                    message=f"the module defines none of {', '.join(entry_names)}; {entry_help}",
                 )
             )
         for line, msg in tamper.scan(src):

@@ -36,6 +36,7 @@ from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task
 from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of, timed_names
 from ksearch.gpu.smi import query_gpus
 from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import contract
 from ksearch.worldmodel.models import (
     PROTOCOL_STATISTIC,
     Candidate,
@@ -335,7 +336,7 @@ class LocalSandbox(EvalSteps, Sandbox):
 
     # ------------------------------------------------------------------ compile
     async def compile(self, candidate: Candidate, task: Task) -> CompileReport:
-        report = await self.compiler.compile(candidate, (task.candidate_entry,))
+        report = await self.compiler.compile(candidate, (task.candidate_entry,), contract.entry_line(task))
         if not report.ok:
             return report
         if candidate.language == "cuda" or (candidate.language == "triton" and self.cpu_mode):
@@ -388,7 +389,9 @@ class LocalSandbox(EvalSteps, Sandbox):
                 await progress(msg, frac)
 
         files = self._files(task)
-        static = asyncio.create_task(self.compiler.compile(candidate, (task.candidate_entry,)))
+        static = asyncio.create_task(
+            self.compiler.compile(candidate, (task.candidate_entry,), contract.entry_line(task))
+        )
         profile: ProfileSummary | None = None
         try:
             await say("compiling", 0.0)

@@ -23,6 +23,7 @@ import torch
 
 from ksearch.gpu import checking, faults, guard, hardware, timing
 from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import contract
 from ksearch.worldmodel.errors import KsearchError
 
 
@@ -215,7 +216,7 @@ class WorkerCore:
                 "fault": {
                     "kind": "compile",
                     "diagnostics": [],
-                    "message": f"the module defines no `{entry}`; this task needs it",
+                    "message": f"the module defines no `{entry}`; this task needs {contract.entry_line(self.task)}",
                 },
             }
         self.module = module

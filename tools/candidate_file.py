@@ -40,8 +40,9 @@ class CandidateFileIn(ToolIn):
     path: str = Field(
         min_length=1,
         max_length=4096,
-        description="The candidate file: a Python module defining ModelNew (Triton, CUDA through "
-        "ksearch.gpu.nvrtc, or a C++ extension), or a FlashInfer-Bench Solution JSON",
+        description="The candidate file: a Python module defining the task's entry point (ModelNew; "
+        "custom_kernel(data) for a GPU MODE task; run(...) for a FlashInfer-Bench one) in Triton, CUDA through "
+        "ksearch.gpu.nvrtc or a C++ extension, or a FlashInfer-Bench Solution JSON",
     )
     language: LanguageChoice = Field(
         "auto",
@@ -84,6 +85,6 @@ def read_candidate_file(inp: CandidateFileIn, *, check_syntax: bool = False) -> 
         converted = candidate_from_solution_text(source, task, inp.path)  # SolutionError names the field
         return CandidateFile(task, Candidate.of(converted.source, converted.language), converted.how)
     if check_syntax:
-        check_python_syntax(source)
+        check_python_syntax(source, task)
     language = detect_language(source) if inp.language == "auto" else inp.language
     return CandidateFile(task, Candidate.of(source, language), None)

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from ksearch.gpu.sandbox_api import Sandbox
 from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import contract
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.protocols import protocol_line
 from ksearch.tools.schema import ToolIn
@@ -40,8 +41,9 @@ class CandidateRef(ToolIn):
     source: str | None = Field(
         None,
         max_length=MAX_SOURCE_CHARS,
-        description="Python module source defining ModelNew (or custom_kernel for GPU MODE tasks, run for "
-        "FlashInfer-Bench ones). Exactly one of `source`, `candidate_id`, `seed` or `solution_json`",
+        description="Python module source defining the task's entry point: ModelNew (KernelBench and "
+        "native tasks), custom_kernel(data) (GPU MODE), run(...) (FlashInfer-Bench); get_task says which. Exactly one of `source`, `candidate_id`, `seed` or "
+        "`solution_json`",
     )
     candidate_id: str | None = Field(
         None,
@@ -112,7 +114,7 @@ async def resolve_candidate(ws: Workspace, ref: CandidateRef, task: Task | None 
     if ref.solution_json is not None:
         return await ws.store.put_candidate(*solution_candidate(ref.solution_json, task))
     assert ref.source is not None
-    check_python_syntax(ref.source)
+    check_python_syntax(ref.source, task)
     return await ws.store.put_candidate(ref.source, ref.language)
 
 
@@ -126,14 +128,19 @@ def solution_candidate(text: str, task: Task | None) -> tuple[str, Language]:
     return c.source, c.language
 
 
-def check_python_syntax(source: str) -> None:
+def check_python_syntax(source: str, task: Task | None = None) -> None:
     """Refuse a source that does not parse, before anything is stored or run."""
     try:
         ast.parse(source)
     except SyntaxError as e:
+        want = (
+            f"Send {contract.entry_line(task)}"
+            if task is not None
+            else "Send a complete Python module that defines the task's entry point (ModelNew, "
+            "custom_kernel or run)"
+        )
         raise ToolFailure(
-            f"the candidate source does not parse as Python: line {e.lineno}, column {e.offset}: {e.msg}. "
-            "Send a complete Python module that defines ModelNew."
+            f"the candidate source does not parse as Python: line {e.lineno}, column {e.offset}: {e.msg}. {want}."
         ) from e
 
 

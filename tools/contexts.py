@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import contract
 from ksearch.gpu.tasks.facts import task_facts
 from ksearch.gpu.tasks.tunables import TunableError, read_tunables
 from ksearch.tools import loop
@@ -32,7 +33,6 @@ async def hardware_text(ws: Workspace) -> str:
 
 async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
     task = ws.task(s.task)
-    src = task.source_path.read_text() if task.source_path.is_file() else ""
     # Shapes, dtypes, bytes and FLOPs from one (fake-tensor) run of the reference: a task that declares
     # none of them is still described truly. Cached per file content; the first call runs a subprocess.
     facts = await asyncio.to_thread(task_facts, task)
@@ -44,7 +44,12 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
         bound=facts.bound if facts.bound_source != "none" else "",
         facts=facts.text() if not facts.error else f"could not be derived: {facts.error[:300]}",
         description=task.description,
-        reference_source=src,
+        reference_source=contract.reference_text(task),
+        entry=contract.entry_signature(task),
+        entry_rules=contract.entry_rules(task),
+        entry_call_site=contract.entry_call_site(task),
+        keep_rule=contract.keep_rule(task),
+        timing=protocol_line(s.config.timing_protocol),
         workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
         language=s.config.language,
         hardware=await hardware_text(ws),

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ksearch.gpu.tasks.contract import MODELNEW_CALL_SITE, MODELNEW_KEEP, MODELNEW_RULES, MODELNEW_SIGNATURE
 from ksearch.tools.schema import ToolIn
 from ksearch.worldmodel.models import EditSpec, IntentSpec, Language
 
@@ -33,6 +34,12 @@ class TaskBrief(Ctx):
     facts: str = ""  # derived from running the reference: shapes, dtypes, bytes, FLOPs, the bound
     tolerance: str = ""  # the correctness rule candidates are judged by
     reference_times: str = ""  # the reference's measured eager / torch.compile times, per workload
+    # What this task's candidate must define (gpu/tasks/contract.py): ModelNew, custom_kernel(data) or run(...)
+    entry: str = MODELNEW_SIGNATURE
+    entry_rules: str = MODELNEW_RULES  # the rules on it, as prompt bullets
+    entry_call_site: str = MODELNEW_CALL_SITE  # where its kernels are launched from
+    keep_rule: str = MODELNEW_KEEP  # what an attempt keeps of its base's interface
+    timing: str = ""  # the search's timing protocol in words ("" for a context built without a search)
 
 
 class AttemptOutcome(Ctx):
@@ -79,7 +86,10 @@ class WriteContext(Ctx):
 
 
 class CodeResult(Ctx):
-    source: str = Field(description="The complete candidate module (defines ModelNew), not a diff")
+    source: str = Field(
+        description="The complete candidate module (defines the task's entry point: ModelNew, custom_kernel or run), "
+        "not a diff"
+    )
     language: Language = "triton"
     explanation: str = Field("", description="What changed, and the predicted effect on time")
     # Tunable values the source sets, when the policy knows them (the tuner always does): the driver passes

@@ -137,8 +137,8 @@ def fmt_open_intent(i: dict[str, Any]) -> str:
     return line
 
 
-def language_rules(language: str) -> str:
-    return load_template(f"lang_{language}")
+def language_rules(language: str, call_site: str) -> str:
+    return fill(load_template(f"lang_{language}"), {"entry_call_site": call_site})
 
 
 def _task_fields(t: TaskBrief) -> dict[str, str]:
@@ -157,6 +157,8 @@ def _task_fields(t: TaskBrief) -> dict[str, str]:
         "tolerance": t.tolerance.strip() or "the task's default tolerances",
         "reference_times": t.reference_times.strip(),
         "expected_speedup_means": EXPECTED_SPEEDUP,
+        "entry": t.entry,
+        "keep_rule": t.keep_rule,
     }
 
 
@@ -212,7 +214,11 @@ def render_prompt(phase: Phase, ctx: InitContext | WriteContext | UpdateContext)
     system = fill(
         load_template("system"),
         {
-            "language_rules": language_rules(ctx.task.language).strip(),
+            "language_rules": language_rules(ctx.task.language, ctx.task.entry_call_site).strip(),
+            "entry_rules": ctx.task.entry_rules.strip(),
+            "timing": f"by the search's timing protocol, {ctx.task.timing}"
+            if ctx.task.timing
+            else "with CUDA events",
             "expected_speedup_means": EXPECTED_SPEEDUP,
         },
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ksearch.gpu.task import Task
+from ksearch.gpu.tasks import contract
 from ksearch.gpu.tasks.fib_solution import (
     Identity,
     SolutionError,
@@ -50,14 +52,17 @@ def submitted_candidate(text: str, language: str) -> CandidateRef:
     return CandidateRef(source=text, language=language)
 
 
-def defines_entry(text: str, entry: str) -> bool:
-    """Whether a submitted Python file defines (or assigns) the name a candidate of its task must define. A file
-    that does not even mention it as a definition (notes, a log, the wrong file) is no candidate: it is refused
-    before anything is recorded; a kernel that names it but does not compile is an attempt like any other."""
-    return (
-        is_solution(text)
-        or re.search(rf"^\s*(?:class|def|async\s+def)\s+{entry}\b|^\s*{entry}\s*=", text, re.M) is not None
-    )
+def entry_missing(text: str, task: Task) -> str | None:
+    """Why a submitted file is no candidate for `task`, or None. A file that does not even define (or assign)
+    the name a candidate of its task must define (notes, a log, the wrong file) is refused before anything is
+    recorded; a kernel that names it but does not compile is an attempt like any other."""
+    entry = task.candidate_entry
+    if is_solution(text) or re.search(
+        rf"^\s*(?:class|def|async\s+def)\s+{entry}\b|^\s*{entry}\s*=", text, re.M
+    ):
+        return None
+    solution = " or a FlashInfer-Bench Solution JSON" if task.style == "flashinfer" else ""
+    return f"it defines no `{entry}`; accepted: {contract.entry_line(task)}{solution}"
 
 
 def _safe(text: str, sep: str) -> str:

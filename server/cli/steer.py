@@ -291,11 +291,17 @@ def reopen(search: SearchArg, node: NodeArg, reason: ReasonOpt = "", db: DbOptio
 def read_source(path: Path) -> str:
     """A candidate file's text, or a clear refusal."""
     if not path.exists():
-        raise fail(f"file {path} not found; give the path of a Python file that defines ModelNew")
+        raise fail(
+            f"file {path} not found; give the path of a Python file that defines the task's entry point"
+        )
     if path.is_dir():
-        raise fail(f"{path} is a directory; give the path of a Python file that defines ModelNew")
+        raise fail(
+            f"{path} is a directory; give the path of a Python file that defines the task's entry point"
+        )
     if not path.is_file():  # a device or a pipe: /dev/zero would never end
-        raise fail(f"{path} is not a regular file; give the path of a Python file that defines ModelNew")
+        raise fail(
+            f"{path} is not a regular file; give the path of a Python file that defines the task's entry point"
+        )
     try:
         with path.open("rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)  # bounded, even if the file grows while it is read
@@ -312,7 +318,7 @@ def read_source(path: Path) -> str:
             f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); accepted: a UTF-8 Python file"
         ) from e
     if not text.strip():
-        raise fail(f"{path} is empty; accepted: a Python module that defines ModelNew")
+        raise fail(f"{path} is empty; accepted: a Python module that defines the task's entry point")
     return text
 
 
@@ -321,7 +327,8 @@ def submit(
     file: Annotated[
         Path,
         typer.Argument(
-            help="Python file defining ModelNew (Triton, or CUDA via ksearch.gpu.nvrtc), or a FlashInfer-Bench "
+            help="Python file defining the task's entry point (ModelNew; custom_kernel for GPU MODE; run for "
+            "FlashInfer-Bench) in Triton, or CUDA via ksearch.gpu.nvrtc; or a FlashInfer-Bench "
             "Solution JSON (on a FlashInfer-Bench definition; its spec gives the language)"
         ),
     ],
@@ -359,7 +366,7 @@ def submit(
     from ksearch.tools.common import CandidateRef
     from ksearch.tools.loop import seed_unmeasured
     from ksearch.tools.select_action import SelectActionIn, select_action
-    from ksearch.tools.solutions import defines_entry, submitted_candidate
+    from ksearch.tools.solutions import entry_missing, submitted_candidate
 
     source = read_source(file)
     if language is not None and language not in LANGUAGES:
@@ -371,13 +378,9 @@ def submit(
     async def go() -> tuple[EvaluationOut, str, bool]:
         async with workspace(db) as ws:
             s = await ws.search(search)
-            entry = ws.task(s.task).candidate_entry
-            if not defines_entry(source, entry):
-                raise fail(
-                    f"{file} defines no `{entry}`, which a candidate for task {s.task!r} must define; nothing was "
-                    f"recorded. Accepted: a Python module that defines `{entry}`"
-                    + (" or a FlashInfer-Bench Solution JSON" if entry == "run" else "")
-                )
+            missing = entry_missing(source, ws.task(s.task))
+            if missing is not None:
+                raise fail(f"{file} is no candidate for task {s.task!r}: {missing}. Nothing was recorded.")
             base_id, base_why = base, "--base"
             if node is not None:
                 n = await node_of(ws, s, node)

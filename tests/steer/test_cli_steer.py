@@ -249,10 +249,12 @@ def test_a_file_that_defines_no_candidate_is_refused_before_anything_is_recorded
     before = count()
     r = ks("submit", "softmax-demo", notes, "--node", ids["online"], "--db", db)
     assert r.exit_code == 2, r.stdout + r.stderr
+    err = said(r.stderr)
     assert (
-        "defines no `ModelNew`, which a candidate for task 'softmax' must define; nothing was recorded"
-        in said(r.stderr)
-    )
+        "is no candidate for task 'softmax': it defines no `ModelNew`; accepted: a Python module defining "
+        "`class ModelNew(torch.nn.Module)`" in err
+    ), err
+    assert "Nothing was recorded." in err
     assert count() == before
 
 

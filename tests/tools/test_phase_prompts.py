@@ -59,3 +59,50 @@ async def test_implement_prompt_states_the_intents_true_status_and_base(tmp_path
         assert "No base code" in text and "attempt 1 of at most 8" in text
         tree = text.split("## The tree")[1]
         assert "[active]" in tree and "[closed]" not in tree  # the tree shows it as being refined
+
+
+GPUMODE = Path(__file__).parents[1] / "tasks" / "fixtures" / "gpumode" / "pairmix"
+FIB = Path(__file__).parents[1] / "tasks" / "fixtures" / "flashinfer" / "rowscale_h64.json"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("task", "entry", "keep", "reference", "timing"),
+    [
+        (
+            GPUMODE,
+            "custom_kernel(data)",
+            "Keep `custom_kernel(data)`'s signature",
+            "def ref_kernel(",
+            "by the search's timing protocol, gpumode (as GPU MODE's eval.py times",
+        ),
+        (
+            FIB,
+            "run(x, weight, eps)",
+            "Keep `run`'s parameters named as the definition's inputs",
+            "def run(x, weight, eps)",
+            "by the search's timing protocol, flashinfer (as FlashInfer-Bench's benchmark runner times",
+        ),
+    ],
+    ids=["gpumode", "flashinfer"],
+)
+async def test_every_prompt_names_what_this_tasks_candidate_must_define(
+    tmp_path: Path, task: Path, entry: str, keep: str, reference: str, timing: str
+) -> None:
+    """A GPU MODE or FlashInfer-Bench task's prompts never ask for a `ModelNew`: they name its own entry point,
+    show its reference code, and say how its searches are timed."""
+    async with await Workspace.open(tmp_path / "k.db") as ws:
+        s = await create_search(ws, CreateSearchIn(task=str(task), name="t"))
+        analyse = await analyse_kernel(ws, s.id)
+        assert "ModelNew" not in analyse, analyse[:3000]
+        assert f"A Python module defining `{entry}`" in analyse
+        assert (
+            reference in analyse.split("## Reference (the task file)")[1]
+        )  # the code to match, not an empty block
+        assert timing in analyse
+        await propose_intents(ws, ProposeIntentsIn(search=s.id, intents=[IntentSpec(title="one pass")]))
+        await select_action(ws, SelectActionIn(search=s.id))
+        write = await implement_intent(ws, s.id)
+        assert "ModelNew" not in write, write[:3000]
+        assert f"write a complete module defining `{entry}` from scratch" in write
+        assert keep in write
