@@ -4,6 +4,8 @@ gets a report saying why; bad arguments are refused."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from toolkit import NO_MODELNEW, NOT_PYTHON, ROW_SUM_SEED, Snapshot
 
@@ -13,6 +15,7 @@ from ksearch.tools.compile_kernel import CompileKernelIn, compile_kernel
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.workspace import Workspace
 
+GPUMODE = Path(__file__).parents[1] / "tasks" / "fixtures" / "gpumode" / "pairmix"
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
 
@@ -40,6 +43,16 @@ async def test_a_candidate_that_does_not_compile_gets_a_report_saying_why(
     assert not out.report.ok and out.report.kernels == []
     errors = [d.message for d in out.report.diagnostics if d.severity == "error"]
     assert errors and "the module defines none of ModelNew" in errors[0]
+
+
+async def test_a_gpu_mode_candidate_is_told_to_define_custom_kernel_not_modelnew(ws: Workspace) -> None:
+    """The compile report names the entry point of the task's own kind."""
+    out = await compile_kernel(
+        ws, CompileKernelIn(task=str(GPUMODE), candidate=CandidateRef(source=NO_MODELNEW))
+    )
+    [err] = [d.message for d in out.report.diagnostics if d.severity == "error"]
+    assert "defines none of custom_kernel; a Python module defining `custom_kernel(data)`" in err, err
+    assert "ModelNew" not in err
 
 
 async def test_bad_arguments_are_refused_writing_nothing(
