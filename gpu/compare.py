@@ -49,7 +49,13 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
 
 
-def compare(a: Evaluation, b: Evaluation, min_gain: float = 0.02, confidence: float = 0.95) -> Verdict:
+MIN_GAIN = 0.02  # the smallest speedup worth acting on
+CONFIDENCE = 0.95
+
+
+def compare(
+    a: Evaluation, b: Evaluation, min_gain: float = MIN_GAIN, confidence: float = CONFIDENCE
+) -> Verdict:
     """Decide whether `a` is faster than `b` beyond noise, over the workloads both were timed on.
 
     `min_gain` is the smallest speedup worth acting on (0.02 = 2%); `confidence` the level of the

@@ -6,6 +6,8 @@ the search's best move only when the evaluator says the new attempt is correct a
 
 from __future__ import annotations
 
+import difflib
+
 from pydantic import Field
 
 from ksearch.tools import loop
@@ -69,10 +71,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
     if node is not None and s is not None:
         # the loop's own refusal comes after the arguments' (a broken field is named first)
         refine = await _refinable(ws, s, node)
-    base_attempt_id = inp.base_attempt_id
-    if base_attempt_id is None and refine is not None:
-        # By default an attempt builds on the phase's best so far (else the code the phase started from).
-        base_attempt_id = refine.best_attempt_id or refine.base_attempt_id
+    base_attempt_id, assumed = inp.base_attempt_id, ""
     try:
         cand = await resolve_candidate(ws, inp.candidate, task)
     except ToolFailure as e:
@@ -82,7 +81,11 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         # and the stagnation window, and its error is the next attempt's feedback, as any compile error is.
         cand = await ws.store.put_candidate(inp.candidate.source, inp.candidate.language)
         ev = Evaluation(status="compile_error", error=str(e))
-        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author)
+        if base_attempt_id is None:
+            base_attempt_id, assumed = await assume_base(ws, refine, cand.source)
+        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author, assumed)
+    if base_attempt_id is None and refine is not None:
+        base_attempt_id, assumed = await assume_base(ws, refine, cand.source)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     sb = await ws.sandbox()
     ev = await sb.evaluate(
@@ -96,7 +99,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
     if s is None:
         return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)
     if refine is not None:
-        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author)
+        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author, assumed)
     att = await record(ws, s.id, inp.node_id, cand.id, ev, base_attempt_id, s.round, author)
     return EvaluationOut(
         candidate_id=cand.id,
@@ -115,9 +118,12 @@ async def _recorded(
     ev: Evaluation,
     base_attempt_id: int | None,
     author: str,
+    assumed: str = "",
 ) -> EvaluationOut:
     """Record an attempt of a refine phase (in the phase's round) and say where the phase now stands."""
-    att = await record(ws, s.id, refine.node_id, candidate_id, ev, base_attempt_id, refine.round, author)
+    att = await record(
+        ws, s.id, refine.node_id, candidate_id, ev, base_attempt_id, refine.round, author, refine=refine
+    )
     after = await loop.refine_state(ws, s, await ws.store.get_node(refine.node_id))
     return EvaluationOut(
         candidate_id=candidate_id,
@@ -125,8 +131,36 @@ async def _recorded(
         evaluation=ev,
         attempt_id=att.id,
         base_attempt_id=base_attempt_id,
+        base_assumed=assumed,
         refine=after,
-        next=_next_step(s.name, after, ev),
+        next=_next_step(s.name, after, ev) + (f" Base: {assumed}." if assumed else ""),
+    )
+
+
+async def assume_base(ws: Workspace, refine: loop.RefineState, source: str) -> tuple[int | None, str]:
+    """The attempt a new attempt of a refine phase builds on when its caller did not say: of the phase's
+    correct code (the base it started from and each correct attempt since), the one whose source is closest
+    to the new source; on a tie the phase's best. (None, "") when the phase has no code yet."""
+    ids = [refine.best_attempt_id, refine.base_attempt_id]
+    for a in await loop.phase_attempts(ws, await ws.store.get_node(refine.node_id)):
+        if a.evaluation is not None and a.evaluation.status == "ok":
+            ids.append(a.id)
+    known = list(dict.fromkeys(i for i in ids if i is not None))  # the phase's best first, each once
+    if not known:
+        return None, ""
+    mine = source.splitlines()
+    scored = []
+    for i in known:
+        att = await ws.store.get_attempt(i)
+        theirs = (await ws.store.get_candidate(att.candidate_id)).source.splitlines()
+        scored.append((difflib.SequenceMatcher(None, theirs, mine, autojunk=False).ratio(), i))
+    share, best = max(scored, key=lambda t: t[0])  # max keeps the first of equals: the phase's best
+    if len(known) == 1:
+        return best, f"#{best}, the phase's only correct code (no base_attempt_id was given)"
+    return best, (
+        f"#{best} assumed (no base_attempt_id was given): of the phase's correct code "
+        f"({', '.join(f'#{i}' for i in known)}) its source is the closest to this one ({share:.0%} of lines in "
+        "common); name base_attempt_id in benchmark to set the base yourself"
     )
 
 
@@ -158,7 +192,7 @@ async def _refinable(ws: Workspace, s: Search, node: Node) -> loop.RefineState |
 def _next_step(search: str, r: loop.RefineState, ev: Evaluation) -> str:
     verdict = (
         f"recorded as attempt {r.attempts} of at most {r.cap} on intent #{r.node_id}; "
-        f"{r.stagnant} in a row without a significant gain (window {r.window})"
+        f"{r.stagnant} in a row without a significant gain (window {r.window}; {loop.GAIN_RULE})"
     )
     if r.over:
         return (
@@ -192,14 +226,31 @@ async def record(
     base_attempt_id: int | None,
     round: int,
     author: str,
+    *,
+    refine: loop.RefineState | None = None,
 ) -> Attempt:
+    """Record an evaluated candidate; `refine`: the state of the refine phase it belongs to, before it.
+
+    One gain rule decides both the phase's stagnation count and the node's best: within a phase the new
+    attempt becomes the node's best exactly when it counts as a gain over the phase's best code (its base until
+    an attempt improves on it; loop.improves: correct, and faster beyond noise by at least the minimum gain),
+    so a node never shows as its best an attempt its phase did not count, nor misses one it did. The first
+    correct attempt of a node is its best in any case (a closed intent has code to build on)."""
     from ksearch.gpu.compare import compare
+
+    phase_best_id = (refine.best_attempt_id or refine.base_attempt_id) if refine is not None else None
+    phase_best = await ws.store.get_attempt(phase_best_id) if phase_best_id is not None else None
 
     def better(a: Attempt, b: Attempt) -> bool:
         # Noise-aware: the new attempt replaces the best only when faster beyond measured spread.
         if b.evaluation is None or b.evaluation.status != "ok":
             return True
         return a.evaluation is not None and compare(a.evaluation, b.evaluation).faster
+
+    def node_better(a: Attempt, b: Attempt) -> bool:
+        if phase_best is None or phase_best.evaluation is None or a.evaluation is None:
+            return better(a, b)
+        return loop.improves(a.evaluation, phase_best.evaluation)
 
     return await ws.store.record_attempt(
         search_id,
@@ -210,4 +261,5 @@ async def record(
         round=round,
         author=author,
         better=better,
+        node_better=node_better,
     )

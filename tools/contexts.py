@@ -171,10 +171,9 @@ async def write_context(
 async def update_context(
     ws: Workspace, s: Search, node: Node, *, rejected: list[str] | None = None
 ) -> UpdateContext:
-    """What the reflection on an intent's refine phase reads: its attempts (each against the phase's base),
-    the history, the tree, the open intents and the search's best."""
-    rnd, base_id = await loop.refine_start(ws, node)
-    base = await ws.store.get_attempt(base_id) if base_id is not None else None
+    """What the reflection on an intent's refine phase reads: its attempts and the history (each against the
+    attempt it was built on, the same "vs base" everywhere), the tree, the open intents and the search's best."""
+    rnd, _ = await loop.refine_start(ws, node)
     src, _ = await base_source(ws, s, node)
     best = await ws.store.best_attempt(s.id)
     return UpdateContext(
@@ -185,7 +184,7 @@ async def update_context(
         intent_status=node.status.value,
         intent_params=node.params,
         prediction=node.expected_speedup,
-        outcomes=[await outcome_of(ws, a, base) for a in await loop.phase_attempts(ws, node)],
+        outcomes=[await built_on(ws, a) for a in await loop.phase_attempts(ws, node)],
         history=await history(ws, s.id),
         tree_view=await tree_view(ws, s.id),
         open_intents=open_intents(nodes := await ws.store.list_nodes(s.id)),
@@ -209,6 +208,7 @@ def outcome(att: Attempt, source: str, base: Attempt | None) -> AttemptOutcome:
     return AttemptOutcome(
         attempt_id=att.id,
         node_id=att.node_id,
+        base_attempt_id=base.id if base is not None else None,
         params=params_of(source),
         status=ev.status if ev else "missing",
         speedup_vs_eager=sp,
@@ -221,12 +221,16 @@ def outcome(att: Attempt, source: str, base: Attempt | None) -> AttemptOutcome:
 async def history(ws: Workspace, search_id: int, limit: int = 40) -> list[AttemptOutcome]:
     out = []
     for a in (await ws.store.list_attempts(search_id))[-limit:]:
-        # each attempt against the attempt it was built on: the same "vs base" as in its own round
-        base = await ws.store.get_attempt(a.base_attempt_id) if a.base_attempt_id is not None else None
-        o = await outcome_of(ws, a, base)
+        o = await built_on(ws, a)
         o.summary = ""  # compact: the full feedback stays in the store
         out.append(o)
     return out
+
+
+async def built_on(ws: Workspace, att: Attempt) -> AttemptOutcome:
+    """An attempt's outcome against the attempt it was built on (its recorded base)."""
+    base = await ws.store.get_attempt(att.base_attempt_id) if att.base_attempt_id is not None else None
+    return await outcome_of(ws, att, base)
 
 
 async def outcome_of(ws: Workspace, att: Attempt, base: Attempt | None) -> AttemptOutcome:

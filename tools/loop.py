@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ksearch.gpu.compare import compare
+from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
@@ -92,6 +92,14 @@ class LoopState(ToolModel):
 
 
 # ----------------------------------------------------------------------------- refine
+
+
+GAIN_RULE = (
+    f"a gain is a correct attempt faster than the phase's best code so far (its base until an attempt beats it) "
+    f"beyond noise: the {CONFIDENCE:.0%} confidence interval of the geometric-mean speedup above 1 and the speedup "
+    f"at least {1 + MIN_GAIN:g}x; a gain becomes the intent's best and resets the count"
+)
+"""The rule `improves` applies, in words, for every face that counts gains."""
 
 
 def improves(ev: Evaluation, best: Evaluation | None) -> bool:

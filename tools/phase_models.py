@@ -51,6 +51,7 @@ class AttemptOutcome(Ctx):
     status: str  # Evaluation.status
     speedup_vs_eager: float | None = None
     speedup_vs_base: float | None = None
+    base_attempt_id: int | None = None  # the attempt it was built on (None: written from the seed or scratch)
     cpu_interpreter: bool = False  # timed in Triton's CPU interpreter: correct or not, its speed is unknown
     summary: str = ""  # compile errors / correctness diff / timings / profile, rendered as text
 

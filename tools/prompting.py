@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from ksearch.tools.loop import GAIN_RULE
 from ksearch.tools.phase_models import (
     AttemptOutcome,
     InitContext,
@@ -108,7 +109,7 @@ def fmt_outcome(o: AttemptOutcome, *, full: bool) -> str:
     if o.cpu_interpreter:
         head += f": {o.status} (CPU interpreter: speed not measured)"
     else:
-        head += f": {o.status}; vs eager {fmt_speedup(o.speedup_vs_eager)}, vs base {fmt_speedup(o.speedup_vs_base)}"
+        head += f": {o.status}; vs eager {fmt_speedup(o.speedup_vs_eager)}, {_vs_base(o)}"
     if o.params:
         head += f"; {fmt_params(o.params)}"
     summary = o.summary.strip()
@@ -119,6 +120,12 @@ def fmt_outcome(o: AttemptOutcome, *, full: bool) -> str:
         return f"{head} — {clip(first, HISTORY_LINE_LIMIT)}"
     body = clip(summary, SUMMARY_LIMIT)
     return head + "\n" + "\n".join("    " + line for line in body.splitlines())
+
+
+def _vs_base(o: AttemptOutcome) -> str:
+    if o.base_attempt_id is None:
+        return "no base attempt (written from the seed or from scratch)"
+    return f"vs its base #{o.base_attempt_id} {fmt_speedup(o.speedup_vs_base)}"
 
 
 def fmt_open_intent(i: dict[str, Any]) -> str:
@@ -198,6 +205,7 @@ def fields_for(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) ->
             open_intents="\n".join(fmt_open_intent(i) for i in ctx.open_intents),
             rejected="\n".join(f"- {r}" for r in ctx.rejected),
             best_speedup=fmt_speedup(ctx.best_speedup),
+            gain_rule=GAIN_RULE,
             tunables=fmt_tunables(ctx.tunables),
         )
     return f

@@ -29,6 +29,11 @@ class EvaluationOut(ToolModel):
     evaluation: Evaluation
     attempt_id: int | None = Field(None, description="The attempt recorded (benchmark on a search)")
     base_attempt_id: int | None = Field(None, description="The attempt it was recorded as building on")
+    base_assumed: str = Field(
+        "",
+        description="When no base_attempt_id was given: which attempt was taken as its base and why (the phase's "
+        "correct code it is closest to); empty when the caller named the base",
+    )
     refine: RefineState | None = Field(None, description="The intent's refine phase after this attempt")
     next: str = Field("", description="What to do next in the loop")
 

@@ -441,6 +441,7 @@ class Store:
         author: str = "human",
         *,
         better: Better | None = None,
+        node_better: Better | None = None,
     ) -> Attempt:
         """Record one evaluated candidate. The only path that writes results.
 
@@ -450,7 +451,8 @@ class Store:
 
         In one transaction: store the attempt; if `evaluation.status == "ok"`, make it the node's and
         the search's best attempt when `better(new, current)` (default `speedup_better`: higher
-        speedup vs eager, ties keep the older); count a visit on the node. The node's status is left
+        speedup vs eager, ties keep the older; `node_better`, when given, decides for the node); count a visit
+        on the node. The node's status is left
         alone: closing an intent is the end of its refine phase (`close_node`), not of one attempt. `round` defaults to the search's round.
         """
         ev = evaluation if isinstance(evaluation, Evaluation) else Evaluation.model_validate(evaluation)
@@ -491,7 +493,9 @@ class Store:
             assert cur.lastrowid is not None
             new = await rows.attempt(db, cur.lastrowid)
             if ev.status == "ok":
-                if node is not None and await _replaces(db, new, node.best_attempt_id, is_better):
+                if node is not None and await _replaces(
+                    db, new, node.best_attempt_id, node_better or is_better
+                ):
                     await db.execute("UPDATE nodes SET best_attempt_id = ? WHERE id = ?", (new.id, node.id))
                 if await _replaces(db, new, search.best_attempt_id, is_better, search=True):
                     await db.execute(
