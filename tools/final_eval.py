@@ -8,6 +8,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
+from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
 from ksearch.tools import loop
 from ksearch.tools.common import Progress, summarize
 from ksearch.tools.errors import ToolFailure
@@ -18,6 +19,13 @@ from ksearch.worldmodel.models import Attempt, EvalSettings, Evaluation, FinalOu
 log = logging.getLogger(__name__)
 
 FINAL_TOP_K = 3
+RESULT_RULE = (
+    "the search's best (the fastest correct kernel by the noise-aware comparison during the search), unless the "
+    "final evaluation measures another re-measured kernel faster than it beyond noise (the same comparison: "
+    f"the {CONFIDENCE:.0%} confidence bound above 1 and at least {1 + MIN_GAIN:g}x), or the best fails it "
+    "(then the fastest re-measured kernel that passed)"
+)
+"""How a search's one result is chosen; every face that names the result says this."""
 
 
 class FinalEvalIn(ToolIn):
@@ -50,6 +58,7 @@ class FinalRow(ToolModel):
 class FinalOut(ToolModel):
     rows: list[FinalRow] = Field(description="Best first on a GPU (correct ones by speedup vs eager)")
     chosen_by: str = Field("", description="How the candidates re-measured were chosen")
+    result_rule: str = Field(RESULT_RULE, description="How the search's one result is chosen from them")
     workloads: list[str] = Field(default_factory=list, description="The workloads they were run on")
     skipped: list[str] = Field(default_factory=list, description="Workloads not run here (no GPU)")
     best_attempt_id: int | None = Field(
@@ -57,7 +66,9 @@ class FinalOut(ToolModel):
         description="The search's best after the final evaluation (a best that failed it loses its place)",
     )
     best_lost: str = Field(
-        "", description="When the search's best failed the final evaluation: which, why, and what replaced it"
+        "",
+        description="When the search's best failed the final evaluation or was beaten in it: which, why, and "
+        "what replaced it",
     )
     next: str = ""
 
@@ -95,6 +106,9 @@ async def final_evaluation(
         )
     seen: set[str] = set()
     top = []
+    # the search's best is always re-measured: the result is decided among candidates that include it
+    if s.best_attempt_id is not None:
+        atts = sorted(atts, key=lambda a: a.id != s.best_attempt_id)
     for a in atts:
         if a.candidate_id not in seen:
             seen.add(a.candidate_id)
@@ -103,6 +117,7 @@ async def final_evaluation(
             break
     rows: list[FinalRow] = []
     outcome: dict[int, FinalOutcome] = {}
+    evals: dict[int, Evaluation] = {}
     task = ws.task(s.task)
     hw = await (await ws.sandbox()).hardware()
     every = [w.name for w in task.workloads if w.split != "smoke"]
@@ -123,6 +138,7 @@ async def final_evaluation(
                 cand, task, settings, timing=True, progress=_part(progress, i, len(top), a.id)
             )
             passed = ev.status == "ok" and not ev.pure_pytorch
+            evals[a.id] = ev
             outcome[a.id] = FinalOutcome(
                 attempt_id=a.id,
                 candidate_id=a.candidate_id,
@@ -154,9 +170,16 @@ async def final_evaluation(
             )
         else:  # interpreter timings never rank: correct ones first, in the order they were chosen
             rows.sort(key=lambda r: r.status != "ok" or r.pure_pytorch)
+    beaten_by, because = beaten_in_final(s.best_attempt_id, evals, outcome)
     verdict = await ws.store.record_final(
-        s.id, [outcome[r.attempt_id] for r in rows], [r.model_dump() for r in rows]
+        s.id,
+        [outcome[r.attempt_id] for r in rows],
+        [r.model_dump() for r in rows],
+        beaten_by=beaten_by,
+        beaten_because=because,
     )
+    # the result's row first, so "the first row" and the search's best are one attempt
+    rows.sort(key=lambda r: r.attempt_id != verdict.best_after)
     if verdict.lost_because:
         log.warning("search %s: %s", s.name, verdict.note())
     await end_search(ws, s, status)
@@ -169,13 +192,13 @@ async def final_evaluation(
             "for speedups on every workload."
         )
     else:
-        w = next((r for r in rows if r.status == "ok" and not r.pure_pytorch), None)
         nxt = (
-            f"The search is {status}. Its result is attempt #{w.attempt_id}, the first row; get_tree shows the tree."
-            if w is not None
+            f"The search is {status}. Its result is attempt #{verdict.best_after}, the first row and the search's "
+            f"best: {RESULT_RULE}. get_tree shows the tree."
+            if verdict.best_after is not None
             else f"The search is {status}. No re-measured candidate passed the final evaluation: no result."
         )
-    if verdict.lost_because:
+    if verdict.lost_because or verdict.beaten_because:
         nxt = f"{verdict.note()}. {nxt}"
     return FinalOut(
         rows=rows,
@@ -186,6 +209,28 @@ async def final_evaluation(
         best_lost=verdict.note(),
         next=nxt,
     )
+
+
+def beaten_in_final(
+    best_id: int | None, evals: dict[int, Evaluation], outcome: dict[int, FinalOutcome]
+) -> tuple[int | None, str]:
+    """The re-measured kernel that beat the search's best in the final evaluation beyond noise (the fastest such
+    one), and how; (None, "") when none did or the best was not re-measured or failed."""
+    if best_id is None or best_id not in evals or not outcome[best_id].passed:
+        return None, ""
+    mine = evals[best_id]
+    if mine.cpu_interpreted:  # interpreter timings never rank
+        return None, ""
+    found: tuple[float, int, str] | None = None
+    for aid, ev in evals.items():
+        if aid == best_id or not outcome[aid].passed or ev.cpu_interpreted:
+            continue
+        v = compare(ev, mine)
+        if v.faster and v.ratio is not None and (found is None or v.ratio > found[0]):
+            found = (v.ratio, aid, v.reason)
+    if found is None:
+        return None, ""
+    return found[1], f"the final evaluation measured it faster than #{best_id}: {found[2]}"
 
 
 def _part(progress: Progress | None, i: int, n: int, attempt_id: int) -> Progress | None:

@@ -684,9 +684,17 @@ class FinalVerdict(Strict):
     """The search's best after it."""
     lost_because: str = ""
     """Why `best_before` failed the final evaluation; "" when it kept its place."""
+    beaten_because: str = ""
+    """Why `best_after` replaced a `best_before` that passed: the final evaluation measured it faster beyond
+    noise; "" when the best kept its place."""
 
     def note(self) -> str:
         """One line for the views when the best lost its place ("" when it did not)."""
+        if self.beaten_because:
+            return (
+                f"final evaluation: attempt #{self.best_after} is now the search's best, in place of attempt "
+                f"#{self.best_before}: {self.beaten_because}"
+            )
         if not self.lost_because:
             return ""
         now = (

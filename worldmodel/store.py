@@ -531,14 +531,22 @@ class Store:
             return await rows.attempt(db, search.best_attempt_id)
 
     async def record_final(
-        self, search_id: int, outcomes: list[FinalOutcome], rows_json: list[dict[str, Any]]
+        self,
+        search_id: int,
+        outcomes: list[FinalOutcome],
+        rows_json: list[dict[str, Any]],
+        *,
+        beaten_by: int | None = None,
+        beaten_because: str = "",
     ) -> FinalVerdict:
         """Record a search's final evaluation and settle its best, in one transaction.
 
-        The best keeps its place if its candidate passed (or was not re-measured). If it failed, the
-        first outcome that passed and whose search-phase evaluation ranks takes its place (outcomes come in
-        the final evaluation's order, best first), or none does: a kernel that only works on the search
-        workloads is not the result. The rows and the verdict are kept under `final:<search id>`."""
+        The best keeps its place if its candidate passed (or was not re-measured), unless `beaten_by` names a
+        re-measured attempt that passed and that the caller's comparison found faster beyond noise
+        (`beaten_because` says how). If it failed, the first outcome that passed and whose search-phase
+        evaluation ranks takes its place (outcomes come in the final evaluation's order, best first), or none
+        does: a kernel that only works on the search workloads is not the result. The rows and the verdict
+        are kept under `final:<search id>`."""
         async with self.transaction() as db:
             search = await rows.search_row(db, search_id)
             before = search.best_attempt_id
@@ -561,7 +569,25 @@ class Store:
                     await db.execute(
                         "UPDATE searches SET best_attempt_id = ? WHERE id = ?", (after, search_id)
                     )
-            verdict = FinalVerdict(outcomes=outcomes, best_before=before, best_after=after, lost_because=lost)
+            beaten = ""
+            if not lost and beaten_by is not None and beaten_by != before:
+                passed = any(o.attempt_id == beaten_by and o.passed for o in outcomes)
+                a = await rows.attempt(db, beaten_by)
+                ok = a.search_id == search_id and a.evaluation is not None and a.evaluation.ranks
+                if not (passed and ok):
+                    raise Conflict(
+                        f"attempt #{beaten_by} cannot replace the best: it did not pass the final evaluation or "
+                        "is no ranked attempt of this search"
+                    )
+                after, beaten = beaten_by, beaten_because or "faster in the final evaluation"
+                await db.execute("UPDATE searches SET best_attempt_id = ? WHERE id = ?", (after, search_id))
+            verdict = FinalVerdict(
+                outcomes=outcomes,
+                best_before=before,
+                best_after=after,
+                lost_because=lost,
+                beaten_because=beaten,
+            )
             # the round it speaks for: rounds started after it (budgets raised) call for another
             value = rows.dumps(
                 {"rows": rows_json, "verdict": verdict.model_dump(mode="json"), "round": search.round}

@@ -135,7 +135,7 @@ async def test_a_best_that_fails_the_final_evaluation_loses_its_place(
         out = await final_evaluation(ws, FinalEvalIn(search="fin"))
         by_id = {r.attempt_id: r for r in out.rows}
         assert by_id[hard.id].status == "incorrect" and by_id[honest.id].status == "ok"
-        assert out.best_attempt_id == honest.id
+        assert out.best_attempt_id == honest.id == out.rows[0].attempt_id
         assert (await store.get_search("fin")).best_attempt_id == honest.id
         assert f"attempt #{hard.id}, the search's best, failed it (smoke: wrong_values" in out.best_lost
         assert f"the best is now attempt #{honest.id}" in out.best_lost
@@ -189,5 +189,6 @@ async def test_a_best_that_passes_keeps_its_place(
         honest = await _record(store, "keeps", HONEST, await _search_phase(sandbox, task_path, HONEST, 1.5))
         out = await final_evaluation(ws, FinalEvalIn(search="keeps"))
         assert out.best_attempt_id == honest.id and out.best_lost == ""
+        assert out.rows[0].attempt_id == honest.id  # the first row is the result
         verdict = await store.final_verdict((await store.get_search("keeps")).id)
         assert verdict is not None and verdict.best_before == verdict.best_after == honest.id
