@@ -114,11 +114,29 @@ class Timing(WorkerCore):
         fingerprint is taken again when it was clean before."""
         ref_mod = self.rt.reference_module
         clean = not guard.replaced(self._harness, guard.fingerprint(ref_mod))
-        out = time_it(self._compiled_ref(wl, st.compile_mode))
+        comp = self._compiled_ref(wl, st.compile_mode)
+        out = time_it(comp)
         out["compile_mode"] = st.compile_mode
+        out["output_check"] = self._check_compiled(wl, comp, st)
         if clean:
             self._harness = guard.fingerprint(ref_mod)
         return out
+
+    def _check_compiled(self, wl: Any, comp: Callable[[list[Any]], Any], st: EvalSettings) -> dict[str, Any]:
+        """torch.compile's output judged once by the rule a candidate must meet (the task's tolerance or its own
+        check), on the timing's first input set: a baseline that would fail it is no fair bar, and the search
+        says so. Its numbers stay what they are."""
+        inputs = self.rt.make_inputs(wl, st.seed + draw_seeds.TIMING, self.device)
+        exp = self._reference(wl, inputs)
+        restore_precision(self._precision)
+        try:
+            with torch.no_grad():
+                got = comp(clone_data(inputs) if self.rt.copies_per_call else checking.clone_inputs(inputs))
+            self._sync()
+        except Exception as e:  # the compiled reference timed fine but fails here: say so, never hide it
+            return {"passed": False, "kind": "error", "message": f"{type(e).__name__}: {str(e)[:300]}"}
+        c = self._compare(got, exp, wl, inputs, self.rt.tolerance())
+        return {"passed": c.passed, "kind": c.kind, "message": c.message[:300], "max_abs_err": c.max_abs_err}
 
     def benchmark(self, args: dict[str, Any]) -> dict[str, Any]:
         assert self.task is not None

@@ -168,3 +168,78 @@ def test_the_summary_names_the_mode_of_each_baseline() -> None:
     assert lines[1].startswith("timed: ksearch (")  # the protocol, named once above the timings
     assert "1.200x vs torch.compile (max-autotune, static, per shape; 120.0 us)" in lines[2]
     assert "1.200x vs torch.compile (120.0 us)" in lines[3]  # a record from before the mode was kept
+
+
+NOISY = '''"""A reference that draws noise inside forward: eager and compiled draw different values."""
+
+import torch
+
+from ksearch.gpu.inputs import signed
+
+META = {"op": "noisy", "dtype": "float32", "bound": "memory"}
+WORKLOADS = [
+    {"name": "small", "params": {"M": 16, "N": 40}, "split": "search"},
+    {"name": "smoke", "params": {"M": 8, "N": 40}, "split": "smoke"},
+]
+TOLERANCE = {"atol": {"float32": 1e-5}, "rtol": {"float32": 1e-5}}
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x)
+
+
+def get_inputs(M=8, N=40):
+    return [signed(M, N)]
+
+
+def get_init_inputs(**params):
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_the_compiled_baselines_output_is_judged_by_the_candidates_rule(
+    affine: Task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real torch.compile: a compiled reference that computes the same values passes; one whose values differ
+    (its own random draws) is reported with the kind of failure, once per workload."""
+    from ksearch.gpu.tasks import load_task
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    noisy_path = tmp_path / "noisy.py"
+    noisy_path.write_text(NOISY)
+    for task, passes in ((affine, True), (load_task(str(noisy_path)), False)):
+        state = WorkerState(torch.device("cpu"), {})
+        state.set_task({"task": json.loads(task.model_dump_json())})
+        out = state.benchmark({"workload": "smoke", "settings": _settings("smoke"), "which": "compile"})
+        check = out["output_check"]
+        assert check["passed"] is passes, check
+        if not passes:
+            assert check["kind"] and check["max_abs_err"] > 1e-3, check
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_a_baseline_that_fails_the_rule_is_named_in_every_evaluation(
+    tmp_path: Any, affine: Task, cand: Any, st: Any
+) -> None:
+    """A compile baseline whose output failed the rule when it was measured (as the cache keeps it) is named in the
+    evaluation's notes, beside the speedup it divides."""
+    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=120.0, compile_baseline=True)
+    try:
+        env = await sb._environment()
+        key = sb._baseline_key(affine, "smoke", "compile", env, st("smoke"))
+        failed = {"passed": False, "kind": "wrong_values", "message": "max abs err 0.5 at [0, 3]"}
+        await sb.cache.put(
+            key,
+            {"median_us": 50.0, "mean_us": 50.0, "iqr_us": 1.0, "ci_low_us": 49.0, "ci_high_us": 51.0, "n": 5,
+             "compile_mode": "default", "output_check": failed},
+        )  # fmt: skip
+        ev = await sb.evaluate(cand("good_triton"), affine, st("smoke"))
+        assert ev.status == "ok", ev.error
+        [note] = [f for f in ev.flags if "torch.compile's own output fails" in f]
+        assert "on smoke (wrong_values: max abs err 0.5 at [0, 3])" in note
+        assert "against a baseline that would not pass" in note
+    finally:
+        await sb.close()
