@@ -683,6 +683,8 @@ ALLOWED: dict[str, str] = {
     "95% for MoE": "FlashInfer-Bench's matched-ratio rule for MoE definitions, a tolerance setting",
     "4 GiB of scratch disk": "the jail's default scratch-disk limit, a setting",
     "at most 32 GiB": "the draws store's default budget (gpu/tasks/draw_store.py), a setting",
+    "the 95% confidence interval": "the gain rule's confidence level (gpu/compare.py CONFIDENCE), a setting",
+    "at least 1.02x": "the gain rule's minimum gain (gpu/compare.py MIN_GAIN), a setting",
 }
 
 _MARKER = re.compile(r"<!-- figures:(?P<name>[\w-]+) -->(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
