@@ -44,7 +44,7 @@ def _alive(pid: int) -> bool:
 
 
 async def _pids(path: Path) -> list[int]:
-    for _ in range(200):
+    for _ in range(1200):  # up to a minute: a loaded CI machine starts a shell slowly
         if path.is_file() and len(path.read_text().split()) == 2:
             return [int(p) for p in path.read_text().split()]
         await asyncio.sleep(0.05)
@@ -52,7 +52,7 @@ async def _pids(path: Path) -> list[int]:
 
 
 async def _gone(pids: list[int]) -> bool:
-    for _ in range(100):  # the orphaned child is killed at once; its reaping by init may lag a little
+    for _ in range(600):  # the orphaned child is killed at once; its reaping by init may lag (a loaded machine)
         if not any(_alive(p) for p in pids):
             return True
         await asyncio.sleep(0.05)
