@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import sysconfig
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -109,12 +110,17 @@ def find_nvcc() -> str | None:
 
 
 def torch_include_dirs() -> list[str]:
-    """Torch's C++ headers, located without importing torch."""
+    """The headers a torch extension is built with, located without importing torch: torch's C++ headers and
+    Python's own (torch's headers include Python.h), as torch.utils.cpp_extension passes them."""
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return []
     root = Path(next(iter(spec.submodule_search_locations))) / "include"
-    return [str(root), str(root / "torch" / "csrc" / "api" / "include")] if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    dirs = [str(root), str(root / "torch" / "csrc" / "api" / "include")]
+    python = sysconfig.get_paths().get("include")
+    return dirs + [python] if python and Path(python).is_dir() else dirs
 
 
 def demangle(name: str) -> str:
@@ -175,6 +181,8 @@ def parse_nvcc_output(text: str, unit_file: str) -> tuple[list[dict], list[dict]
                 else ("note" if m.group("sev") == "remark" else "warning")
             )
             same = Path(m.group("file")).name == Path(unit_file).name
+            if sev != "error" and not same:
+                continue  # a warning inside torch's or the toolkit's own headers is not the candidate's
             diags.append(
                 {
                     "severity": sev,
@@ -303,7 +311,8 @@ class StaticCompiler:
             str(path.with_suffix(".cubin")),
         ]
         if not any(o.startswith("-std=") for o in opts):
-            cmd.append("-std=c++17")
+            # torch builds its extensions as C++20 (torch.utils.cpp_extension), and its headers need it
+            cmd.append("-std=c++20" if unit.kind == "cpp_ext" else "-std=c++17")
         if unit.kind == "cpp_ext":
             cmd += [f"-I{d}" for d in torch_include_dirs()] + _TORCH_NVCC_FLAGS
         cmd += [*opts, str(path)]
@@ -311,7 +320,10 @@ class StaticCompiler:
 
     async def _compile_unit(self, unit: cudasrc.CudaUnit, idx: int) -> tuple[UnitResult, bool]:
         """The unit's result, and whether it came from the cache."""
-        key_src = json.dumps([unit.kind, unit.text, unit.options, self.arch, self.nvcc])
+        # the include directories are part of what was checked: a result from before Python's headers were
+        # passed is not this check's result
+        incs = torch_include_dirs() if unit.kind == "cpp_ext" else []
+        key_src = json.dumps([unit.kind, unit.text, unit.options, self.arch, self.nvcc, incs])
         key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
         if key in self._cache:
             self._cache.move_to_end(key)
@@ -425,6 +437,7 @@ class StaticCompiler:
                 mode="python syntax check",
             )
         diags: list[Diagnostic] = []
+        unchecked = ""
         kernels: list[KernelResources] = []
         logs: list[str] = []
         cached = True
@@ -470,13 +483,11 @@ class StaticCompiler:
                     )
                 )
             if self.nvcc is None and extraction.units:
-                diags.append(
-                    Diagnostic(
-                        severity="note",
-                        message="nvcc is not installed here: CUDA sources were not "
-                        "compiled statically; they compile when the candidate runs",
-                    )
+                unchecked = (
+                    "nvcc is not installed here: CUDA sources were not compiled statically; they compile "
+                    "when the candidate runs"
                 )
+                diags.append(Diagnostic(severity="note", message=unchecked))
             elif extraction.units:
                 modes.append(f"nvcc -arch={self.arch} -cubin -Xptxas -v (compile only)")
                 results = await asyncio.gather(
@@ -486,6 +497,8 @@ class StaticCompiler:
                     cached = cached and hit
                     logs.append(res.log)
                     for d in res.diagnostics:
+                        if d.get("incomplete"):
+                            unchecked = unchecked or d["message"]
                         line = cudasrc.map_line(unit, d["unit_line"], src) if d["unit_line"] else None
                         where = f" (in {d['file']})" if d.get("file") else ""
                         if d["unit_line"] and line is None:
@@ -521,4 +534,5 @@ class StaticCompiler:
             log="\n".join(logs)[-LOG_LIMIT:],
             cached=bool(extraction.units) and cached,
             mode="; ".join(modes) or "python/AST checks",
+            unchecked=unchecked,
         )

@@ -266,7 +266,7 @@ def summarize(ev: Evaluation) -> str:
         lines.append(f"error: {ev.error}")
     if ev.compile is not None:
         c = ev.compile
-        lines.append(f"compile: {'ok' if c.ok else 'FAILED'} in {c.seconds:.2f}s ({c.mode or c.language})")
+        lines.append(f"compile: {c.verdict()} in {c.seconds:.2f}s ({c.mode or c.language})")
         for d in c.diagnostics[:10]:
             where = f"line {d.line}: " if d.line else ""
             lines.append(f"  {d.severity}: {where}{d.message}")

@@ -144,6 +144,15 @@ class CompileReport(Strict):
     """Answered from the compile cache."""
     mode: str = ""
     """E.g. "nvcc sm_90 (compile-only)", "triton interpreter (syntax/AST only)"."""
+    unchecked: str = ""
+    """Why CUDA sources were not checked by a compiler here ("" when they were, or there were none): `ok` then
+    says only that no error was found, and the sources compile for real when the candidate runs."""
+
+    def verdict(self) -> str:
+        """`ok`, `FAILED`, or `not checked` (no error found, but the compiler could not check the sources)."""
+        if not self.ok:
+            return "FAILED"
+        return "not checked" if self.unchecked else "ok"
 
 
 CorrectnessKind = Literal[

@@ -51,7 +51,7 @@ def describe(report: CompileReport) -> list[str]:
     """The report in lines a person can act on: the verdict, each diagnostic, each kernel."""
     how = report.mode or report.language
     lines = [
-        f"compile: {'ok' if report.ok else 'FAILED'} in {report.seconds:.2f}s ({how})"
+        f"compile: {report.verdict()} in {report.seconds:.2f}s ({how})"
         + (" [cached]" if report.cached else "")
     ]
     for d in report.diagnostics:

@@ -9,6 +9,7 @@ import pytest
 
 from ksearch.gpu import jail
 from ksearch.gpu.compiler import StaticCompiler, demangle, find_nvcc, parse_nvcc_output
+from ksearch.worldmodel.models import CompileReport
 
 pytestmark = pytest.mark.anyio
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
@@ -84,6 +85,22 @@ async def test_cpp_extension_cuda_sources_map_past_the_prelude(compiler, cand) -
     assert not r.ok
     errors = {d.line: d.message for d in r.diagnostics if d.severity == "error"}
     assert "bias" in errors[line_of(c.source, "// ERR1")], r.diagnostics
+    # checked for real: torch's headers and Python's own were found (as torch builds extensions, C++20), and
+    # nothing said inside those headers is reported as the candidate's
+    assert r.unchecked == "" and r.verdict() == "FAILED"
+    assert not [d for d in r.diagnostics if "static check incomplete" in d.message or "include/" in d.message]
+
+
+def test_a_warning_inside_torchs_headers_is_not_the_candidates_and_an_unchecked_compile_says_so() -> None:
+    out = (
+        "/venv/torch/include/c10/core/AutogradState.h(89): warning #1234-D: a default bit-field initializer is a "
+        'C++20 feature\nunit0.cu(7): error: expected a ";"\n'
+    )
+    diags, _ = parse_nvcc_output(out, "unit0.cu")
+    assert diags == [{"severity": "error", "message": 'expected a ";"', "unit_line": 7, "file": None}]
+    report = CompileReport(ok=True, language="cpp_ext", seconds=0.1, unchecked="Python.h is not installed")
+    assert report.verdict() == "not checked"
+    assert CompileReport(ok=False, language="cuda", seconds=0.1).verdict() == "FAILED"
 
 
 def test_ptxas_parser_reads_entries_and_properties() -> None:
