@@ -323,7 +323,7 @@ class StaticCompiler:
         # the include directories are part of what was checked: a result from before Python's headers were
         # passed is not this check's result
         incs = torch_include_dirs() if unit.kind == "cpp_ext" else []
-        key_src = json.dumps([unit.kind, unit.text, unit.options, self.arch, self.nvcc, incs])
+        key_src = json.dumps([unit.kind, unit.text, unit.options, self.arch, self.nvcc, incs, unit.files])
         key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
         if key in self._cache:
             self._cache.move_to_end(key)
@@ -344,6 +344,11 @@ class StaticCompiler:
             work.mkdir(parents=True, exist_ok=True)
             path = work / f"unit{idx}.cu"
             path.write_text(unit.text)
+            for name, text in unit.files.items():  # the files it includes by name, beside it
+                dest = work / name
+                if dest.resolve().is_relative_to(work.resolve()) and dest != path:
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_text(text)
             cmd, dropped = self._cmd(unit, path)
             t0 = time.perf_counter()
             if self.jailed:  # no GPU, no network, the toolkit and its own folder: the pool's limits
@@ -501,7 +506,9 @@ class StaticCompiler:
                             unchecked = unchecked or d["message"]
                         line = cudasrc.map_line(unit, d["unit_line"], src) if d["unit_line"] else None
                         where = f" (in {d['file']})" if d.get("file") else ""
-                        if d["unit_line"] and line is None:
+                        if d["unit_line"] and unit.file_name:
+                            where = f" ({unit.file_name} line {d['unit_line']})"
+                        elif d["unit_line"] and line is None:
                             where = f" (CUDA line {d['unit_line']})"
                         diags.append(
                             Diagnostic(severity=d["severity"], message=d["message"] + where, line=line)

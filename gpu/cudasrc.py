@@ -39,6 +39,9 @@ class CudaUnit:
     options: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  # kernel names the candidate asks for
     py_line: int | None = None  # the call or assignment
+    # other files the unit includes by name (a FlashInfer-Bench solution's headers), written beside it
+    files: dict[str, str] = field(default_factory=dict)
+    file_name: str = ""  # the unit's own file name where it has one (a solution's kernel.cu)
 
 
 @dataclass
@@ -352,6 +355,8 @@ def extract_cuda(py_source: str) -> Extraction:
                 )
             )
 
+    units += _solution_units(tree, env_nodes, py_source, used)
+
     # module-level CUDA text not consumed by a call we recognised (e.g. CUDA_SRC used indirectly)
     for stmt in tree.body:
         if (
@@ -378,6 +383,40 @@ def extract_cuda(py_source: str) -> Extraction:
                     seg = Segment(value, 1, stmt.value.lineno, literal)
                     units.append(CudaUnit(kind="nvrtc", text=value, segments=[seg], py_line=stmt.lineno))
     return Extraction(units=units, notes=notes)
+
+
+def _solution_units(
+    tree: ast.Module, env_nodes: dict[str, ast.AST], py_source: str, used: set[int]
+) -> list[CudaUnit]:
+    """A FlashInfer-Bench CUDA solution as ksearch runs it (gpu/tasks/fib_solution.py writes the module): its
+    files in a module-level `SOURCES` dict, built by `fib_build.build`. Each `.cu` file is a unit, compiled with
+    the solution's other files beside it so its own includes resolve."""
+    calls = [
+        n for n in ast.walk(tree) if isinstance(n, ast.Call) and _dotted(n.func).endswith("fib_build.build")
+    ]
+    node = env_nodes.get("SOURCES")
+    if not calls or not isinstance(node, ast.Dict):
+        return []
+    files: dict[str, tuple[str, ast.Constant]] = {}
+    for k, v in zip(node.keys, node.values, strict=True):
+        if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Constant):
+            if isinstance(v.value, str):
+                files[k.value] = (v.value, v)
+    units = []
+    for name, (text, lit) in files.items():
+        if not name.endswith(".cu"):
+            continue
+        used.add(id(lit))
+        seg = Segment(
+            text=text, first_line=1, py_line=lit.lineno, literal=_is_plain_literal(lit, text, py_source)
+        )
+        others = {n: t for n, (t, _) in files.items() if n != name}
+        units.append(
+            CudaUnit(
+                kind="cpp_ext", text=text, segments=[seg], py_line=lit.lineno, files=others, file_name=name
+            )
+        )
+    return units
 
 
 def map_line(unit: CudaUnit, unit_line: int, py_source: str) -> int | None:

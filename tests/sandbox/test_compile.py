@@ -178,3 +178,41 @@ async def test_nvcc_runs_jailed_and_cannot_see_the_parent(tmp_path, cand) -> Non
     r = await compiler.compile(cand(src, "cuda"))
     assert not r.ok
     assert any(probe in d.message and "No such file" in d.message for d in r.diagnostics), r.diagnostics
+
+
+FIB_TRACE = Path(__file__).parents[1] / "tasks" / "fixtures" / "flashinfer_trace"
+
+
+@needs_nvcc
+async def test_a_flashinfer_solution_whose_cuda_does_not_compile_is_a_compile_error(compiler) -> None:
+    """A FlashInfer-Bench CUDA solution's .cu files are compiled with its other files beside them; an error
+    names the file and line of the solution it is in."""
+    import json
+
+    from ksearch.gpu.tasks import load_task
+    from ksearch.gpu.tasks.fib_solution import candidate_from_solution_text
+    from ksearch.worldmodel.models import Candidate
+
+    task = load_task(str(FIB_TRACE / "definitions" / "gemm" / "gemm_n64_k32.json"))
+    path = (
+        FIB_TRACE
+        / "solutions"
+        / "ksearch-fixtures"
+        / "gemm"
+        / "gemm_n64_k32"
+        / "gemm_n64_k32_cuda_torch.json"
+    )
+    good = candidate_from_solution_text(path.read_text(), task, "good.json")
+    r = await compiler.compile(Candidate.of(good.source, good.language), ("run",))
+    # the unchanged solution: checked, or (a CUDA header torch's needs is missing here) said to be not checked
+    assert r.ok and r.verdict() in ("ok", "not checked"), r.diagnostics
+    assert (r.verdict() == "not checked") == any("static check incomplete" in d.message for d in r.diagnostics)
+    sol = json.loads(path.read_text())
+    for f in sol["sources"]:
+        if f["path"] == "kernel.cu":
+            f["content"] = "THIS IS NOT CUDA\n"
+    bad = candidate_from_solution_text(json.dumps(sol), task, "broken.json")
+    r = await compiler.compile(Candidate.of(bad.source, bad.language), ("run",))
+    assert not r.ok and r.verdict() == "FAILED", r.diagnostics
+    errors = [d.message for d in r.diagnostics if d.severity == "error"]
+    assert any("(kernel.cu line 1)" in e for e in errors), errors
