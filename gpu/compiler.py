@@ -120,7 +120,7 @@ def torch_include_dirs() -> list[str]:
         return []
     dirs = [str(root), str(root / "torch" / "csrc" / "api" / "include")]
     python = sysconfig.get_paths().get("include")
-    return dirs + [python] if python and Path(python).is_dir() else dirs
+    return [*dirs, python] if python and Path(python).is_dir() else dirs
 
 
 def demangle(name: str) -> str:
