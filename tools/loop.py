@@ -224,6 +224,16 @@ async def budget_state(ws: Workspace, s: Search, *, rounds_override: int | None 
     return out
 
 
+def spent_text(exhausted: str, search: str) -> str:
+    """What every face says of a spent budget (a refused claim, a look at the next intent, the loop's state):
+    no new round starts, and the two ways forward."""
+    return (
+        f"The search's budget is spent ({exhausted}): no new round starts. Call final_evaluation "
+        f"(search={search!r}) to re-measure the best candidates on every workload, held-out ones included, or "
+        "raise the budget with set_budgets to search further."
+    )
+
+
 def exhausted(
     b: BudgetState, *, wall_s: float | None = None, started: datetime | float | None = None
 ) -> str | None:
@@ -335,9 +345,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         elif budget.exhausted:
             phase = "final" if not final_done else "done"
             nxt = (
-                f"The search's budget is spent ({budget.exhausted}). Call final_evaluation (search={name!r}) "
-                "to re-measure the best candidates on every workload, held-out ones included, or raise the "
-                "budget with set_budgets to search further."
+                spent_text(budget.exhausted, name)
                 if not final_done
                 else f"The budget is spent ({budget.exhausted}) and the final evaluation is recorded."
             )

@@ -64,12 +64,17 @@ TOOL_NAMES = (
 
 def cli_words(text: str, search: str | None = None) -> str:
     """`text` with each tool call it advises said as the ksearch command that does the same."""
+    named = re.search(r"search='([^']*)'", text)
+    if search is None and named is not None:  # a refusal names its search once; every command it advises is on it
+        search = named.group(1)
     out = text
     for pattern, repl in _COMPILED:
 
         def sub(m: re.Match[str], repl: str = repl) -> str:
             groups = m.groupdict()
-            return repl.format(s=groups.get("s") or search or "SEARCH", n=groups.get("n") or "N")
+            said = repl.format(s=groups.get("s") or search or "SEARCH", n=groups.get("n") or "N")
+            # a sentence that began with the tool's advice begins with the command's
+            return said[:1].upper() + said[1:] if m.group(0)[:1].isupper() else said
 
         out = pattern.sub(sub, out)
     return out

@@ -57,8 +57,11 @@ def test_status_select_and_refusals_speak_ksearch_commands(ks: Ks, tmp_path: Pat
     r = ks("select", "w", "--db", db)  # refused: the round budget is spent
     assert r.exit_code == 2
     _no_tool_names(r.stderr)
-    assert "run `ksearch final SEARCH`" in said(r.stderr) or "run `ksearch final w`" in said(r.stderr)
-    assert "raise it with `ksearch budget" in said(r.stderr)
+    assert said(r.stderr) == (
+        "error: The search's budget is spent (round budget reached (1 of 1 rounds started)): no new round starts. "
+        "Run `ksearch final w` to re-measure the best candidates on every workload, held-out ones included, or "
+        "raise it with `ksearch budget w --more-rounds N` to search further."
+    )
 
 
 def test_every_tool_name_the_loop_advises_has_its_command() -> None:
