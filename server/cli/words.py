@@ -37,6 +37,17 @@ _RULES: list[tuple[str, str]] = [
         r"apply your edits with edit_tree and propose_intents",
         "apply your changes with `ksearch intent add/edit`, `pin`, `veto`, `prune`, `reopen`",
     ),
+    (r"Already applied with finish_intent", "Already applied with `ksearch finish --update`"),
+    (
+        r"call finish_intent again, or call it without them and apply them afterwards with edit_tree",
+        "run `ksearch finish {s} --update FILE` again, or finish without --update and make them afterwards with "
+        "`ksearch intent edit`, `pin`, `veto`, `prune`, `reopen`",
+    ),
+    (
+        r"call finish_intent again, or call it without them and apply them afterwards with propose_intents",
+        "run `ksearch finish {s} --update FILE` again, or finish without --update and add them afterwards with "
+        "`ksearch intent add`",
+    ),
     (r"[Cc]all select_action " + _SEARCH, "run `ksearch select {s}`"),
     (r"[Cc]all select_action", "run `ksearch select {s}`"),
     (r"[Cc]all final_evaluation " + _SEARCH, "run `ksearch final {s}`"),
