@@ -32,6 +32,7 @@ from ksearch.about import __version__
 from ksearch.server.access import HttpAccess
 from ksearch.server.mcp.args import RefuseUnknownArguments
 from ksearch.server.mcp.http import serve_http
+from ksearch.server.mcp.order import InOrder
 from ksearch.server.mcp.record import HostRecorder
 from ksearch.server.mcp.stdio_input import HostLines
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
@@ -114,6 +115,7 @@ class KsearchServer:
         self.mcp = MCPServer(name="ksearch", title="ksearch", instructions=INSTRUCTIONS, version=__version__)
         self._arguments: dict[str, set[str]] = {}  # tool -> its parameter names
         self._models: dict[str, type[BaseModel]] = {}  # tool -> its input model
+        self._order = InOrder()  # a host's calls that change records, in the order it sent them
         self.mcp.middleware.append(RefuseUnknownArguments(self._arguments, self._models))
         self._register_tools()
         self._register_resources()
@@ -156,20 +158,22 @@ class KsearchServer:
                         progress=max(0.0, min(1.0, fraction)), total=1.0, message=message
                     )
 
-            try:
-                ws = await self.ws()
-                out = await run(ws, inp, report) if progress else await run(ws, inp)
-                if self.recorder is not None:
-                    await self.recorder.observe(ws, name, inp, out)
-                return await self._with_next(ws, inp, out, returns)
-            except KsearchError as e:  # the one place a ksearch refusal becomes an MCP tool error
-                raise ToolError(str(e)) from e
-            except ValidationError as e:
-                raise ToolError(str(describe_validation(e, name))) from e
-            except Exception as e:
-                # Unexpected: keep the traceback in the server log, give the caller a plain statement.
-                log.exception("tool %s failed", name)
-                raise ToolError(f"{name} failed inside ksearch: {type(e).__name__}: {e}") from e
+            # the first await: calls that change records are served in the order they arrived (order.py)
+            async with self._order.turn(name):
+                try:
+                    ws = await self.ws()
+                    out = await run(ws, inp, report) if progress else await run(ws, inp)
+                    if self.recorder is not None:
+                        await self.recorder.observe(ws, name, inp, out)
+                    return await self._with_next(ws, inp, out, returns)
+                except KsearchError as e:  # the one place a ksearch refusal becomes an MCP tool error
+                    raise ToolError(str(e)) from e
+                except ValidationError as e:
+                    raise ToolError(str(describe_validation(e, name))) from e
+                except Exception as e:
+                    # Unexpected: keep the traceback in the server log, give the caller a plain statement.
+                    log.exception("tool %s failed", name)
+                    raise ToolError(f"{name} failed inside ksearch: {type(e).__name__}: {e}") from e
 
         params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
         params += _flat_signature(model) if model is not None else []
