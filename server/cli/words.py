@@ -75,8 +75,9 @@ TOOL_NAMES = (
 
 def cli_words(text: str, search: str | None = None) -> str:
     """`text` with each tool call it advises said as the ksearch command that does the same."""
+    # a refusal names its search once; every command it advises is run on that search
     named = re.search(r"search='([^']*)'", text)
-    if search is None and named is not None:  # a refusal names its search once; every command it advises is on it
+    if search is None and named is not None:
         search = named.group(1)
     out = text
     for pattern, repl in _COMPILED:
