@@ -74,6 +74,8 @@ three phases. Every tool result carries `next`: what the loop expects now; follo
 When the budget is spent, final_evaluation re-measures the best candidates on every workload (on a
 machine without a GPU: the smoke workload in Triton's interpreter, where timings never rank anything).
 Refer to candidates by the candidate_id returned on first submission instead of resending source.
+Calls that change records run one at a time in the order sent: finish_intent with your edits and the
+next select_action can go in one turn; the next implementation waits for benchmark's answer.
 """
 
 
