@@ -1,20 +1,29 @@
 """finish_intent: end an intent's refine phase — close it (`closed` with a correct attempt, else `failed`;
 `open` again when an attempt was inconclusive) and hand back what phase 3 (update) reflects on, as the
-reflect prompt."""
+reflect prompt.
+
+A host that has reflected already sends its reflection's `edits` and `new_intents` with the call: they are
+applied right after the intent is closed, under edit_tree's and propose_intents' rules, in the same
+transaction, so the call is all or nothing (worldmodel/finish.py): a refused item changes nothing, the intent
+stays being refined, and the same call can be sent again, corrected."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from collections.abc import Sequence
+
+from pydantic import Field, model_validator
 
 from ksearch.tools import contexts, loop
 from ksearch.tools.common import node_in
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.loop import LoopState, RefineState
+from ksearch.tools.loop import Applied, LoopState, RefineState
 from ksearch.tools.phase_models import UpdateContext
-from ksearch.tools.phase_prompts import UPDATE_HINT, prompt_text
+from ksearch.tools.phase_prompts import prompt_text, update_hint
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.models import Node, NodeStatus, Search
+from ksearch.worldmodel.errors import EditRejected, KsearchError
+from ksearch.worldmodel.finish import EndStatus, Finished, finish_refine
+from ksearch.worldmodel.models import EditSpec, IntentSpec, Node, NodeStatus, Search
 
 
 class FinishIntentIn(ToolIn):
@@ -22,6 +31,26 @@ class FinishIntentIn(ToolIn):
     node_id: int | None = Field(
         None, ge=1, description="The intent being refined; default: the search's one active intent"
     )
+    edits: list[EditSpec] = Field(default_factory=list, max_length=100)
+    """Your reflection's changes to existing nodes, as edit_tree takes them (update, move, prune, reopen, pin,
+    unpin, veto, unveto), applied in order right after the intent is closed (they see its new status). All or
+    nothing with the close and the new intents: a refused item changes nothing, the intent stays being refined"""
+    new_intents: list[IntentSpec] = Field(default_factory=list, max_length=50)
+    """Your reflection's new intents, as propose_intents takes them (each under its parent_id, default the
+    root), added after the edits"""
+    reason: str = Field("", max_length=2000)
+    """Why the new intents (your reflection): kept in the edit log with each one, as propose_intents' reason"""
+    author: str = Field("human", min_length=1, max_length=80)
+    """Who asks: human | llm:<model> (kept in the edit log with the edits and new intents)"""
+
+    @model_validator(mode="after")
+    def _reason_goes_with_intents(self) -> FinishIntentIn:
+        if self.reason and not self.new_intents:
+            raise ValueError(
+                "reason is kept with new_intents in the edit log, and none were given: give it with new_intents, "
+                "or as the `reason` of an edit"
+            )
+        return self
 
 
 class FinishOut(ToolModel):
@@ -30,6 +59,8 @@ class FinishOut(ToolModel):
         "attempt, but one the evaluator could not judge: the CPU interpreter ran out of time)"
     )
     refine: RefineState = Field(description="How its refine phase ended")
+    applied: Applied | None = None
+    """The `edits` and `new_intents` given, all applied (None: none were given)"""
     reflect_prompt: str = Field(description="Phase 3: what to reflect on and how to edit the tree")
     loop: LoopState
     next: str
@@ -37,9 +68,26 @@ class FinishOut(ToolModel):
 
 async def close_refine(ws: Workspace, s: Search, node: Node) -> tuple[Node, loop.RefineState, UpdateContext]:
     """Close the claimed intent and build the update context (the driver's and a host's phase 3 input)."""
+    done, refine, _ = await end_refine(ws, s, node)
+    return done.node, refine, await contexts.update_context(ws, s, done.node)
+
+
+async def end_refine(
+    ws: Workspace,
+    s: Search,
+    node: Node,
+    *,
+    edits: Sequence[EditSpec] = (),
+    new_intents: Sequence[IntentSpec] = (),
+    author: str = "human",
+    reason: str = "",
+) -> tuple[Finished, RefineState, Applied | None]:
+    """End the claimed intent's refine phase, with the edits of its reflection when they are given (one
+    transaction: refused edits leave everything as it was); the last item says what of them was applied."""
     refine = await loop.refine_state(ws, s, node)
     atts = await loop.phase_attempts(ws, node)
     cur = await ws.store.get_node(node.id)
+    status: EndStatus = "closed" if cur.best_attempt_id is not None else "failed"
     if (
         cur.status == NodeStatus.active
         and cur.best_attempt_id is None
@@ -47,24 +95,65 @@ async def close_refine(ws: Workspace, s: Search, node: Node) -> tuple[Node, loop
     ):
         # the evaluator could not judge an attempt (the CPU interpreter ran out of time): the idea was
         # not shown to fail, so it is released (open), not failed
-        closed = await ws.store.set_node_status(node.id, "open")
+        status = "open"
+    try:
+        done = await finish_refine(
+            ws.store,
+            s.id,
+            node.id,
+            status,
+            edits=edits,
+            intents=new_intents,
+            author=author,
+            round=s.round,
+            reason=reason,
+        )
+    except EditRejected as e:
+        raise _refused(node, e, edits=len(edits)) from e
+    except KsearchError:
+        raise
+    except ValueError as e:  # the batch as a whole was refused (a bad author), with the reason
+        raise ToolFailure(f"finish_intent changed nothing: {e}") from e
+    applied = (
+        Applied(edits=len(done.edited), new_intents=[n.id for n in done.added])
+        if edits or new_intents
+        else None
+    )
+    await loop.finished(ws, s, done.node, applied)
+    return done, refine, applied
+
+
+def _refused(node: Node, e: EditRejected, *, edits: int) -> ToolFailure:
+    """A refused edit or new intent: what was not done, the way forward, and edit_tree's own problem lines."""
+    if e.part == "edits":
+        what, fix, tool = "no edit was applied", "the edits", "edit_tree"
     else:
-        closed = await ws.store.close_node(node.id, "closed" if cur.best_attempt_id is not None else "failed")
-    await loop.finished(ws, s, closed)
-    return closed, refine, await contexts.update_context(ws, s, closed)
+        what, fix, tool = "no intent was added", "the new intents", "propose_intents"
+        if edits:
+            what += ", none of the edits was applied"
+    return ToolFailure(
+        f"`{e.part}` refused: {what}, and intent #{node.id} was not finished (it is still being refined; "
+        f"nothing was changed). Correct {fix} and call finish_intent again, or call it without them and "
+        f"apply them afterwards with {tool}",
+        problems=e.problems,
+    )
 
 
 async def finish_intent(ws: Workspace, inp: FinishIntentIn) -> FinishOut:
     s = await ws.search(inp.search)
     node = await _active(ws, s, inp.node_id)
-    node, refine, ctx = await close_refine(ws, s, node)
+    done, refine, applied = await end_refine(
+        ws, s, node, edits=inp.edits, new_intents=inp.new_intents, author=inp.author, reason=inp.reason
+    )
+    ctx = await contexts.update_context(ws, s, done.node)  # the tree as the edits left it
     state = await loop.loop_state(ws, s.id)
     return FinishOut(
-        node=node,
+        node=done.node,
         refine=refine,
-        reflect_prompt=prompt_text("update", ctx, UPDATE_HINT.format(next=state.next)),
+        applied=applied,
+        reflect_prompt=prompt_text("update", ctx, update_hint(applied, state.next)),
         loop=state,
-        next=state.next,
+        next=state.next if applied is None else f"{applied.text()} {state.next}",
     )
 
 

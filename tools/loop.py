@@ -152,12 +152,33 @@ async def give_back(ws: Workspace, s: Search, node: Node) -> Node:
     return await ws.store.unclaim(s.id, node.id, rnd if rnd is not None else s.round)
 
 
-async def finished(ws: Workspace, s: Search, node: Node) -> None:
-    """Remember that `node`'s refine phase ended: the update phase of its round follows."""
+class Applied(ToolModel):
+    """The edits of a reflection that came with finish_intent, applied with it."""
+
+    edits: int = 0
+    """How many edits of existing nodes were applied"""
+    new_intents: list[int] = Field(default_factory=list)
+    """The ids of the intents added, in the order given"""
+
+    def text(self) -> str:
+        parts = [f"{self.edits} edit{'s' if self.edits != 1 else ''}"] if self.edits else []
+        if self.new_intents:
+            ids = ", ".join(f"#{i}" for i in self.new_intents)
+            parts.append(f"the new intent{'s' if len(self.new_intents) > 1 else ''} {ids}")
+        return f"Already applied with finish_intent: {' and '.join(parts)}; do not send them again."
+
+
+async def finished(ws: Workspace, s: Search, node: Node, applied: Applied | None = None) -> None:
+    """Remember that `node`'s refine phase ended: the update phase of its round follows, unless the edits of
+    its reflection came with the finish (`applied`): then the round's update is done."""
     rnd, _ = await refine_start(ws, node)
     await ws.store.cache_put(
         _FINISHED_KEY.format(search_id=s.id),
-        {"round": rnd if rnd is not None else s.round, "node_id": node.id},
+        {
+            "round": rnd if rnd is not None else s.round,
+            "node_id": node.id,
+            "applied": applied.model_dump() if applied is not None else None,
+        },
     )
 
 
@@ -165,6 +186,14 @@ async def last_finished(ws: Workspace, search_id: int) -> int | None:
     """The id of the intent whose refine phase ended last (None: none yet)."""
     got = await ws.store.cache_get(_FINISHED_KEY.format(search_id=search_id)) or {}
     return got.get("node_id")
+
+
+async def applied_with_finish(ws: Workspace, search_id: int, node_id: int) -> Applied | None:
+    """The edits that came with the finish of `node_id`, when it is the intent finished last and some did."""
+    got = await ws.store.cache_get(_FINISHED_KEY.format(search_id=search_id)) or {}
+    if got.get("node_id") != node_id or not got.get("applied"):
+        return None
+    return Applied.model_validate(got["applied"])
 
 
 async def refine_start(ws: Workspace, node: Node) -> tuple[int | None, int | None]:
@@ -230,6 +259,16 @@ async def budget_state(ws: Workspace, s: Search, *, rounds_override: int | None 
     )
     out.exhausted = exhausted(out, wall_s=b.wall_s, started=s.created_at)
     return out
+
+
+def spent_text(exhausted: str, search: str) -> str:
+    """What every face says of a spent budget (a refused claim, a look at the next intent, the loop's state):
+    no new round starts, and the two ways forward."""
+    return (
+        f"The search's budget is spent ({exhausted}): no new round starts. Call final_evaluation "
+        f"(search={search!r}) to re-measure the best candidates on every workload, held-out ones included, or "
+        "raise the budget with set_budgets to search further."
+    )
 
 
 def exhausted(
@@ -328,7 +367,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
             )
     else:
         fin = await ws.store.cache_get(_FINISHED_KEY.format(search_id=s.id)) or {}
-        if s.round > 0 and fin.get("round") == s.round:
+        if s.round > 0 and fin.get("round") == s.round and not fin.get("applied"):
             phase = "update"
             then = (
                 f"then call final_evaluation: the budget is spent ({budget.exhausted})"
@@ -343,9 +382,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         elif budget.exhausted:
             phase = "final" if not final_done else "done"
             nxt = (
-                f"The search's budget is spent ({budget.exhausted}). Call final_evaluation (search={name!r}) "
-                "to re-measure the best candidates on every workload, held-out ones included, or raise the "
-                "budget with set_budgets to search further."
+                spent_text(budget.exhausted, name)
                 if not final_done
                 else f"The budget is spent ({budget.exhausted}) and the final evaluation is recorded."
             )

@@ -28,6 +28,18 @@ UPDATE_HINT = (
     "propose_intents (your reflection as its `reason`, or in an intent's notes); a refused edit comes back "
     "with the reason. Next: {next}"
 )
+# the reflect prompt after finish_intent applied the edits it was given: sent again, they would be logged twice
+UPDATE_APPLIED_HINT = (
+    "{applied} Apply further changes only if this prompt gives you a new reason: `edits` with edit_tree, "
+    "`new_intents` with propose_intents. Next: {next}"
+)
+
+
+def update_hint(applied: loop.Applied | None, next_step: str) -> str:
+    """The reflect prompt's last paragraph: how to apply the answer, or that it was applied already."""
+    if applied is None:
+        return UPDATE_HINT.format(next=next_step)
+    return UPDATE_APPLIED_HINT.format(applied=applied.text(), next=next_step)
 
 
 def prompt_text(phase: Phase, ctx: InitContext | WriteContext | UpdateContext, hint: str) -> str:
@@ -83,4 +95,5 @@ async def reflect_and_edit(ws: Workspace, search: int | str, node_id: int | None
     s = await ws.search(search)
     node = await (_node(ws, s.id, node_id) if node_id is not None else _default_node(ws, s.id, "finished"))
     ctx = await contexts.update_context(ws, s, node)
-    return prompt_text("update", ctx, UPDATE_HINT.format(next=(await loop.loop_state(ws, s.id)).next))
+    applied = await loop.applied_with_finish(ws, s.id, node.id)
+    return prompt_text("update", ctx, update_hint(applied, (await loop.loop_state(ws, s.id)).next))

@@ -6,6 +6,8 @@ the refine phase builds on is fixed. The answer carries the loop's state and wha
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import Field
 
 from ksearch.tools import loop
@@ -65,8 +67,10 @@ async def select_action(
     at a time. `budget_checked` is for callers that enforce their own budgets (the driver's run options).
     """
     s = await ws.search(inp.search)
-    if inp.claim:
-        await _may_claim(ws, s, parallel=parallel, budget_checked=budget_checked)
+    # asked before anything is selected: a refused claim writes nothing, and a look (claim=false) says the same
+    blocked = await _claim_refused(ws, s, parallel=parallel, budget_checked=budget_checked)
+    if inp.claim and blocked is not None:
+        raise ToolFailure(blocked.why)
     node_id: int | None
     if inp.node_id is not None:
         node_id, reason = await _named(ws, s, inp.node_id), "chosen by the caller"
@@ -88,7 +92,7 @@ async def select_action(
             round=s.round,
             base_attempt_id=base.id if base else None,
             base_candidate_id=base.candidate_id if base else None,
-            next="Nothing was claimed (claim=false). Call select_action again without claim=false to start it.",
+            next=_look_next(node, blocked),
         )
     # The claim starts a round; the base is fixed now, before the node's own new attempts move its best.
     await ws.store.bump_round(s.id)
@@ -109,32 +113,48 @@ async def select_action(
     )
 
 
-async def _may_claim(ws: Workspace, s: Search, *, parallel: bool, budget_checked: bool) -> None:
-    """Refuse a claim the loop does not allow now, saying what to do instead."""
+class _Refusal(NamedTuple):
+    why: str  # what the refusal says, with what to do instead
+    spent: bool  # a budget is spent (else the loop is elsewhere: init, or an intent still being refined)
+
+
+async def _claim_refused(
+    ws: Workspace, s: Search, *, parallel: bool, budget_checked: bool
+) -> _Refusal | None:
+    """Why the loop allows no claim now, saying what to do instead (None: a claim is allowed)."""
     nodes = await ws.store.list_nodes(s.id)
     if await loop.seed_unmeasured(ws, s):
         state = await loop.loop_state(ws, s.id)
-        raise ToolFailure(f"the seed is not measured yet. {state.next}")
+        return _Refusal(f"the seed is not measured yet. {state.next}", False)
     if not any(n.kind == "intent" for n in nodes):
-        raise ToolFailure(
+        return _Refusal(
             "the tree has no intents yet (phase 0, init): read the prompt analyse_kernel, then call "
-            "propose_intents with the first intents"
+            "propose_intents with the first intents",
+            False,
         )
     if not parallel:
         active = [n for n in nodes if n.kind == "intent" and n.status == "active"]
         if active:
             r = await loop.refine_state(ws, s, active[0])
-            raise ToolFailure(
+            return _Refusal(
                 f"intent #{r.node_id} is still being refined (round {r.round}, {r.attempts} of at most {r.cap} "
-                f"attempts): finish it first with finish_intent (node_id={r.node_id})"
+                f"attempts): finish it first with finish_intent (node_id={r.node_id})",
+                False,
             )
     if not budget_checked:
         b = await loop.budget_state(ws, s)
         if b.exhausted:
-            raise ToolFailure(
-                f"the search's budget is spent ({b.exhausted}): no new round starts. Call final_evaluation "
-                "to re-measure the best candidates on every workload, or raise the budget with set_budgets"
-            )
+            return _Refusal(loop.spent_text(b.exhausted, s.name), True)
+    return None
+
+
+def _look_next(node: Node, blocked: _Refusal | None) -> str:
+    """`next` after claim=false: the rule's pick, and whether claiming it now would start a round."""
+    if blocked is None:
+        return "Nothing was claimed (claim=false). Call select_action again without claim=false to start it."
+    if blocked.spent:
+        return f"Nothing was claimed (claim=false). #{node.id} would be next if the budget were raised. {blocked.why}"
+    return f"Nothing was claimed (claim=false), and a claim now would be refused: {blocked.why}"
 
 
 async def _named(ws: Workspace, s: Search, node_id: int) -> int:

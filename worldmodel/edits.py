@@ -193,7 +193,21 @@ async def apply_edits(
     author: str,
     round: int,
 ) -> list[Node]:
-    """Apply edits to existing nodes, in order, as one all-or-nothing batch.
+    """Apply edits to existing nodes, in order, as one all-or-nothing batch (see `apply_edits_in`)."""
+    async with store.transaction() as db:
+        return await apply_edits_in(db, search_id, specs, author=author, round=round)
+
+
+async def apply_edits_in(
+    db: aiosqlite.Connection,
+    search_id: int,
+    specs: Sequence[EditSpec | Mapping[str, Any]],
+    *,
+    author: str,
+    round: int,
+) -> list[Node]:
+    """Apply edits to existing nodes, in order, as one all-or-nothing batch, inside the caller's transaction
+    (`Store.transaction()`; a refusal raises, so the caller's rollback drops whatever else it wrote).
 
     Ops: `update` (priority, difficulty, expected_speedup, notes, rationale, title, params,
     base_attempt_id; the root takes only notes, rationale and title), `move` (the node and its subtree
@@ -213,51 +227,50 @@ async def apply_edits(
         if shape is not None:
             problems.append(shape)
             validated[index] = None
-    async with store.transaction() as db:
-        await rows.search_row(db, search_id)
-        wanted = {s.node_id for s in validated if s is not None}
-        wanted |= {s.parent_id for s in validated if s is not None and s.parent_id is not None}
-        view = _View(db, search_id, await rows.nodes_by_id(db, wanted))
-        bases = await _attempts_by_id(
-            db, {s.base_attempt_id for s in validated if s is not None and s.base_attempt_id is not None}
-        )
-        siblings = _Siblings(db)
-        plans: list[_Plan] = []
-        for index, spec in enumerate(validated):
-            if spec is None:
-                continue
-            node = await view.node(spec.node_id)
-            if node is None or node.search_id != search_id:
-                where = "does not exist" if node is None else f"belongs to search {node.search_id}"
-                problems.append(
-                    EditProblem(
-                        index=index,
-                        node_id=spec.node_id,
-                        field="node_id",
-                        problem=f"node #{spec.node_id} {where}",
-                        accepted=_ACCEPTED["node_id"],
-                    )
+    await rows.search_row(db, search_id)
+    wanted = {s.node_id for s in validated if s is not None}
+    wanted |= {s.parent_id for s in validated if s is not None and s.parent_id is not None}
+    view = _View(db, search_id, await rows.nodes_by_id(db, wanted))
+    bases = await _attempts_by_id(
+        db, {s.base_attempt_id for s in validated if s is not None and s.base_attempt_id is not None}
+    )
+    siblings = _Siblings(db)
+    plans: list[_Plan] = []
+    for index, spec in enumerate(validated):
+        if spec is None:
+            continue
+        node = await view.node(spec.node_id)
+        if node is None or node.search_id != search_id:
+            where = "does not exist" if node is None else f"belongs to search {node.search_id}"
+            problems.append(
+                EditProblem(
+                    index=index,
+                    node_id=spec.node_id,
+                    field="node_id",
+                    problem=f"node #{spec.node_id} {where}",
+                    accepted=_ACCEPTED["node_id"],
                 )
-                continue
-            plan = await _check_edit(index, spec, node, view, siblings, bases, round, problems)
-            if plan is not None:
-                plans.append(plan)
-        if problems:
-            raise EditRejected(sorted(problems, key=lambda p: p.index))
-        for plan in plans:
-            await _write(db, plan)
-            await rows.log_edit(
-                db,
-                search_id=search_id,
-                op=plan.spec.op,
-                node_id=plan.spec.node_id,
-                payload=plan.payload,
-                author=author,
-                round=round,
-                reason=plan.spec.reason,
             )
-        final = await rows.nodes_by_id(db, {p.spec.node_id for p in plans})
-        return [final[p.spec.node_id] for p in plans]
+            continue
+        plan = await _check_edit(index, spec, node, view, siblings, bases, round, problems)
+        if plan is not None:
+            plans.append(plan)
+    if problems:
+        raise EditRejected(sorted(problems, key=lambda p: p.index))
+    for plan in plans:
+        await _write(db, plan)
+        await rows.log_edit(
+            db,
+            search_id=search_id,
+            op=plan.spec.op,
+            node_id=plan.spec.node_id,
+            payload=plan.payload,
+            author=author,
+            round=round,
+            reason=plan.spec.reason,
+        )
+    final = await rows.nodes_by_id(db, {p.spec.node_id for p in plans})
+    return [final[p.spec.node_id] for p in plans]
 
 
 async def _write(db: aiosqlite.Connection, plan: _Plan) -> None:

@@ -103,11 +103,13 @@ class EditRejected(ValueError, KsearchError):
 
     `problems` holds one line per refused item ("item 2 field 'priority': …; accepted: …"), every
     problem and not just the first, so the caller can fix them all in one go; `details` holds the
-    same as structured `EditProblem`s.
+    same as structured `EditProblem`s. `part` names the list of a request that holds several (the
+    `edits` or the `new_intents` given with finish_intent); "" when the request has one.
     """
 
-    def __init__(self, details: list[EditProblem]) -> None:
+    def __init__(self, details: list[EditProblem], *, part: str = "") -> None:
         self.details = details
+        self.part = part
         self.problems: list[str] = [str(p) for p in details]
         lines = "\n".join(f"- {p}" for p in self.problems)
         super().__init__(f"{len(details)} problem(s); nothing was changed:\n{lines}")

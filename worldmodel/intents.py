@@ -34,7 +34,23 @@ async def apply_intents(
     round: int,
     reason: str = "",
 ) -> list[Node]:
-    """Insert open intents (each under `parent_id`, the root when omitted). All or nothing.
+    """Insert open intents (each under `parent_id`, the root when omitted). All or nothing (see
+    `apply_intents_in`)."""
+    async with store.transaction() as db:
+        return await apply_intents_in(db, search_id, specs, author=author, round=round, reason=reason)
+
+
+async def apply_intents_in(
+    db: aiosqlite.Connection,
+    search_id: int,
+    specs: Sequence[IntentSpec | Mapping[str, Any]],
+    *,
+    author: str,
+    round: int,
+    reason: str = "",
+) -> list[Node]:
+    """Insert open intents (each under `parent_id`, the root when omitted), all or nothing, inside the caller's
+    transaction (`Store.transaction()`; a refusal raises, so the caller's rollback drops whatever else it wrote).
 
     Refused (with every problem listed): invalid fields or result fields; a parent that does not
     exist, belongs to another search, or is pruned or vetoed; a base attempt of another search; a
@@ -49,104 +65,101 @@ async def apply_intents(
         problems.append(
             EditProblem(index=0, field="reason", problem=f"reason {why}", accepted=_ACCEPTED["reason"])
         )
-    async with store.transaction() as db:
-        await rows.search_row(db, search_id)
-        root_row = await rows.fetchone(
-            db, "SELECT id FROM nodes WHERE search_id = ? AND kind = 'root'", (search_id,)
+    await rows.search_row(db, search_id)
+    root_row = await rows.fetchone(
+        db, "SELECT id FROM nodes WHERE search_id = ? AND kind = 'root'", (search_id,)
+    )
+    if root_row is None:
+        raise NotFound(f"search {search_id} has no root node (damaged database)")
+    root_id = int(root_row[0])
+    wanted_parents = {s.parent_id or root_id for s in validated if s is not None}
+    parents = await rows.nodes_by_id(db, wanted_parents)
+    wanted_bases = {s.base_attempt_id for s in validated if s is not None and s.base_attempt_id is not None}
+    bases = await _attempt_searches(db, wanted_bases)
+    siblings = _Siblings(db)
+    # a veto says "never this idea": its title is refused under any parent, not only beside it
+    vetoed = [
+        (int(nid), title, stored_key(title, params))
+        for nid, title, params in await rows.fetchall(
+            db, "SELECT id, title, params FROM nodes WHERE search_id = ? AND vetoed = 1", (search_id,)
         )
-        if root_row is None:
-            raise NotFound(f"search {search_id} has no root node (damaged database)")
-        root_id = int(root_row[0])
-        wanted_parents = {s.parent_id or root_id for s in validated if s is not None}
-        parents = await rows.nodes_by_id(db, wanted_parents)
-        wanted_bases = {
-            s.base_attempt_id for s in validated if s is not None and s.base_attempt_id is not None
-        }
-        bases = await _attempt_searches(db, wanted_bases)
-        siblings = _Siblings(db)
-        # a veto says "never this idea": its title is refused under any parent, not only beside it
-        vetoed = [
-            (int(nid), title, stored_key(title, params))
-            for nid, title, params in await rows.fetchall(
-                db, "SELECT id, title, params FROM nodes WHERE search_id = ? AND vetoed = 1", (search_id,)
+    ]
+    for index, spec in enumerate(validated):
+        if spec is None:
+            continue
+        pid = spec.parent_id or root_id
+        refused = _parent_refused(parents.get(pid), pid, search_id)
+        if refused is not None:
+            problems.append(
+                EditProblem(index=index, field="parent_id", problem=refused[0], accepted=refused[1])
             )
-        ]
-        for index, spec in enumerate(validated):
-            if spec is None:
-                continue
-            pid = spec.parent_id or root_id
-            refused = _parent_refused(parents.get(pid), pid, search_id)
-            if refused is not None:
-                problems.append(
-                    EditProblem(index=index, field="parent_id", problem=refused[0], accepted=refused[1])
+            continue
+        if spec.base_attempt_id is not None and bases.get(spec.base_attempt_id) != search_id:
+            owner = bases.get(spec.base_attempt_id)
+            where = "does not exist" if owner is None else f"belongs to search {owner}"
+            problems.append(
+                EditProblem(
+                    index=index,
+                    field="base_attempt_id",
+                    problem=f"attempt #{spec.base_attempt_id} {where}",
+                    accepted=_ACCEPTED["base_attempt_id"],
                 )
-                continue
-            if spec.base_attempt_id is not None and bases.get(spec.base_attempt_id) != search_id:
-                owner = bases.get(spec.base_attempt_id)
-                where = "does not exist" if owner is None else f"belongs to search {owner}"
-                problems.append(
-                    EditProblem(
-                        index=index,
-                        field="base_attempt_id",
-                        problem=f"attempt #{spec.base_attempt_id} {where}",
-                        accepted=_ACCEPTED["base_attempt_id"],
-                    )
-                )
-                continue
-            key = TitleKey.of(spec.title, spec.params)
-            veto = next(((nid, t) for nid, t, vkey in vetoed if near_duplicate(key, vkey)), None)
-            if veto is not None:
-                problems.append(
-                    EditProblem(
-                        index=index,
-                        field="title",
-                        problem=f"title {spec.title!r} is a near-duplicate of vetoed node #{veto[0]} {veto[1]!r}",
-                        accepted=f"a distinct idea, or unveto #{veto[0]} first",
-                    )
-                )
-                continue
-            dup = await siblings.duplicate_of(pid, key)
-            if dup is not None:
-                problems.append(_duplicate_problem(index, None, spec.title, dup))
-                continue
-            (await siblings.under(pid))[f"item {index}"] = (key, spec.title, "new")
-        if problems:
-            raise EditRejected(sorted(problems, key=lambda p: p.index))
-        new_ids: list[int] = []
-        for spec in validated:
-            assert spec is not None
-            parent = parents[spec.parent_id or root_id]
-            title = spec.title.strip()
-            nid = await rows.insert_node(
-                db,
-                search_id=search_id,
-                parent=parent,
-                title=title,
-                rationale=spec.rationale,
-                priority=spec.priority,
-                difficulty=spec.difficulty,
-                expected_speedup=spec.expected_speedup,
-                notes=spec.notes,
-                author=author,
-                round=round,
-                params=spec.params,
-                base_attempt_id=spec.base_attempt_id,
             )
-            payload = spec.model_dump(mode="json")
-            payload.update(kind="intent", title=title, parent_id=parent.id)
-            await rows.log_edit(
-                db,
-                search_id=search_id,
-                op="insert",
-                node_id=nid,
-                payload=payload,
-                author=author,
-                round=round,
-                reason=reason,
+            continue
+        key = TitleKey.of(spec.title, spec.params)
+        veto = next(((nid, t) for nid, t, vkey in vetoed if near_duplicate(key, vkey)), None)
+        if veto is not None:
+            problems.append(
+                EditProblem(
+                    index=index,
+                    field="title",
+                    problem=f"title {spec.title!r} is a near-duplicate of vetoed node #{veto[0]} {veto[1]!r}",
+                    accepted=f"a distinct idea, or unveto #{veto[0]} first",
+                )
             )
-            new_ids.append(nid)
-        created = await rows.nodes_by_id(db, new_ids)
-        return [created[i] for i in new_ids]
+            continue
+        dup = await siblings.duplicate_of(pid, key)
+        if dup is not None:
+            problems.append(_duplicate_problem(index, None, spec.title, dup))
+            continue
+        (await siblings.under(pid))[f"item {index}"] = (key, spec.title, "new")
+    if problems:
+        raise EditRejected(sorted(problems, key=lambda p: p.index))
+    new_ids: list[int] = []
+    for spec in validated:
+        assert spec is not None
+        parent = parents[spec.parent_id or root_id]
+        title = spec.title.strip()
+        nid = await rows.insert_node(
+            db,
+            search_id=search_id,
+            parent=parent,
+            title=title,
+            rationale=spec.rationale,
+            priority=spec.priority,
+            difficulty=spec.difficulty,
+            expected_speedup=spec.expected_speedup,
+            notes=spec.notes,
+            author=author,
+            round=round,
+            params=spec.params,
+            base_attempt_id=spec.base_attempt_id,
+        )
+        payload = spec.model_dump(mode="json")
+        payload.update(kind="intent", title=title, parent_id=parent.id)
+        await rows.log_edit(
+            db,
+            search_id=search_id,
+            op="insert",
+            node_id=nid,
+            payload=payload,
+            author=author,
+            round=round,
+            reason=reason,
+        )
+        new_ids.append(nid)
+    created = await rows.nodes_by_id(db, new_ids)
+    return [created[i] for i in new_ids]
 
 
 def _parent_refused(parent: Node | None, pid: int, search_id: int) -> tuple[str, str] | None:

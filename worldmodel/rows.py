@@ -1,4 +1,5 @@
-"""Row <-> model conversion and small SQL helpers that run on a connection the caller holds.
+"""Row <-> model conversion and small SQL helpers that run on a connection the caller holds, among them
+an intent's status changes (so that a change of status and tree edits can share one transaction).
 
 Only `worldmodel` modules use these; everything else goes through `Store` methods. Helpers here
 never take the store's lock, so they are safe to call inside `Store.transaction()`.
@@ -10,12 +11,12 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import aiosqlite
 
-from ksearch.worldmodel.errors import NotFound
-from ksearch.worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, Search
+from ksearch.worldmodel.errors import InvalidTransition, NotFound
+from ksearch.worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, NodeStatus, Search
 
 NODE_COLUMNS = (
     "id, search_id, parent_id, kind, title, rationale, priority, difficulty, expected_speedup, notes, "
@@ -157,6 +158,50 @@ async def node(db: aiosqlite.Connection, node_id: int) -> Node:
     if row is None:
         raise NotFound(f"no node #{node_id}; node ids come from the tree (`ksearch tree SEARCH`)")
     return node_from_row(row)
+
+
+async def set_node_status(db: aiosqlite.Connection, node_id: int, status: Literal["open", "active"]) -> Node:
+    """Claim an open intent (open → active) or release a claim (active → open); see `Store.set_node_status`."""
+    allowed = {("open", "active"), ("active", "open")}
+    found = await node(db, node_id)
+    if found.kind == "root":
+        raise InvalidTransition("the root is not an intent and has no refinement status")
+    if status == "active" and found.vetoed:
+        raise InvalidTransition(f"node #{node_id} is vetoed and is never selected; unveto it first")
+    if found.status == status == "open":
+        return found
+    if (found.status.value, status) not in allowed:
+        raise InvalidTransition(
+            f"node #{node_id} is {found.status.value}; set_node_status accepts open → active "
+            "(claim) and active → open (release)"
+        )
+    await db.execute("UPDATE nodes SET status = ? WHERE id = ?", (status, node_id))
+    return await node(db, node_id)
+
+
+async def close_node(db: aiosqlite.Connection, node_id: int, status: Literal["closed", "failed"]) -> Node:
+    """End an intent's refinement (`closed` with a correct attempt, else `failed`); see `Store.close_node`."""
+    if status not in ("closed", "failed"):
+        raise InvalidTransition(f"close_node status {status!r}; accepted: closed, failed")
+    found = await node(db, node_id)
+    if found.kind == "root":
+        raise InvalidTransition("the root is not an intent and cannot be closed")
+    if found.status.value == status or found.status == NodeStatus.pruned:
+        return found  # repeated, or pruned meanwhile (e.g. by a human): it stays as it is
+    if found.status not in (NodeStatus.open, NodeStatus.active):
+        raise InvalidTransition(
+            f"node #{node_id} is {found.status.value}; close_node accepts open or active nodes"
+        )
+    if status == "closed" and found.best_attempt_id is None:
+        raise InvalidTransition(
+            f"node #{node_id} has no correct attempt, so it cannot be closed; accepted: failed"
+        )
+    if status == "failed" and found.best_attempt_id is not None:
+        raise InvalidTransition(
+            f"node #{node_id} has a correct attempt (#{found.best_attempt_id}); accepted: closed"
+        )
+    await db.execute("UPDATE nodes SET status = ? WHERE id = ?", (status, node_id))
+    return await node(db, node_id)
 
 
 async def nodes_by_id(db: aiosqlite.Connection, ids: Iterable[int]) -> dict[int, Node]:

@@ -40,7 +40,6 @@ from ksearch.worldmodel.models import (
     LLMCall,
     LLMPhase,
     Node,
-    NodeStatus,
     Search,
     SearchConfig,
     SearchStatus,
@@ -338,22 +337,8 @@ class Store:
 
     async def set_node_status(self, node_id: int, status: Literal["open", "active"]) -> Node:
         """Claim an open intent for refinement (open → active) or release a claim (active → open)."""
-        allowed = {("open", "active"), ("active", "open")}
         async with self.transaction() as db:
-            node = await rows.node(db, node_id)
-            if node.kind == "root":
-                raise InvalidTransition("the root is not an intent and has no refinement status")
-            if status == "active" and node.vetoed:
-                raise InvalidTransition(f"node #{node_id} is vetoed and is never selected; unveto it first")
-            if node.status == status == "open":
-                return node
-            if (node.status.value, status) not in allowed:
-                raise InvalidTransition(
-                    f"node #{node_id} is {node.status.value}; set_node_status accepts open → active "
-                    "(claim) and active → open (release)"
-                )
-            await db.execute("UPDATE nodes SET status = ? WHERE id = ?", (status, node_id))
-            return await rows.node(db, node_id)
+            return await rows.set_node_status(db, node_id, status)
 
     async def unclaim(self, search_id: int, node_id: int, round: int) -> Node:
         """Undo a claim that produced nothing (the policy declined the intent before any attempt): the intent is
@@ -377,28 +362,8 @@ class Store:
         Accepted from open or active; repeating the current status is a no-op, and a node pruned while
         it was being refined stays pruned (returned unchanged).
         """
-        if status not in ("closed", "failed"):
-            raise InvalidTransition(f"close_node status {status!r}; accepted: closed, failed")
         async with self.transaction() as db:
-            node = await rows.node(db, node_id)
-            if node.kind == "root":
-                raise InvalidTransition("the root is not an intent and cannot be closed")
-            if node.status.value == status or node.status == NodeStatus.pruned:
-                return node  # repeated, or pruned meanwhile (e.g. by a human): it stays as it is
-            if node.status not in (NodeStatus.open, NodeStatus.active):
-                raise InvalidTransition(
-                    f"node #{node_id} is {node.status.value}; close_node accepts open or active nodes"
-                )
-            if status == "closed" and node.best_attempt_id is None:
-                raise InvalidTransition(
-                    f"node #{node_id} has no correct attempt, so it cannot be closed; accepted: failed"
-                )
-            if status == "failed" and node.best_attempt_id is not None:
-                raise InvalidTransition(
-                    f"node #{node_id} has a correct attempt (#{node.best_attempt_id}); accepted: closed"
-                )
-            await db.execute("UPDATE nodes SET status = ? WHERE id = ?", (status, node_id))
-            return await rows.node(db, node_id)
+            return await rows.close_node(db, node_id, status)
 
     # ------------------------------------------------------------------ candidates
 

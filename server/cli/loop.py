@@ -2,7 +2,9 @@
 
     ksearch status SEARCH          where the loop stands and what to do next
     ksearch select SEARCH [--node] phase 1: claim the next intent (or the one named)
-    ksearch finish SEARCH [--node] end the refine phase of the intent being refined; print the reflect prompt
+    ksearch finish SEARCH [--node] [--update FILE]
+                                   end the refine phase of the intent being refined, with the tree changes of
+                                   FILE; print the reflect prompt (--prompt)
     ksearch final SEARCH           re-measure the best candidates on every workload and end the search
 
 Attempts are submitted with `ksearch submit SEARCH FILE --node N`; the tree is edited with `intent`, `pin`,
@@ -12,11 +14,13 @@ Attempts are submitted with `ksearch submit SEARCH FILE --node N`; the tree is e
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import sys
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
-from ksearch.server.cli.common import DEFAULT_DB, DbOption, run_async
+from ksearch.server.cli.common import DEFAULT_DB, DbOption, fail, run_async
 from ksearch.server.cli.steer import SearchArg, say, tell, workspace
 from ksearch.server.cli.words import cli_words
 
@@ -92,17 +96,27 @@ def finish(
     prompt: Annotated[
         bool, typer.Option("--prompt", help="Also print the reflect prompt a model would get (stdout)")
     ] = False,
+    update: Annotated[
+        Path | None,
+        typer.Option(
+            "--update",
+            help='A JSON file (- for stdin) of changes to apply with the finish, all or nothing: {"edits": [...], '
+            '"new_intents": [...], "reason": "..."}, as the MCP tools edit_tree and propose_intents take them',
+        ),
+    ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
     """End the refine phase of the intent being refined (closed with a correct attempt, else failed); with
-    --prompt, print the reflect prompt a model would get for phase 3."""
+    --update, apply tree changes in the same step; with --prompt, print the reflect prompt a model would get."""
     from ksearch.tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
+
+    changes = _update_file(update) if update is not None else {}
 
     async def go() -> FinishOut:
         async with workspace(db) as ws:
-            return await finish_intent(ws, FinishIntentIn(search=search, node_id=node))
+            return await finish_intent(ws, FinishIntentIn(search=search, node_id=node, **changes))
 
-    out = run_async(go())
+    out = run_async(go())  # the file's changes are checked as the tool's arguments, refused as they would be
     if as_json:
         say(out.model_dump_json(indent=1))
         return
@@ -110,6 +124,41 @@ def finish(
     if prompt:
         say(out.reflect_prompt)
     tell(f"next: {cli_words(out.next, search)}")
+
+
+UPDATE_KEYS = ("edits", "new_intents", "reason")
+MAX_UPDATE_BYTES = 1_000_000
+
+
+def _update_file(path: Path) -> dict[str, Any]:
+    """The changes of `finish --update`: a JSON object with some of UPDATE_KEYS, or a clear refusal."""
+    where = "stdin" if str(path) == "-" else str(path)
+    try:
+        if str(path) == "-":
+            text = sys.stdin.read(MAX_UPDATE_BYTES + 1)
+        else:
+            with path.open(encoding="utf-8") as fh:
+                text = fh.read(MAX_UPDATE_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as e:
+        raise fail(f"--update {where} cannot be read: {e}") from e
+    if len(text) > MAX_UPDATE_BYTES:
+        raise fail(f"--update {where} is over {MAX_UPDATE_BYTES} bytes")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise fail(f"--update {where} is not JSON ({e}); accepted: {_UPDATE_SHAPE}") from e
+    if not isinstance(data, dict):
+        raise fail(f"--update {where} holds a JSON {type(data).__name__}; accepted: {_UPDATE_SHAPE}")
+    unknown = sorted(set(data) - set(UPDATE_KEYS))
+    if unknown or not data:
+        got = f"the unknown key(s) {', '.join(map(repr, unknown))}" if unknown else "no key"
+        raise fail(f"--update {where} has {got}; accepted: {_UPDATE_SHAPE}")
+    return data
+
+
+_UPDATE_SHAPE = (
+    'a JSON object with "edits" (a list of edits), "new_intents" (a list of intents) and/or "reason"'
+)
 
 
 def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:

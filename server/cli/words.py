@@ -37,6 +37,17 @@ _RULES: list[tuple[str, str]] = [
         r"apply your edits with edit_tree and propose_intents",
         "apply your changes with `ksearch intent add/edit`, `pin`, `veto`, `prune`, `reopen`",
     ),
+    (r"Already applied with finish_intent", "Already applied with `ksearch finish --update`"),
+    (
+        r"call finish_intent again, or call it without them and apply them afterwards with edit_tree",
+        "run `ksearch finish {s} --update FILE` again, or finish without --update and make them afterwards with "
+        "`ksearch intent edit`, `pin`, `veto`, `prune`, `reopen`",
+    ),
+    (
+        r"call finish_intent again, or call it without them and apply them afterwards with propose_intents",
+        "run `ksearch finish {s} --update FILE` again, or finish without --update and add them afterwards with "
+        "`ksearch intent add`",
+    ),
     (r"[Cc]all select_action " + _SEARCH, "run `ksearch select {s}`"),
     (r"[Cc]all select_action", "run `ksearch select {s}`"),
     (r"[Cc]all final_evaluation " + _SEARCH, "run `ksearch final {s}`"),
@@ -64,12 +75,18 @@ TOOL_NAMES = (
 
 def cli_words(text: str, search: str | None = None) -> str:
     """`text` with each tool call it advises said as the ksearch command that does the same."""
+    # a refusal names its search once; every command it advises is run on that search
+    named = re.search(r"search='([^']*)'", text)
+    if search is None and named is not None:
+        search = named.group(1)
     out = text
     for pattern, repl in _COMPILED:
 
         def sub(m: re.Match[str], repl: str = repl) -> str:
             groups = m.groupdict()
-            return repl.format(s=groups.get("s") or search or "SEARCH", n=groups.get("n") or "N")
+            said = repl.format(s=groups.get("s") or search or "SEARCH", n=groups.get("n") or "N")
+            # a sentence that began with the tool's advice begins with the command's
+            return said[:1].upper() + said[1:] if m.group(0)[:1].isupper() else said
 
         out = pattern.sub(sub, out)
     return out

@@ -4,8 +4,9 @@
 The host's decisions are the three the driver asks its policy for, read off the tool calls:
 - init: the analysis (edit_tree on the root) and the first intents (propose_intents) before any claim;
 - write_code: each benchmark on a claimed intent (the candidate's source);
-- update: the edits and new intents between finish_intent and the next select_action / final_evaluation
-  (an empty update when the host made none: the driver asks after every refine phase all the same).
+- update: the edits and new intents given with finish_intent or made between it and the next select_action /
+  final_evaluation (an empty update when the host made none: the driver asks after every refine phase all the
+  same).
 One JSON line per decision, in the order the driver will ask for them.
 """
 
@@ -75,8 +76,21 @@ class HostRecorder:
             self.flush()
         elif tool == "finish_intent":
             self.flush()
-            self._update = {"reflection": "", "edits": [], "new_intents": []}
+            # the reflection's edits may come with the finish: they open the round's update decision
+            edits = [EditSpec.model_validate(e) for e in args.get("edits", [])]
+            added = [IntentSpec.model_validate(i) for i in args.get("new_intents", [])]
+            self._update = {
+                "reflection": args.get("reason", ""),
+                "edits": [e.model_dump(mode="json", exclude_none=True) for e in edits],
+                "new_intents": [i.model_dump(mode="json", exclude_none=True) for i in added],
+            }
             self._intent = out.node.title
+            ids = [
+                *(e.node_id for e in edits),
+                *(e.parent_id for e in edits),
+                *(i.parent_id for i in added),
+            ]
+            await self._titles(ws, ids)
         elif tool == "propose_intents":
             intents = [
                 IntentSpec.model_validate(i).model_dump(mode="json", exclude_none=True)

@@ -32,11 +32,12 @@ from ksearch.about import __version__
 from ksearch.server.access import HttpAccess
 from ksearch.server.mcp.args import RefuseUnknownArguments
 from ksearch.server.mcp.http import serve_http
+from ksearch.server.mcp.order import InOrder
 from ksearch.server.mcp.record import HostRecorder
 from ksearch.server.mcp.stdio_input import HostLines
+from ksearch.server.mcp.text import text_of
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.budgets import SetBudgetsIn, SetBudgetsOut, set_budgets
-from ksearch.tools.common import seconds_text
 from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
@@ -53,7 +54,7 @@ from ksearch.tools.run_search import RunSearchIn, RunSearchOut, run_search
 from ksearch.tools.select_action import SelectActionIn, SelectionOut, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError
-from ksearch.worldmodel.models import CPU_INTERPRETER, Node, Search, compile_label
+from ksearch.worldmodel.models import Node, Search
 
 log = logging.getLogger("ksearch.mcp")
 
@@ -68,10 +69,13 @@ three phases. Every tool result carries `next`: what the loop expects now; follo
   run_correctness, then benchmark with node_id: it records attempt k of the cap and says whether to
   write another implementation or to reflect (the stagnation window counts only gains beyond noise).
 3 update: finish_intent closes the intent and returns the reflect prompt; apply your edits with
-  edit_tree and propose_intents; refused edits come back with reasons. Then select_action again.
+  edit_tree and propose_intents, or send them with finish_intent (`edits`, `new_intents`: applied in
+  the same call, all or nothing); refused edits come back with reasons. Then select_action again.
 When the budget is spent, final_evaluation re-measures the best candidates on every workload (on a
 machine without a GPU: the smoke workload in Triton's interpreter, where timings never rank anything).
 Refer to candidates by the candidate_id returned on first submission instead of resending source.
+Calls that change records run one at a time in the order sent: finish_intent with your edits and the
+next select_action can go in one turn; the next implementation waits for benchmark's answer.
 """
 
 
@@ -113,6 +117,7 @@ class KsearchServer:
         self.mcp = MCPServer(name="ksearch", title="ksearch", instructions=INSTRUCTIONS, version=__version__)
         self._arguments: dict[str, set[str]] = {}  # tool -> its parameter names
         self._models: dict[str, type[BaseModel]] = {}  # tool -> its input model
+        self._order = InOrder()  # a host's calls that change records, in the order it sent them
         self.mcp.middleware.append(RefuseUnknownArguments(self._arguments, self._models))
         self._register_tools()
         self._register_resources()
@@ -155,20 +160,22 @@ class KsearchServer:
                         progress=max(0.0, min(1.0, fraction)), total=1.0, message=message
                     )
 
-            try:
-                ws = await self.ws()
-                out = await run(ws, inp, report) if progress else await run(ws, inp)
-                if self.recorder is not None:
-                    await self.recorder.observe(ws, name, inp, out)
-                return await self._with_next(ws, inp, out, returns)
-            except KsearchError as e:  # the one place a ksearch refusal becomes an MCP tool error
-                raise ToolError(str(e)) from e
-            except ValidationError as e:
-                raise ToolError(str(describe_validation(e, name))) from e
-            except Exception as e:
-                # Unexpected: keep the traceback in the server log, give the caller a plain statement.
-                log.exception("tool %s failed", name)
-                raise ToolError(f"{name} failed inside ksearch: {type(e).__name__}: {e}") from e
+            # the first await: calls that change records are served in the order they arrived (order.py)
+            async with self._order.turn(name):
+                try:
+                    ws = await self.ws()
+                    out = await run(ws, inp, report) if progress else await run(ws, inp)
+                    if self.recorder is not None:
+                        await self.recorder.observe(ws, name, inp, out)
+                    return await self._with_next(ws, inp, out, returns)
+                except KsearchError as e:  # the one place a ksearch refusal becomes an MCP tool error
+                    raise ToolError(str(e)) from e
+                except ValidationError as e:
+                    raise ToolError(str(describe_validation(e, name))) from e
+                except Exception as e:
+                    # Unexpected: keep the traceback in the server log, give the caller a plain statement.
+                    log.exception("tool %s failed", name)
+                    raise ToolError(f"{name} failed inside ksearch: {type(e).__name__}: {e}") from e
 
         params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
         params += _flat_signature(model) if model is not None else []
@@ -190,7 +197,7 @@ class KsearchServer:
         wrapped = not (isinstance(returns, type) and issubclass(returns, BaseModel))
         data = TypeAdapter(returns).dump_python(out, mode="json")
         structured = {"result": data} if wrapped else data
-        content = [TextContent(type="text", text=_text_of(out, structured))]
+        content = [TextContent(type="text", text=text_of(out, structured))]
         nxt = getattr(out, "next", "") or ""
         search = getattr(inp, "search", None) if inp is not None else None
         if isinstance(out, Search):
@@ -265,7 +272,9 @@ class KsearchServer:
         t(
             "finish_intent",
             "End phase 2 for the intent being refined: close it (closed with a correct attempt, else "
-            "failed) and get the reflect prompt for phase 3 (update).",
+            "failed) and get the reflect prompt for phase 3 (update). Reflected already? Send your `edits` (as "
+            "edit_tree takes them) and `new_intents` (as propose_intents) with it: they are applied right after "
+            "the close, all or nothing (a refused one changes nothing, the intent stays being refined).",
             FinishIntentIn,
             FinishOut,
             finish_intent,
@@ -506,104 +515,6 @@ class KsearchServer:
             "reflect_and_edit",
             description="Phase 3: reflect on the intent finished last (or node_id) and edit the tree",
         )(_refusals(p_reflect, prompt=True))
-
-
-def _text_of(out: Any, structured: Any) -> str:
-    """What the model reads: an evaluation as its few decisive lines, short enough to read after every
-    attempt (the whole record stays in the structured result and the attempt resource); anything else as
-    its JSON."""
-    if isinstance(out, EvaluationOut):
-        return "\n".join(_evaluation_lines(out))
-    return json.dumps(structured, indent=2)
-
-
-def _clip(text: str, n: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _num(x: float | None) -> str:
-    return "?" if x is None else f"{x:.6g}"
-
-
-def _evaluation_lines(out: EvaluationOut) -> list[str]:
-    """Status; the error and compile errors with their line numbers; where it is wrong; each workload's
-    median and speedups (none on the CPU interpreter, whose timings rank nothing); flags. The loop's next
-    step follows as a block of its own."""
-    ev = out.evaluation
-    head = f"candidate {out.candidate_id}"
-    if out.attempt_id is not None:
-        built = f" (built on #{out.base_attempt_id})" if out.base_attempt_id is not None else ""
-        head = f"recorded as attempt #{out.attempt_id}{built}, {head}; record: ksearch://attempts/{out.attempt_id}"
-    lines = [head, f"status: {ev.status}"]
-    if ev.pure_pytorch:
-        lines.append("PURE PYTORCH: no kernel of its own ran, so it is never a best: write the kernel itself")
-    error = ev.error or ""
-    if error:
-        first, *rest = error.splitlines() or [""]
-        lines += [f"error: {_clip(first)}", *(f"  {_clip(x)}" for x in rest[:3] if x.strip())]
-    if ev.compile is not None and not ev.compile.ok:
-        said = [d for d in ev.compile.diagnostics if d.severity == "error" and d.message not in error]
-        lines += [
-            f"compile error{f' at line {d.line}' if d.line else ''}: {_clip(d.message)}" for d in said[:5]
-        ]
-    if ev.compile is not None:
-        spilling = {k.name: k.spill_stores_bytes for k in ev.compile.kernels if k.spill_stores_bytes}
-        if spilling:
-            lines.append("spills: " + ", ".join(f"{n} {b} B stored" for n, b in list(spilling.items())[:3]))
-    passed = [r for r in ev.correctness if r.passed]
-    if passed:
-        errs = [r.max_abs_err for r in passed if r.max_abs_err is not None]
-        names = (
-            f"all {len(passed)} workloads"
-            if len(passed) == len(ev.correctness) > 1
-            else ", ".join(r.workload for r in passed[:6])
-            + (f" +{len(passed) - 6}" if len(passed) > 6 else "")
-        )
-        err = f", max abs err {max(errs):.3g}" if errs else ""
-        lines.append(f"correct on {names} ({passed[0].trials} trials{err})")
-    for r in ev.correctness:
-        if r.passed:
-            continue
-        why = "" if not r.message else " (the error above)" if r.message in error else f": {_clip(r.message)}"
-        lines.append(f"INCORRECT on {r.workload}: {r.kind}{why}")
-        if r.first_mismatch_index is not None:
-            lines.append(
-                f"  first mismatch at {r.first_mismatch_index}: expected {_num(r.expected_at_first)}, got "
-                f"{_num(r.got_at_first)}; {r.mismatches}/{r.numel} elements off"
-            )
-    timed = [t for t in ev.timings if t.device != CPU_INTERPRETER]
-    if timed:
-        stat = "mean" if timed[0].statistic == "mean" else "median"
-        lines.append(
-            f"timed on {timed[0].device} by the {ev.timing_protocol} protocol: {stat} per call (95% CI)"
-        )
-    for t in ev.timings:
-        if t.device == CPU_INTERPRETER:
-            lines.append(f"{t.workload}: median {t.median_us:.0f} us in the CPU interpreter (not a speed)")
-            continue
-        parts = [f"  {t.workload}: {t.time_us:.1f} us ({t.ci_low_us:.1f}-{t.ci_high_us:.1f})"]
-        if t.speedup_vs_eager is not None:
-            parts.append(f"{t.speedup_vs_eager:.2f}x vs eager")
-        if t.speedup_vs_compile is not None:
-            parts.append(f"{t.speedup_vs_compile:.2f}x vs {compile_label([t.compile_mode])}")
-        if t.roofline_fraction is not None:
-            parts.append(f"{100 * t.roofline_fraction:.0f}% roofline")
-        lines.append(", ".join(parts))
-        lines += [f"    flag: {_clip(f)}" for f in t.flags[:2]]
-    if len(timed) > 1 and ev.speedup_vs_eager is not None:
-        vs_compile = f", {ev.speedup_vs_compile:.2f}x vs {ev.compile_label}" if ev.speedup_vs_compile else ""
-        lines.append(f"geomean: {ev.speedup_vs_eager:.2f}x vs eager{vs_compile}")
-    if ev.profile is not None:
-        p = ev.profile
-        lines.append(
-            f"profile ({p.kernel}): {p.duration_us} us, DRAM {p.dram_throughput_pct}%, SM "
-            f"{p.sm_throughput_pct}%, occupancy {p.achieved_occupancy_pct}%"
-        )
-    flags = [f for f in ev.flags if not f.startswith("note:") and f not in error]  # the error said it
-    lines += [f"flag: {_clip(f)}" for f in flags[:3]]
-    lines.append(seconds_text(ev))
-    return lines
 
 
 def _ref(search: str) -> int | str:

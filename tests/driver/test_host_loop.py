@@ -120,6 +120,27 @@ class ScriptedHost:
             )
 
 
+class BatchedHost(ScriptedHost):
+    """Reflects before it finishes: the update decision goes with finish_intent (`edits`, `new_intents`), not in
+    edit_tree / propose_intents calls after it."""
+
+    async def refine(self, node: int) -> None:
+        while True:
+            d = self.take("write_code")
+            out = await self.must(
+                "benchmark", {"search": self.search, "node_id": node, "candidate": {"source": d["source"]}}
+            )
+            if "Reflect now" in out["next"]:
+                break
+        d = self.take("update")
+        args: dict[str, Any] = {"search": self.search, "node_id": node, "edits": d["edits"]}
+        if d["new_intents"]:
+            args.update(new_intents=d["new_intents"], reason=d["reflection"])
+        fin = await self.must("finish_intent", args)
+        assert fin["loop"]["phase"] == ("update" if not (d["edits"] or d["new_intents"]) else "select"), fin
+        assert bool(fin["applied"]) == bool(d["edits"] or d["new_intents"])
+
+
 class LenientHost(ScriptedHost):
     """Takes the next decision of the phase asked for, skipping unused code (on a GPU, how many attempts
     an intent gets depends on measured gains)."""
@@ -165,7 +186,12 @@ def _env() -> dict[str, str]:
 
 
 async def host_then_replay(
-    tmp_path: Path, task: str, decisions: list[dict[str, Any]], rounds: int, stagnation: int
+    tmp_path: Path,
+    task: str,
+    decisions: list[dict[str, Any]],
+    rounds: int,
+    stagnation: int,
+    host_kind: type[ScriptedHost] = ScriptedHost,
 ) -> tuple[dict[str, Any], dict[str, Any], Path]:
     host_db, replay_db, rec = tmp_path / "host.db", tmp_path / "replay.db", tmp_path / "host.jsonl"
     ks = KsearchServer(host_db, record=rec)
@@ -176,7 +202,7 @@ async def host_then_replay(
                 {"task": task, "name": "h", "seed": 11, "rounds": rounds, "stagnation": stagnation},
             )
             assert not created.is_error, created.content[0].text
-            host = ScriptedHost(c, "h", decisions)
+            host = host_kind(c, "h", decisions)
             final = await host.run()
             assert not host.decisions, f"unused decisions: {host.decisions}"
             assert final["rows"], final
@@ -215,6 +241,24 @@ async def test_seedless_kernelbench_task_host_and_driver_run_the_same_loop(tmp_p
     assert statuses["one program per 1024-element block"] == "closed"
     assert statuses["two elements per thread with 2048-element blocks"] == "closed"
     assert statuses["persistent programs striding over rows"] == "open"
+
+
+@pytest.mark.cpu
+async def test_a_host_that_sends_its_edits_with_finish_intent_leaves_the_same_records(tmp_path: Path) -> None:
+    """The update decisions sent with finish_intent are recorded as the round's update, and the driver that
+    replays them leaves the records the host left, edits included."""
+    decisions = scaled_relu_decisions()
+    host, replay, rec = await host_then_replay(
+        tmp_path, str(FIXTURE), decisions, rounds=2, stagnation=2, host_kind=BatchedHost
+    )
+    recorded = [json.loads(line) for line in rec.read_text().splitlines()]
+    updates = [r["result"] for r in recorded if r["phase"] == "update"]
+    assert [u["new_intents"][0]["title"] for u in updates[:1]] == [
+        "two elements per thread with 2048-element blocks"
+    ]
+    assert updates[0]["edits"][0]["notes"] == "flat grid already coalesced"
+    assert host == replay
+    assert [e[0] for e in host["edits"]].count("insert") == 4  # three first intents, one from the reflection
 
 
 def softmax_decisions() -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ CI has no GPU to produce them."""
 
 from __future__ import annotations
 
-from ksearch.server.mcp.server import _text_of
+from ksearch.server.mcp.text import text_of
 from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.worldmodel.models import (
     CompileReport,
@@ -67,7 +67,7 @@ def test_a_gpu_benchmark_reads_as_medians_and_speedups_in_under_800_bytes() -> N
         speedup_vs_compile=1.39,
         flags=["note: the eager baseline was measured in a fresh process"],
     )
-    text = _text_of(_out(ev), None)
+    text = text_of(_out(ev), None)
     lines = text.splitlines()
     assert lines[0] == (
         "recorded as attempt #14 (built on #9), candidate 0123456789abcdef; record: ksearch://attempts/14"
@@ -101,7 +101,7 @@ def test_a_compile_error_names_its_lines_and_a_long_error_is_cut() -> None:
         ),
         error="nvcc failed: " + "x" * 10_000,
     )
-    text = _text_of(_out(ev), None)
+    text = text_of(_out(ev), None)
     assert "compile error at line 17: identifier 'blockIdy' is undefined" in text
     assert "line 9" not in text  # warnings do not crowd out what failed
     assert len(text.encode()) < 600
@@ -137,7 +137,7 @@ def test_a_wrong_answer_says_where_and_cpu_timings_state_no_speedup() -> None:
             )
         ],
     )
-    text = _text_of(_out(ev), None)
+    text = text_of(_out(ev), None)
     assert "INCORRECT on smoke: wrong_values: 280129 of 287700 elements differ beyond atol=1e-07" in text
     assert (
         "first mismatch at [0, 3]: expected 0.000357362, got 0.000178681; 280129/287700 elements off" in text

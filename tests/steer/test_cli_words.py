@@ -4,9 +4,11 @@ step as the ksearch command that takes it (`ksearch select NAME`, `ksearch submi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import Result
 from uihelp import with_store
 
@@ -57,8 +59,11 @@ def test_status_select_and_refusals_speak_ksearch_commands(ks: Ks, tmp_path: Pat
     r = ks("select", "w", "--db", db)  # refused: the round budget is spent
     assert r.exit_code == 2
     _no_tool_names(r.stderr)
-    assert "run `ksearch final SEARCH`" in said(r.stderr) or "run `ksearch final w`" in said(r.stderr)
-    assert "raise it with `ksearch budget" in said(r.stderr)
+    assert said(r.stderr) == (
+        "error: The search's budget is spent (round budget reached (1 of 1 rounds started)): no new round starts. "
+        "Run `ksearch final w` to re-measure the best candidates on every workload, held-out ones included, or "
+        "raise it with `ksearch budget w --more-rounds N` to search further."
+    )
 
 
 def test_every_tool_name_the_loop_advises_has_its_command() -> None:
@@ -89,3 +94,47 @@ def test_finish_prints_the_reflect_prompt_only_when_asked(ks: Ks, tmp_path: Path
     r = ks("finish", "f", "--prompt", "--db", db)
     assert r.exit_code == 0, r.stderr
     assert "Round 1: reflect on intent" in r.stdout
+
+
+@pytest.mark.slow  # the reflect prompt reads the sandbox's hardware facts: a worker starts
+def test_finish_applies_an_update_file_with_the_finish_all_or_nothing(ks: Ks, tmp_path: Path) -> None:
+    task = tmp_path / "tiny_rows.py"
+    task.write_text(TINY_TASK)
+    db = tmp_path / "update.db"
+    with_store(db, lambda s: s.create_search("u", str(task), SearchConfig()))
+    specs = [IntentSpec(title="wider blocks"), IntentSpec(title="two rows per program")]
+    a, b = with_store(db, lambda s: apply_intents(s, 1, specs, author="human", round=0))
+    assert ks("select", "u", "--db", db).exit_code == 0
+    update = tmp_path / "update.json"
+    for text, why in [
+        ("{not json", "is not JSON"),
+        ('["edits"]', "holds a JSON list"),
+        ('{"edit": []}', "has the unknown key(s) 'edit'"),
+        ('{"edits": [{"op": "update", "node_id": 3, "priority": 7}]}', "edits.0.priority"),
+    ]:
+        update.write_text(text)
+        r = ks("finish", "u", "--update", update, "--db", db)
+        assert r.exit_code == 2 and why in said(r.stderr), (text, r.stderr)
+    update.write_text(json.dumps({"edits": [{"op": "reopen", "node_id": b.id}]}))
+    r = ks("finish", "u", "--update", update, "--db", db)
+    assert r.exit_code == 2
+    _no_tool_names(r.stderr)
+    assert f"item 0 (node #{b.id}): node #{b.id} is open" in said(r.stderr)
+    assert "run `ksearch finish SEARCH --update FILE` again" in said(r.stderr)
+    assert with_store(db, lambda s: s.get_node(a.id)).status.value == "active"  # nothing was changed
+    changes = {
+        "edits": [{"op": "update", "node_id": b.id, "priority": 0.9}],
+        "new_intents": [{"title": "keep the row in registers", "parent_id": a.id}],
+        "reason": "round 1 taught it",
+    }
+    update.write_text(json.dumps(changes))
+    r = ks("finish", "u", "--update", update, "--db", db)
+    assert r.exit_code == 0, r.stderr
+    _no_tool_names(r.stderr)
+    new = with_store(db, lambda s: s.list_nodes(1))[-1]
+    assert (new.title, new.parent_id, new.author) == ("keep the row in registers", a.id, "human")
+    assert f"Already applied with `ksearch finish --update`: 1 edit and the new intent #{new.id}" in said(
+        r.stderr
+    )
+    assert "run `ksearch select u`" in said(r.stderr)
+    assert with_store(db, lambda s: s.get_node(b.id)).priority == 0.9

@@ -1,22 +1,27 @@
 """finish_intent, called as a function after real attempts on the sandbox: an intent with a correct attempt
 is closed, one without is failed, the reflect prompt and the loop's next step come back; finishing an intent
-that is not being refined is refused, writing nothing."""
+that is not being refined is refused, writing nothing. The edits and new intents of a reflection sent with the
+call are applied with it, all or nothing."""
 
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 from toolkit import ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
 
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
+from ksearch.tools.loop import Applied
+from ksearch.tools.phase_prompts import reflect_and_edit
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
-from ksearch.worldmodel.models import IntentSpec, Node
+from ksearch.worldmodel.models import EditSpec, IntentSpec, Node
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
@@ -94,3 +99,106 @@ async def test_finishing_what_is_not_being_refined_is_refused(
         assert said in str(e.value), (inp, str(e.value))
     assert await snapshot() == before
     assert (await ws.store.get_node(a.id)).status.value == "active"
+
+
+async def test_the_reflections_edits_and_new_intents_come_with_the_finish(
+    ws: Workspace, tiny_task: str
+) -> None:
+    """Edits and new intents given with finish_intent are applied right after the intent is closed (an edit
+    sees its new status), kept in the edit log with their author, round and reason, and reported; the reflect
+    prompt and `next` say they are applied, and the loop moves on to the next round."""
+    a, b = await _claimed(ws, tiny_task)
+    out = await finish_intent(
+        ws,
+        FinishIntentIn(
+            search="f",
+            edits=[
+                EditSpec(
+                    op="update", node_id=b.id, priority=0.2, notes="less likely after #a", reason="why b"
+                ),
+                EditSpec(op="reopen", node_id=a.id, reason="not refuted: no attempt was made"),
+            ],
+            new_intents=[IntentSpec(title="rows in registers", parent_id=a.id, priority=0.7)],
+            reason="the reflection",
+            author="llm:test-model",
+        ),
+    )
+    assert out.node.id == a.id and out.node.status.value == "open"  # failed (no attempt), then reopened
+    assert out.refine.attempts == 0
+    [new_id] = out.applied.new_intents if out.applied else []
+    assert out.applied == Applied(edits=2, new_intents=[new_id])
+    got_b, new = await ws.store.get_node(b.id), await ws.store.get_node(new_id)
+    assert (got_b.priority, got_b.notes) == (0.2, "less likely after #a")
+    assert (new.title, new.parent_id, new.status.value, new.priority) == (
+        "rows in registers",
+        a.id,
+        "open",
+        0.7,
+    )
+    edits = await ws.store.list_edits(out.loop.search_id)
+    assert [(e.op, e.node_id, e.author, e.round, e.reason) for e in edits[-3:]] == [
+        ("update", b.id, "llm:test-model", 1, "why b"),
+        ("reopen", a.id, "llm:test-model", 1, "not refuted: no attempt was made"),
+        ("insert", new_id, "llm:test-model", 1, "the reflection"),
+    ]
+    assert edits[-2].payload["from"] == "failed"  # the edit saw the status the refine phase ended with
+    said = (
+        f"Already applied with finish_intent: 2 edits and the new intent #{new_id}; do not send them again."
+    )
+    assert out.next.startswith(said) and "Phase 1 (select)" in out.next and out.loop.phase == "select"
+    assert said in out.reflect_prompt and "Apply your answer over MCP" not in out.reflect_prompt
+    assert "rows in registers" in out.reflect_prompt  # the prompt's tree is the tree after the edits
+    # the reflect prompt served later (MCP prompt reflect_and_edit) says the same
+    assert said in await reflect_and_edit(ws, "f")
+
+
+async def test_a_refused_edit_or_intent_changes_nothing_and_the_corrected_call_goes_through(
+    ws: Workspace, tiny_task: str, snapshot: Snapshot
+) -> None:
+    """All or nothing: a refused edit (or new intent) leaves the intent being refined and writes nothing; the
+    refusal names the bad item in edit_tree's (propose_intents') own words, with what is accepted."""
+    a, b = await _claimed(ws, tiny_task)
+    good = EditSpec(op="update", node_id=b.id, priority=0.3)
+    bad = EditSpec(op="reopen", node_id=b.id)  # b is open: only a closed, failed or pruned node reopens
+    before = await snapshot()
+    with pytest.raises(ToolFailure) as e:
+        await finish_intent(
+            ws,
+            FinishIntentIn(
+                search="f", edits=[good, bad], new_intents=[IntentSpec(title="a new idea")], reason="r"
+            ),
+        )
+    with pytest.raises(ToolFailure) as same:  # the same edits through edit_tree: the same problem lines
+        await edit_tree(ws, EditTreeIn(search="f", edits=[good, bad]))
+    assert (
+        e.value.problems
+        == same.value.problems
+        == [
+            f"item 1 (node #{b.id}): node #{b.id} is open; accepted: reopen of a closed, failed or pruned node"
+        ]
+    )
+    assert str(e.value).startswith(
+        f"`edits` refused: no edit was applied, and intent #{a.id} was not finished (it is still being refined; "
+        "nothing was changed). Correct the edits and call finish_intent again"
+    )
+    dup = IntentSpec(title="Two rows!")  # a near-duplicate of b under the root
+    with pytest.raises(ToolFailure) as e:
+        await finish_intent(ws, FinishIntentIn(search="f", edits=[good], new_intents=[dup]))
+    with pytest.raises(ToolFailure) as same:
+        await propose_intents(ws, ProposeIntentsIn(search="f", intents=[dup]))
+    assert e.value.problems == same.value.problems and "near-duplicate" in e.value.problems[0]
+    assert str(e.value).startswith(
+        f"`new_intents` refused: no intent was added, none of the edits was applied, and intent #{a.id} was not "
+        "finished"
+    )
+    with pytest.raises(
+        ToolFailure, match="finish_intent changed nothing: bad author 'bob'; accepted: 'human'"
+    ):
+        await finish_intent(ws, FinishIntentIn(search="f", edits=[good], author="bob"))
+    with pytest.raises(ValidationError, match="reason is kept with new_intents in the edit log"):
+        FinishIntentIn(search="f", reason="no intents to keep it with")
+    assert await snapshot() == before
+    assert (await ws.store.get_node(a.id)).status.value == "active"
+    out = await finish_intent(ws, FinishIntentIn(search="f", edits=[good]))  # corrected: all of it is applied
+    assert out.node.status.value == "failed" and out.applied == Applied(edits=1, new_intents=[])
+    assert (await ws.store.get_node(b.id)).priority == 0.3

@@ -10,6 +10,7 @@ from toolkit import Snapshot
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop import loop_state
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
@@ -116,12 +117,44 @@ async def test_claims_the_loop_does_not_allow_are_refused_writing_nothing(
     ):
         await select_action(bare_ws, SelectActionIn(search="s"))
     # parallel lanes (the driver) may refine several intents, but the one round of the budget is spent
-    with pytest.raises(
-        ToolFailure,
-        match=r"the search's budget is spent \(round budget reached \(1 of 1 rounds started\)\): no new round starts. Call final_evaluation",
-    ):
+    with pytest.raises(ToolFailure) as e:
         await select_action(bare_ws, SelectActionIn(search="s"), parallel=True)
+    assert str(e.value) == (
+        "The search's budget is spent (round budget reached (1 of 1 rounds started)): no new round starts. Call "
+        "final_evaluation (search='s') to re-measure the best candidates on every workload, held-out ones "
+        "included, or raise the budget with set_budgets to search further."
+    )
     assert await snapshot() == before
+
+
+async def test_a_look_past_the_budget_names_the_next_intent_and_starts_no_round(
+    bare_ws: Workspace, tiny_task: str, snapshot: Snapshot
+) -> None:
+    """With the budget spent, claim=false names the intent that would be next were the budget raised, says that
+    no round starts, and gives the two ways forward in the claim refusal's own words (and the loop's)."""
+    s, hi, lo = await _two_intents(bare_ws, tiny_task, rounds=1)
+    await select_action(bare_ws, SelectActionIn(search="s"))
+    # while an intent is being refined, a look says that a claim would be refused, and why
+    look = await select_action(bare_ws, SelectActionIn(search="s", claim=False))
+    assert look.node is not None and look.node.id == lo.id and not look.claimed
+    assert look.next == (
+        f"Nothing was claimed (claim=false), and a claim now would be refused: intent #{hi.id} is still being "
+        f"refined (round 1, 0 of at most 8 attempts): finish it first with finish_intent (node_id={hi.id})"
+    )
+    await bare_ws.store.close_node(hi.id, "failed")  # round 1 of 1 is over, nothing is being refined
+    before = await snapshot()
+    with pytest.raises(ToolFailure) as refused:
+        await select_action(bare_ws, SelectActionIn(search="s"))
+    look = await select_action(bare_ws, SelectActionIn(search="s", claim=False))
+    assert look.node is not None and look.node.id == lo.id and not look.claimed and look.round == 1
+    assert look.next == (
+        f"Nothing was claimed (claim=false). #{lo.id} would be next if the budget were raised. {refused.value}"
+    )
+    assert "no new round starts" in look.next and "Call final_evaluation (search='s')" in look.next
+    assert "raise the budget with set_budgets" in look.next and "without claim=false" not in look.next
+    state = await loop_state(bare_ws, s.id)
+    assert state.phase == "final" and state.next == str(refused.value)
+    assert await snapshot() == before  # neither the refusal nor the look wrote anything
 
 
 async def test_phase_zero_comes_first(bare_ws: Workspace, tiny_task: str, snapshot: Snapshot) -> None:

@@ -1,0 +1,109 @@
+"""What a host reads of a tool's result: an evaluation as its few decisive lines (the whole record stays in the
+structured result and the attempt resource), anything else as its JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ksearch.tools.common import seconds_text
+from ksearch.tools.run_correctness import EvaluationOut
+from ksearch.worldmodel.models import CPU_INTERPRETER, compile_label
+
+
+def text_of(out: Any, structured: Any) -> str:
+    """What the model reads: an evaluation as its few decisive lines, short enough to read after every
+    attempt (the whole record stays in the structured result and the attempt resource); anything else as
+    its JSON."""
+    if isinstance(out, EvaluationOut):
+        return "\n".join(evaluation_lines(out))
+    return json.dumps(structured, indent=2)
+
+
+def _clip(text: str, n: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _num(x: float | None) -> str:
+    return "?" if x is None else f"{x:.6g}"
+
+
+def evaluation_lines(out: EvaluationOut) -> list[str]:
+    """Status; the error and compile errors with their line numbers; where it is wrong; each workload's
+    median and speedups (none on the CPU interpreter, whose timings rank nothing); flags. The loop's next
+    step follows as a block of its own."""
+    ev = out.evaluation
+    head = f"candidate {out.candidate_id}"
+    if out.attempt_id is not None:
+        built = f" (built on #{out.base_attempt_id})" if out.base_attempt_id is not None else ""
+        head = f"recorded as attempt #{out.attempt_id}{built}, {head}; record: ksearch://attempts/{out.attempt_id}"
+    lines = [head, f"status: {ev.status}"]
+    if ev.pure_pytorch:
+        lines.append("PURE PYTORCH: no kernel of its own ran, so it is never a best: write the kernel itself")
+    error = ev.error or ""
+    if error:
+        first, *rest = error.splitlines() or [""]
+        lines += [f"error: {_clip(first)}", *(f"  {_clip(x)}" for x in rest[:3] if x.strip())]
+    if ev.compile is not None and not ev.compile.ok:
+        said = [d for d in ev.compile.diagnostics if d.severity == "error" and d.message not in error]
+        lines += [
+            f"compile error{f' at line {d.line}' if d.line else ''}: {_clip(d.message)}" for d in said[:5]
+        ]
+    if ev.compile is not None:
+        spilling = {k.name: k.spill_stores_bytes for k in ev.compile.kernels if k.spill_stores_bytes}
+        if spilling:
+            lines.append("spills: " + ", ".join(f"{n} {b} B stored" for n, b in list(spilling.items())[:3]))
+    passed = [r for r in ev.correctness if r.passed]
+    if passed:
+        errs = [r.max_abs_err for r in passed if r.max_abs_err is not None]
+        names = (
+            f"all {len(passed)} workloads"
+            if len(passed) == len(ev.correctness) > 1
+            else ", ".join(r.workload for r in passed[:6])
+            + (f" +{len(passed) - 6}" if len(passed) > 6 else "")
+        )
+        err = f", max abs err {max(errs):.3g}" if errs else ""
+        lines.append(f"correct on {names} ({passed[0].trials} trials{err})")
+    for r in ev.correctness:
+        if r.passed:
+            continue
+        why = "" if not r.message else " (the error above)" if r.message in error else f": {_clip(r.message)}"
+        lines.append(f"INCORRECT on {r.workload}: {r.kind}{why}")
+        if r.first_mismatch_index is not None:
+            lines.append(
+                f"  first mismatch at {r.first_mismatch_index}: expected {_num(r.expected_at_first)}, got "
+                f"{_num(r.got_at_first)}; {r.mismatches}/{r.numel} elements off"
+            )
+    timed = [t for t in ev.timings if t.device != CPU_INTERPRETER]
+    if timed:
+        stat = "mean" if timed[0].statistic == "mean" else "median"
+        lines.append(
+            f"timed on {timed[0].device} by the {ev.timing_protocol} protocol: {stat} per call (95% CI)"
+        )
+    for t in ev.timings:
+        if t.device == CPU_INTERPRETER:
+            lines.append(f"{t.workload}: median {t.median_us:.0f} us in the CPU interpreter (not a speed)")
+            continue
+        parts = [f"  {t.workload}: {t.time_us:.1f} us ({t.ci_low_us:.1f}-{t.ci_high_us:.1f})"]
+        if t.speedup_vs_eager is not None:
+            parts.append(f"{t.speedup_vs_eager:.2f}x vs eager")
+        if t.speedup_vs_compile is not None:
+            parts.append(f"{t.speedup_vs_compile:.2f}x vs {compile_label([t.compile_mode])}")
+        if t.roofline_fraction is not None:
+            parts.append(f"{100 * t.roofline_fraction:.0f}% roofline")
+        lines.append(", ".join(parts))
+        lines += [f"    flag: {_clip(f)}" for f in t.flags[:2]]
+    if len(timed) > 1 and ev.speedup_vs_eager is not None:
+        vs_compile = f", {ev.speedup_vs_compile:.2f}x vs {ev.compile_label}" if ev.speedup_vs_compile else ""
+        lines.append(f"geomean: {ev.speedup_vs_eager:.2f}x vs eager{vs_compile}")
+    if ev.profile is not None:
+        p = ev.profile
+        lines.append(
+            f"profile ({p.kernel}): {p.duration_us} us, DRAM {p.dram_throughput_pct}%, SM "
+            f"{p.sm_throughput_pct}%, occupancy {p.achieved_occupancy_pct}%"
+        )
+    flags = [f for f in ev.flags if not f.startswith("note:") and f not in error]  # the error said it
+    lines += [f"flag: {_clip(f)}" for f in flags[:3]]
+    lines.append(seconds_text(ev))
+    return lines
