@@ -400,7 +400,7 @@ class LocalSandbox(EvalSteps, Sandbox):
             if report is not None and not report.ok:
                 return finish(run, report, None, self.arch, status="compile_error")
             env = await self._environment()
-            needs = task.extras.get("needs_gpu") if task.style == "gpumode" else None
+            needs = task.extras.get("needs_gpu")
             if env.cpu_mode and needs:
                 run.fail("error", f"this task needs a GPU ({needs}); this machine has none")
                 return finish(run, await static, env, self.arch)

@@ -17,6 +17,7 @@ from typing import Any
 from ksearch.gpu.task import Task, TaskError, Workload
 from ksearch.gpu.tasks.facts import enabled as facts_enabled
 from ksearch.gpu.tasks.facts import probe_task
+from ksearch.gpu.tasks.gpumode import needs_gpu
 from ksearch.gpu.tasks.kernelbench_rules import kernelbench_tolerance
 from ksearch.gpu.tasks.literals import ModuleFacts, NotLiteral
 from ksearch.gpu.tasks.probe import run_probe
@@ -140,6 +141,11 @@ def load_native(
     extras_out: dict[str, Any] = {}
     # ksearch's own extras make a native task (ksearch's protocol); a plain KernelBench problem has none
     extras_out["ksearch_extras"] = sorted(set(extras) | ({"COST"} if facts.defines("COST") else set()))
+    # a file that puts tensors on CUDA unconditionally (`.cuda()`, device="cuda") cannot run on a CPU: said as such,
+    # not as torch's "not compiled with CUDA enabled"
+    pinned = needs_gpu(path, facts.tree)
+    if pinned:
+        extras_out["needs_gpu"] = pinned
     if not any(w.split == "smoke" for w in workloads):
         smoke = _derived_smoke(workloads)
         workloads.append(smoke)

@@ -206,7 +206,9 @@ async def test_a_flashinfer_solution_whose_cuda_does_not_compile_is_a_compile_er
     r = await compiler.compile(Candidate.of(good.source, good.language), ("run",))
     # the unchanged solution: checked, or (a CUDA header torch's needs is missing here) said to be not checked
     assert r.ok and r.verdict() in ("ok", "not checked"), r.diagnostics
-    assert (r.verdict() == "not checked") == any("static check incomplete" in d.message for d in r.diagnostics)
+    assert (r.verdict() == "not checked") == any(
+        "static check incomplete" in d.message for d in r.diagnostics
+    )
     sol = json.loads(path.read_text())
     for f in sol["sources"]:
         if f["path"] == "kernel.cu":

@@ -52,7 +52,9 @@ async def _pids(path: Path) -> list[int]:
 
 
 async def _gone(pids: list[int]) -> bool:
-    for _ in range(600):  # the orphaned child is killed at once; its reaping by init may lag (a loaded machine)
+    for _ in range(
+        600
+    ):  # the orphaned child is killed at once; its reaping by init may lag (a loaded machine)
         if not any(_alive(p) for p in pids):
             return True
         await asyncio.sleep(0.05)

@@ -197,17 +197,43 @@ def test_a_rule_weak_on_any_input_is_still_a_warning(tmp_path: Path) -> None:
     assert any("a constant" in w and "also on inputs with signed values" in w for w in r.warnings)
 
 
+RAISES = """import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("this reference cannot run")
+
+
+def get_inputs():
+    return [torch.rand(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 @pytest.mark.slow
-def test_task_show_check_exits_non_zero_when_the_check_fails() -> None:
+def test_task_show_check_exits_non_zero_when_the_check_fails(tmp_path: Path) -> None:
     runner = CliRunner()
-    bad = str(KB / "l1_cuda_only.py")
-    text = runner.invoke(_app(), ["task", "show", bad, "--check"])
+    bad = tmp_path / "raises.py"
+    bad.write_text(RAISES)
+    text = runner.invoke(_app(), ["task", "show", str(bad), "--check"])
     assert text.exit_code == 1, text.output
-    assert "check failed" in text.output
-    as_json = runner.invoke(_app(), ["task", "show", bad, "--check", "--json"])
+    assert "check failed" in text.output and "ValueError: this reference cannot run" in text.output
+    as_json = runner.invoke(_app(), ["task", "show", str(bad), "--check", "--json"])
     assert as_json.exit_code == 1
     check = json.loads(as_json.stdout)["check"]
-    assert not check["ok"] and "CUDA" in check["error"]
+    assert not check["ok"] and "this reference cannot run" in check["error"]
+    # a KernelBench file that puts its tensors on CUDA is said to need a GPU, not torch's assertion
+    cuda = runner.invoke(_app(), ["task", "show", str(KB / "l1_cuda_only.py"), "--check"])
+    assert cuda.exit_code == 1, cuda.output
+    said = " ".join(cuda.output.split())
+    assert (
+        "check not run: this task needs a GPU (l1_cuda_only.py line 8 puts tensors on CUDA: .cuda())" in said
+    )
+    assert "not compiled with CUDA" not in said
     good = runner.invoke(_app(), ["task", "show", str(KB / "l1_relu_rand.py"), "--check"])
     assert good.exit_code == 0, good.output
     assert "rejected by the correctness rule (with the probe on signed inputs)" in " ".join(
