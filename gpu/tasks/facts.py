@@ -221,6 +221,8 @@ class TaskFacts(BaseModel):
 
     def text(self, splits: tuple[str, ...] = ("search",)) -> str:
         """A few lines for a prompt: the dtype, one line per workload, the bound and its ceilings."""
+        from ksearch.gpu.tasks.facts_text import render_facts  # the formatting imports these models
+
         return render_facts(self, splits)
 
 
@@ -393,93 +395,6 @@ def apply_facts(task: Task, facts: TaskFacts) -> Task:
     return task.model_copy(update=update, deep=True)
 
 
-# ------------------------------------------------------------------------------------ rendering
-
-
-def _size(n: float, unit: str) -> str:
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if n >= scale:
-            v = n / scale
-            return f"{v:.3g} {prefix}{unit}"
-    return f"{n:.3g} {unit}"
-
-
-def _num(v: float) -> str:
-    return f"{v:.0f}" if v >= 100 else f"{v:.2g}"
-
-
-def _bound_text(bound: str) -> str:
-    return {"mixed": "near the ridge point (memory and compute both matter)", "unknown": "bound unknown"}.get(
-        bound, f"{bound}-bound"
-    )
-
-
-def _tensor(t: TensorInfo) -> str:
-    if t.value is not None:
-        return f"{t.name}={t.value}"
-    return f"{t.name}[{','.join(map(str, t.shape))}] {short_dtype(t.dtype)}"
-
-
-def _tensors(ts: list[TensorInfo], limit: int = 6) -> str:
-    shown = ", ".join(_tensor(t) for t in ts[:limit])
-    return shown + (f", +{len(ts) - limit} more" if len(ts) > limit else "") if ts else "(none)"
-
-
-def _flops_text(w: WorkloadFacts) -> str:
-    if w.flops is not None:
-        return _size(w.flops, "FLOP") + (" (declared)" if w.flops_source == "declared" else "")
-    if w.flops_source == "none":
-        return "FLOPs unknown"
-    ops = ", ".join(o.lstrip("_") for o in w.uncounted_ops[:4]) + (
-        ", ..." if len(w.uncounted_ops) > 4 else ""
-    )
-    if w.flops_counted:
-        return f">= {_size(w.flops_counted, 'FLOP')} ({ops} not counted)"
-    return f"FLOPs unknown ({ops} not counted)"
-
-
-def workload_line(w: WorkloadFacts, ceil: Ceilings) -> str:
-    if w.method == "none" and not w.inputs:
-        return f"workload {w.name}: not run ({w.error or 'no facts'})"
-    params = f" + {w.params} weight tensors ({_size(w.params_bytes, 'B')})" if w.params else ""
-    outs = _tensors(w.outputs) if w.outputs else "?"
-    head = f"workload {w.name}: {_tensors(w.inputs)}{params} -> {outs}"
-    if w.method == "real":
-        head += " (real CPU run)"
-    parts = [head]
-    if w.bytes is not None:
-        parts.append(f"{_size(w.bytes, 'B')} moved" + (" (declared)" if w.bytes_source == "declared" else ""))
-    parts.append(_flops_text(w))
-    if w.intensity is not None:
-        approx = ">= " if w.flops is None and w.flops_source != "declared" else "~"
-        verdict = _bound_text(w.bound) + (" (est.)" if w.bound_estimated else "")
-        parts.append(f"{approx}{_num(w.intensity)} FLOP/B: {verdict}")
-    elif w.error:
-        parts.append(f"output unknown: {w.error}")
-    return "; ".join(parts)
-
-
-def render_facts(facts: TaskFacts, splits: tuple[str, ...] = ("search",)) -> str:
-    ceil = facts.ceilings
-    rows = [w for w in facts.workloads if w.split in splits] or facts.workloads
-    if any(not w.outputs for w in rows):  # what a real run of another workload found is still worth showing
-        rows += [w for w in facts.workloads if w.method == "real" and w not in rows]
-    dtype = facts.dtype if facts.dtype_source != "none" else "dtype unknown"
-    lines = [f"{dtype}" + (" (declared)" if facts.dtype_source == "declared" else "")]
-    lines += [workload_line(w, ceil) for w in rows]
-    d = next((w.compute_dtype for w in rows if w.compute_dtype), "")
-    d = d or (facts.dtype if facts.dtype in ceil.matmul_flops else "float32")
-    bound = _bound_text(facts.bound)
-    src = " (declared)" if facts.bound_source == "declared" else ""
-    methods = sorted({w.method for w in rows if w.method != "none"})
-    how = {"fake": "fake-tensor run", "real": "real CPU run"}
-    basis = " and ".join(how[m] for m in methods) or "no run"
-    lines.append(f"{bound}{src} on {ceil.label(d)}; shapes from a {basis} of the reference")
-    if facts.error:
-        lines.append(f"(facts incomplete: {facts.error})")
-    return "\n".join(lines)
-
-
 # ----------------------------------------------------------------------------------- the probe
 
 
@@ -618,6 +533,5 @@ __all__ = [
     "derive_facts",
     "facts_key",
     "probe_task",
-    "render_facts",
     "task_facts",
 ]
