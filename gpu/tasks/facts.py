@@ -36,7 +36,7 @@ from ksearch.gpu import jail_view
 from ksearch.gpu.task import Bound, Task, Workload
 from ksearch.gpu.tasks.probe import ProbeFailed, run_probe
 
-FACTS_VERSION = 2  # part of the cache key: raised when what a probe reports changes
+FACTS_VERSION = 3  # part of the cache key: raised when what a probe reports changes
 PROBE_TIMEOUT_S = 180.0
 ESTIMATE_FLOPS_PER_ELEMENT = 1.0  # for ops the counter has no formula for: a lower bound
 FactSource = Literal["declared", "derived", "none"]
@@ -138,6 +138,7 @@ class WorkloadProbe(BaseModel):
     flops_counted: float | None = None  # FlopCounterMode's total
     ops: list[OpTally] = Field(default_factory=list)  # compute ops in first-call order (views etc. left out)
     cost: dict[str, Any] | None = None  # the task's own COST for this workload
+    cuda_as_cpu: list[str] = Field(default_factory=list)  # CUDA placements read as CPU ones (rt_placement.py)
     error: str | None = None  # why it has no (or only part of its) facts
 
     def elements(self) -> int:
@@ -197,6 +198,7 @@ class WorkloadFacts(BaseModel):
     intensity: float | None = None  # FLOP per byte (a lower bound when flops is unknown)
     bound: Bound = "unknown"
     bound_estimated: bool = False  # from the ~1 FLOP/element estimate for uncounted ops
+    cuda_as_cpu: list[str] = Field(default_factory=list)  # the reference's CUDA placements, read as CPU ones
     error: str | None = None
 
 
@@ -295,6 +297,7 @@ def _workload_facts(p: WorkloadProbe, ceil: Ceilings) -> WorkloadFacts:
         outputs=p.outputs or [],
         params=p.params,
         params_bytes=p.params_bytes,
+        cuda_as_cpu=p.cuda_as_cpu,
         error=p.error,
     )
     if p.outputs is not None:

@@ -88,7 +88,10 @@ def render_facts(facts: TaskFacts, splits: tuple[str, ...] = ("search",)) -> str
     methods = sorted({w.method for w in rows if w.method != "none"})
     how = {"fake": "fake-tensor run", "real": "real CPU run"}
     basis = " and ".join(how[m] for m in methods) or "no run"
-    lines.append(f"{bound}{src} on {ceil.label(d)}; shapes from a {basis} of the reference")
+    placed = sorted({c for w in rows for c in w.cuda_as_cpu})
+    # the probe has no GPU: a reference that pins its data to CUDA was measured with those placements on the CPU
+    cpu = f", its CUDA placements ({', '.join(placed)}) read as CPU ones for measuring" if placed else ""
+    lines.append(f"{bound}{src} on {ceil.label(d)}; shapes from a {basis} of the reference{cpu}")
     if facts.error:
         lines.append(f"(facts incomplete: {facts.error})")
     return "\n".join(lines)

@@ -16,12 +16,13 @@ import torch
 from torch._C import DispatchKey
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from ksearch.gpu.task import Task, Workload
 from ksearch.gpu.tasks.facts import OpTally, TensorInfo, WorkloadProbe
 from ksearch.gpu.tasks.rt_common import as_result
+from ksearch.gpu.tasks.rt_placement import Placements, cuda_read_as_cpu
 
 # Ops that move or make data without arithmetic: no FLOPs, and not "uncounted" either.
 ZERO_FLOP_OPS = frozenset({
@@ -32,6 +33,8 @@ ZERO_FLOP_OPS = frozenset({
     "new_zeros", "ones", "ones_like", "permute", "rand_like", "randn_like", "repeat", "roll",
     "scalar_tensor", "select_scatter", "slice_scatter", "split_with_sizes_copy", "stack",
     "unbind_copy", "view_copy", "zero_", "zeros", "zeros_like", "_local_scalar_dense",
+    # random fills: a reference that builds its module per call draws the initial weights it then replaces
+    "bernoulli_", "cauchy_", "exponential_", "geometric_", "log_normal_", "normal_", "random_", "uniform_",
 })  # fmt: skip
 
 
@@ -155,13 +158,14 @@ def _forward_names(model: Any, n: int) -> list[str]:
 
 
 def _describe(values: list[Any], names: list[str], prefix: str, seen: set[int]) -> list[TensorInfo]:
-    """One TensorInfo per leaf. A tensor passed twice is described twice but its bytes count once."""
+    """One TensorInfo per leaf, named by its path in a nested value (`data[2]['norm.weight']`). A tensor
+    passed twice is described twice but its bytes count once."""
     out: list[TensorInfo] = []
     for i, v in enumerate(values):
         base = names[i] if i < len(names) else f"{prefix}{i}"
-        leaves = tree_flatten(v)[0]
-        for j, leaf in enumerate(leaves):
-            name = base if len(leaves) == 1 else f"{base}.{j}"
+        leaves = tree_flatten_with_path(v)[0]
+        for path, leaf in leaves:
+            name = base if len(leaves) == 1 else f"{base}{keystr(path)}"
             if isinstance(leaf, torch.Tensor):
                 nbytes = 0 if id(leaf) in seen else leaf.numel() * leaf.element_size()
                 seen.add(id(leaf))
@@ -220,7 +224,10 @@ class Prober:
         else:
             from ksearch.gpu.runtime import TaskRuntime
 
-            self.impl = TaskRuntime(task)
+            # a reference that pins its data to CUDA is refused on the CPU (gpu/tasks/rt_gpumode.py); here its
+            # placements are read as CPU ones instead (`measure`), so the probe's copy of the task drops the note
+            extras = {k: v for k, v in task.extras.items() if k != "needs_gpu"}
+            self.impl = TaskRuntime(task.model_copy(update={"extras": extras}))
 
     def _reference(self, wl: Workload) -> tuple[Any, Callable[[list], Any]]:
         if self.native:
@@ -234,15 +241,22 @@ class Prober:
         declared = self.task.extras.get("inputs")
         if isinstance(declared, dict) and len(declared) == n:
             return list(declared)
+        if self.task.style == "gpumode":  # generate_input's value, which ref_kernel takes as `data`
+            return ["data"]
         return []
 
-    def measure(self, wl: Workload, *, fake: bool) -> WorkloadProbe:
+    def measure(self, wl: Workload, *, fake: bool, cuda_as_cpu: bool | None = None) -> WorkloadProbe:
+        """The reference's facts on one workload. `cuda_as_cpu` (default: for fake runs) reads the
+        reference's CUDA placements as CPU ones (gpu/tasks/rt_placement.py): for facts, never for a run
+        that stands for an evaluation on this machine (a smoke workload's check)."""
         p = WorkloadProbe(workload=wl.name, split=wl.split, method="fake" if fake else "real")
         mode = _fake_tensors() if fake else contextlib.nullcontext()
+        placed = cuda_read_as_cpu() if (fake if cuda_as_cpu is None else cuda_as_cpu) else None
+        placements: Placements | None = None
         how = "under fake tensors" if fake else "in a real CPU run"
         stage = "making the inputs"
         try:
-            with mode:
+            with mode, placed or contextlib.nullcontext() as placements:
                 inputs = self.impl.make_inputs(wl, 0, "cpu")
                 stage = "building the Model"
                 model, fn = self._reference(wl)
@@ -268,6 +282,9 @@ class Prober:
             p.error = f"{stage} {how}: {first_line(exc)}"
             if not p.inputs:
                 p.method = "none"
+        finally:
+            if placements:
+                p.cuda_as_cpu = sorted(placements.seen)
         return p
 
     def run_plain(self, wl: Workload) -> str | None:
