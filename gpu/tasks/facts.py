@@ -36,7 +36,7 @@ from ksearch.gpu import jail_view
 from ksearch.gpu.task import Bound, Task, Workload
 from ksearch.gpu.tasks.probe import ProbeFailed, run_probe
 
-FACTS_VERSION = 3  # part of the cache key: raised when what a probe reports changes
+FACTS_VERSION = 4  # part of the cache key: raised when what a probe reports changes
 PROBE_TIMEOUT_S = 180.0
 ESTIMATE_FLOPS_PER_ELEMENT = 1.0  # for ops the counter has no formula for: a lower bound
 FactSource = Literal["declared", "derived", "none"]
@@ -164,6 +164,44 @@ class SmokeProbe(BaseModel):
     note: str = ""
 
 
+RoundingVerdict = Literal["fails", "near", "ok", "skipped"]
+"""How the reference's own result fares against its float64 run under the task's rule: it would fail it,
+it uses more than NEAR of the tolerance, it leaves room, or it was not measured (`note` says why)."""
+NEAR = 0.5  # "near": the reference's own error takes more than half of what the rule allows
+
+
+class RoundingProbe(BaseModel):
+    """The reference's own rounding error on the smoke workload, measured on the CPU: its result as written
+    against its float64 run (inputs, weights and defaults in float64), judged by the task's correctness rule
+    as a kernel that returned the float64 result, rounded to the output's dtype, would be judged."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    verdict: RoundingVerdict = "skipped"
+    workload: str = ""
+    """The workload it ran on (the smoke one)."""
+    output: str = ""
+    """The output the figures are of (the one closest to failing): out, or out1, out2, ... of several."""
+    dtype: str = ""
+    """That output's dtype, whose atol and rtol apply."""
+    atol: float = 0.0
+    rtol: float = 0.0
+    mismatch_ratio: float = 0.0
+    """The fraction of elements the rule lets fall outside atol + rtol * |ref|."""
+    max_abs: float = 0.0
+    """The largest |reference - float64 run| over the output's elements."""
+    over: int = 0
+    """Elements where the difference exceeds atol + rtol * |ref| (or where one side is non-finite)."""
+    numel: int = 0
+    ratio: float = 0.0
+    """The deciding element's difference over what the rule allows there (the worst element, or with a
+    mismatch ratio the worst one that must pass): above 1 the reference itself fails, above NEAR it is near."""
+    seconds: float = 0.0
+    """Wall time of the two real CPU calls."""
+    note: str = ""
+    """Why it was not measured (skipped), or what else to know."""
+
+
 class ProbeResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -172,6 +210,7 @@ class ProbeResult(BaseModel):
     torch: str = ""
     workloads: list[WorkloadProbe] = Field(default_factory=list)
     smoke: SmokeProbe | None = None
+    rounding: RoundingProbe | None = None  # the reference's own rounding error vs the rule (smoke workload)
     error: str | None = None  # the probe as a whole failed (nothing measured)
 
 
@@ -216,6 +255,7 @@ class TaskFacts(BaseModel):
     workloads: list[WorkloadFacts] = Field(default_factory=list)
     ceilings: Ceilings = Field(default_factory=Ceilings)
     smoke: SmokeProbe | None = None
+    rounding: RoundingProbe | None = None
     error: str | None = None
 
     def workload(self, name: str) -> WorkloadFacts | None:
@@ -226,6 +266,12 @@ class TaskFacts(BaseModel):
         from ksearch.gpu.tasks.facts_text import render_facts  # the formatting imports these models
 
         return render_facts(self, splits)
+
+    def rounding_warning(self) -> str | None:
+        """A line saying that the reference's own rounding error fails the task's rule or comes near it, or None."""
+        from ksearch.gpu.tasks.facts_text import rounding_text
+
+        return rounding_text(self.rounding) if self.rounding is not None else None
 
 
 # ---------------------------------------------------------------------------------- derivation
@@ -357,7 +403,14 @@ def _derived_op(probes: list[WorkloadProbe]) -> str:
 def derive_facts(task: Task, probe: ProbeResult, ceilings: Ceilings | None = None) -> TaskFacts:
     """TaskFacts from a probe result and the task's own declarations (no subprocess)."""
     ceil = ceilings or H200
-    facts = TaskFacts(task=task.name, key=probe.key, ceilings=ceil, smoke=probe.smoke, error=probe.error)
+    facts = TaskFacts(
+        task=task.name,
+        key=probe.key,
+        ceilings=ceil,
+        smoke=probe.smoke,
+        rounding=probe.rounding,
+        error=probe.error,
+    )
     by_name = {p.workload: p for p in probe.workloads}
     for w in task.workloads:
         p = by_name.get(w.name)
@@ -526,6 +579,7 @@ __all__ = [
     "H200",
     "Ceilings",
     "ProbeResult",
+    "RoundingProbe",
     "SmokeProbe",
     "TaskFacts",
     "TensorInfo",

@@ -7,7 +7,14 @@ Pure formatting of gpu/tasks/facts.py's models: no torch, no subprocess.
 
 from __future__ import annotations
 
-from ksearch.gpu.tasks.facts import Ceilings, TaskFacts, TensorInfo, WorkloadFacts, short_dtype
+from ksearch.gpu.tasks.facts import (
+    Ceilings,
+    RoundingProbe,
+    TaskFacts,
+    TensorInfo,
+    WorkloadFacts,
+    short_dtype,
+)
 
 
 def _size(n: float, unit: str) -> str:
@@ -94,7 +101,41 @@ def render_facts(facts: TaskFacts, splits: tuple[str, ...] = ("search",)) -> str
     lines.append(f"{bound}{src} on {ceil.label(d)}; shapes from a {basis} of the reference{cpu}")
     if facts.error:
         lines.append(f"(facts incomplete: {facts.error})")
+    if facts.rounding is not None and (warning := rounding_text(facts.rounding)):
+        lines.append(warning)
     return "\n".join(lines)
 
 
-__all__ = ["render_facts", "workload_line"]
+def _share(over: int, numel: int) -> str:
+    pct = 100.0 * over / numel if numel else 0.0
+    if pct >= 1:
+        return f"{pct:.0f}% of elements"
+    return f"{pct:.1f}% of elements" if pct >= 0.1 else f"{over} of {numel} elements"
+
+
+def rounding_text(r: RoundingProbe) -> str | None:
+    """What a kernel writer must know when the reference's own rounding error fails the task's rule or uses
+    more than NEAR of it (see RoundingProbe); None when it leaves room or was not measured."""
+    if r.verdict not in ("fails", "near"):
+        return None
+    which = f" {r.output}" if r.output != "out" else ""
+    head = (
+        f"the reference's own {short_dtype(r.dtype)} result{which} differs from its float64 run by up to "
+        f"{r.max_abs:.2g} (max abs)"
+    )
+    rule = f"atol {r.atol:.3g} + rtol {r.rtol:.3g}·|ref|"
+    where = f"(smoke workload {r.workload!r}, on the CPU)"
+    if r.verdict == "fails":
+        allows = f", more than the {100 * r.mismatch_ratio:g}% the rule allows" if r.mismatch_ratio else ""
+        return (
+            f"{head}, over {rule} at {_share(r.over, r.numel)}{allows} {where}: only a kernel reproducing the "
+            "reference's rounding (its order of operations, e.g. its summation order) passes"
+        )
+    at = "its worst element" if not r.mismatch_ratio else "the worst element the rule must pass"
+    return (
+        f"{head}, within {rule} but using {r.ratio:.0%} of it at {at} {where}: a kernel that rounds "
+        "otherwise (another summation order) may fail even where it is more accurate"
+    )
+
+
+__all__ = ["render_facts", "rounding_text", "workload_line"]

@@ -8,7 +8,8 @@ storage, so a many-GB workload costs nothing. FLOPs are counted as FlopCounterMo
 a mode that also notes every other compute op, whose FLOPs the counter does not know. Where the fake
 run fails, the smallest workload runs for real on the CPU, under a memory cap (the measuring:
 gpu/tasks/rt_measure.py). For a KernelBench file without a smoke workload, a smaller one is searched for
-(gpu/tasks/rt_smoke.py, gpu/tasks/shrink.py) and checked by a real run.
+(gpu/tasks/rt_smoke.py, gpu/tasks/shrink.py) and checked by a real run. On the smoke workload, the
+reference's own rounding error is measured against the task's tolerance (gpu/tasks/rt_rounding.py).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from ksearch.gpu.task import Task
-from ksearch.gpu.tasks.facts import ProbeResult, SmokeProbe, WorkloadProbe
+from ksearch.gpu.task import Task, TaskError, Workload
+from ksearch.gpu.tasks.facts import ProbeResult, RoundingProbe, SmokeProbe, WorkloadProbe
 from ksearch.gpu.tasks.rt_measure import Prober, first_line
+from ksearch.gpu.tasks.rt_rounding import reference_rounding
 from ksearch.gpu.tasks.rt_smoke import derive_smoke
 
 MEMORY_HEADROOM_GIB = 4.0  # what real runs may allocate beyond the interpreter and torch
@@ -39,7 +41,7 @@ def _footprint(p: WorkloadProbe) -> int | None:
     return sum(t.bytes for t in p.inputs) + p.params_bytes
 
 
-def probe(task: Task) -> tuple[list[WorkloadProbe], SmokeProbe | None]:
+def probe(task: Task) -> tuple[list[WorkloadProbe], SmokeProbe | None, RoundingProbe]:
     prober = Prober(task)
     shrink = prober.native and task.smoke_derived
     probes: dict[str, WorkloadProbe] = {}
@@ -58,7 +60,24 @@ def probe(task: Task) -> tuple[list[WorkloadProbe], SmokeProbe | None]:
     for wl in task.workloads:
         if wl.name in probes:
             probes[wl.name].cost = prober.cost(wl)
-    return [probes[w.name] for w in task.workloads if w.name in probes], smoke
+    try:
+        smoke_wl = _smoke_as_derived(task, smoke)
+    except TaskError as exc:  # no smoke workload: the rounding check has nothing to run on
+        rounding = RoundingProbe(note=f"not measured: {exc}")
+    else:
+        rounding = reference_rounding(prober, smoke_wl, probes.get(smoke_wl.name))
+    return [probes[w.name] for w in task.workloads if w.name in probes], smoke, rounding
+
+
+def _smoke_as_derived(task: Task, smoke: SmokeProbe | None) -> Workload:
+    """The smoke workload as the loader will make it: the task's own, or the smaller one found here (the
+    same construction as gpu/tasks/native.py's)."""
+    copy = task.smoke()
+    if smoke is None or not smoke.verified:
+        return copy
+    base = task.workload(smoke.derived_from)
+    params = {**base.params, **smoke.params}
+    return Workload(name=copy.name, params=params, constants=smoke.constants, split="smoke")
 
 
 def _real_fallback(prober: Prober, probes: dict[str, WorkloadProbe]) -> None:
@@ -131,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     result = ProbeResult(torch=torch.__version__)
     try:
         task = Task.model_validate_json(args.task_json.read_text())
-        result.workloads, result.smoke = probe(task)
+        result.workloads, result.smoke, result.rounding = probe(task)
     except Exception as exc:  # the file does not even load: still one answer
         result.error = first_line(exc)
     # a newline first: task code may have printed without one

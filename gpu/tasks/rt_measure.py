@@ -229,7 +229,8 @@ class Prober:
             extras = {k: v for k, v in task.extras.items() if k != "needs_gpu"}
             self.impl = TaskRuntime(task.model_copy(update={"extras": extras}))
 
-    def _reference(self, wl: Workload) -> tuple[Any, Callable[[list], Any]]:
+    def reference(self, wl: Workload) -> tuple[Any, Callable[[list], Any]]:
+        """The reference on the CPU: its Model (native tasks; else None) and a callable inputs -> output."""
         if self.native:
             model = self.impl.reference_model(wl, "cpu")
             return model, lambda inputs: as_result(model(*inputs))
@@ -259,7 +260,7 @@ class Prober:
             with mode, placed or contextlib.nullcontext() as placements:
                 inputs = self.impl.make_inputs(wl, 0, "cpu")
                 stage = "building the Model"
-                model, fn = self._reference(wl)
+                model, fn = self.reference(wl)
                 seen: set[int] = set()
                 p.inputs = _describe(list(inputs), self._input_names(model, len(inputs)), "in", seen)
                 if isinstance(model, torch.nn.Module):
@@ -294,7 +295,7 @@ class Prober:
         try:
             inputs = self.impl.make_inputs(wl, 0, "cpu")
             stage = "building the Model"
-            _, fn = self._reference(wl)
+            _, fn = self.reference(wl)
             stage = "running the forward"
             with torch.no_grad():
                 fn(inputs)
