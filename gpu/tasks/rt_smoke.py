@@ -46,7 +46,7 @@ def derive_smoke(prober: Prober, probes: dict[str, WorkloadProbe]) -> tuple[Smok
         return report, as_copy
     knobs = size_knobs(task.source_path.read_text(), task.source_path, base.params)
     if knobs.empty():
-        report.note = "not shrunk: the file sizes its inputs with no integer constant or parameter"
+        report.note = "not shrunk: the file sizes its inputs with no integer constant, parameter or literal size argument"
         return report, as_copy
     # the loader makes the same call without running anything (gpu/tasks/native.py): keep them in step
     if not knobs.worth_shrinking() or (base_probe.outputs is not None and _small(base_probe)):
