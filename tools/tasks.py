@@ -20,6 +20,7 @@ from ksearch.gpu.procs import kill_group
 from ksearch.gpu.task import Bound, Split, Task, TaskStyle
 from ksearch.gpu.tasks import builtin_tasks, load_task
 from ksearch.gpu.tasks.check import CheckReport
+from ksearch.gpu.tasks.facts import RoundingProbe, TaskFacts, task_facts
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.tunables import TunableError, TunableInfo, read_tunables
 
@@ -115,7 +116,11 @@ class TaskOut(ToolModel):
     """The seed candidates by language, in the task's order (none for most imported tasks)."""
     warnings: list[str]
     """What a user should know before searching it: a derived smoke workload, no cost model, no held-out
-    workload, a GPU it needs, the task's own notes."""
+    workload, a GPU it needs, a reference whose own rounding error fails its tolerance or comes near it, the
+    task's own notes."""
+    reference_rounding: RoundingProbe | None = None
+    """The reference's own result on the smoke workload against its float64 run, judged by the task's rule
+    (measured once per file content with the task's facts; None when facts are off or could not be derived)."""
     definition: dict[str, Any]
     """The whole task as loaded, as JSON data (the seeds' sources only with sources=true)."""
 
@@ -190,7 +195,7 @@ def _seed(language: str, source: str, with_source: bool) -> SeedInfo:
     return seed
 
 
-def _warnings(task: Task) -> list[str]:
+def _warnings(task: Task, facts: TaskFacts) -> list[str]:
     notes = []
     if task.smoke_derived:
         note = (
@@ -203,6 +208,8 @@ def _warnings(task: Task) -> list[str]:
         notes.append("no held-out workload: the final evaluation sees only the search shapes")
     if task.extras.get("needs_gpu"):
         notes.append(f"needs a GPU: {task.extras['needs_gpu']}")
+    if rounding := facts.rounding_warning():
+        notes.append(rounding)
     notes += [str(n) for n in task.extras.get("notes") or []]
     return notes
 
@@ -211,6 +218,8 @@ async def show_task(inp: ShowTaskIn) -> TaskOut:
     """One task by built-in name or path; TaskError says why it cannot be loaded (for an unknown name: which
     built-ins exist)."""
     task = load_task(inp.task, workloads=inp.workloads)
+    # the reference's own rounding error is measured with its facts: one subprocess per file content, cached
+    facts = await asyncio.to_thread(task_facts, task)
     return TaskOut(
         name=task.name,
         title=task.title,
@@ -226,7 +235,8 @@ async def show_task(inp: ShowTaskIn) -> TaskOut:
         workloads=[WorkloadRow(name=w.name, split=w.split, params=w.params) for w in task.workloads],
         rule=_rule(task),
         seeds=[_seed(lang, src, inp.sources) for lang, src in task.seeds.items()],
-        warnings=_warnings(task),
+        warnings=_warnings(task, facts),
+        reference_rounding=facts.rounding,
         definition=task.model_dump(mode="json", exclude=set() if inp.sources else {"seeds"}),
     )
 

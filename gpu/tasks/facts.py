@@ -36,7 +36,7 @@ from ksearch.gpu import jail_view
 from ksearch.gpu.task import Bound, Task, Workload
 from ksearch.gpu.tasks.probe import ProbeFailed, run_probe
 
-FACTS_VERSION = 2  # part of the cache key: raised when what a probe reports changes
+FACTS_VERSION = 5  # part of the cache key: raised when what a probe reports changes
 PROBE_TIMEOUT_S = 180.0
 ESTIMATE_FLOPS_PER_ELEMENT = 1.0  # for ops the counter has no formula for: a lower bound
 FactSource = Literal["declared", "derived", "none"]
@@ -138,6 +138,7 @@ class WorkloadProbe(BaseModel):
     flops_counted: float | None = None  # FlopCounterMode's total
     ops: list[OpTally] = Field(default_factory=list)  # compute ops in first-call order (views etc. left out)
     cost: dict[str, Any] | None = None  # the task's own COST for this workload
+    cuda_as_cpu: list[str] = Field(default_factory=list)  # CUDA placements read as CPU ones (rt_placement.py)
     error: str | None = None  # why it has no (or only part of its) facts
 
     def elements(self) -> int:
@@ -163,6 +164,44 @@ class SmokeProbe(BaseModel):
     note: str = ""
 
 
+RoundingVerdict = Literal["fails", "near", "ok", "skipped"]
+"""How the reference's own result fares against its float64 run under the task's rule: it would fail it,
+it uses more than NEAR of the tolerance, it leaves room, or it was not measured (`note` says why)."""
+NEAR = 0.5  # "near": the reference's own error takes more than half of what the rule allows
+
+
+class RoundingProbe(BaseModel):
+    """The reference's own rounding error on the smoke workload, measured on the CPU: its result as written
+    against its float64 run (inputs, weights and defaults in float64), judged by the task's correctness rule
+    as a kernel that returned the float64 result, rounded to the output's dtype, would be judged."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    verdict: RoundingVerdict = "skipped"
+    workload: str = ""
+    """The workload it ran on (the smoke one)."""
+    output: str = ""
+    """The output the figures are of (the one closest to failing): out, or out1, out2, ... of several."""
+    dtype: str = ""
+    """That output's dtype, whose atol and rtol apply."""
+    atol: float = 0.0
+    rtol: float = 0.0
+    mismatch_ratio: float = 0.0
+    """The fraction of elements the rule lets fall outside atol + rtol * |ref|."""
+    max_abs: float = 0.0
+    """The largest |reference - float64 run| over the output's elements."""
+    over: int = 0
+    """Elements where the difference exceeds atol + rtol * |ref| (or where one side is non-finite)."""
+    numel: int = 0
+    ratio: float = 0.0
+    """The deciding element's difference over what the rule allows there (the worst element, or with a
+    mismatch ratio the worst one that must pass): above 1 the reference itself fails, above NEAR it is near."""
+    seconds: float = 0.0
+    """Wall time of the two real CPU calls."""
+    note: str = ""
+    """Why it was not measured (skipped), or what else to know."""
+
+
 class ProbeResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -171,6 +210,7 @@ class ProbeResult(BaseModel):
     torch: str = ""
     workloads: list[WorkloadProbe] = Field(default_factory=list)
     smoke: SmokeProbe | None = None
+    rounding: RoundingProbe | None = None  # the reference's own rounding error vs the rule (smoke workload)
     error: str | None = None  # the probe as a whole failed (nothing measured)
 
 
@@ -197,6 +237,7 @@ class WorkloadFacts(BaseModel):
     intensity: float | None = None  # FLOP per byte (a lower bound when flops is unknown)
     bound: Bound = "unknown"
     bound_estimated: bool = False  # from the ~1 FLOP/element estimate for uncounted ops
+    cuda_as_cpu: list[str] = Field(default_factory=list)  # the reference's CUDA placements, read as CPU ones
     error: str | None = None
 
 
@@ -214,6 +255,7 @@ class TaskFacts(BaseModel):
     workloads: list[WorkloadFacts] = Field(default_factory=list)
     ceilings: Ceilings = Field(default_factory=Ceilings)
     smoke: SmokeProbe | None = None
+    rounding: RoundingProbe | None = None
     error: str | None = None
 
     def workload(self, name: str) -> WorkloadFacts | None:
@@ -221,7 +263,15 @@ class TaskFacts(BaseModel):
 
     def text(self, splits: tuple[str, ...] = ("search",)) -> str:
         """A few lines for a prompt: the dtype, one line per workload, the bound and its ceilings."""
+        from ksearch.gpu.tasks.facts_text import render_facts  # the formatting imports these models
+
         return render_facts(self, splits)
+
+    def rounding_warning(self) -> str | None:
+        """A line saying that the reference's own rounding error fails the task's rule or comes near it, or None."""
+        from ksearch.gpu.tasks.facts_text import rounding_text
+
+        return rounding_text(self.rounding) if self.rounding is not None else None
 
 
 # ---------------------------------------------------------------------------------- derivation
@@ -293,6 +343,7 @@ def _workload_facts(p: WorkloadProbe, ceil: Ceilings) -> WorkloadFacts:
         outputs=p.outputs or [],
         params=p.params,
         params_bytes=p.params_bytes,
+        cuda_as_cpu=p.cuda_as_cpu,
         error=p.error,
     )
     if p.outputs is not None:
@@ -352,7 +403,14 @@ def _derived_op(probes: list[WorkloadProbe]) -> str:
 def derive_facts(task: Task, probe: ProbeResult, ceilings: Ceilings | None = None) -> TaskFacts:
     """TaskFacts from a probe result and the task's own declarations (no subprocess)."""
     ceil = ceilings or H200
-    facts = TaskFacts(task=task.name, key=probe.key, ceilings=ceil, smoke=probe.smoke, error=probe.error)
+    facts = TaskFacts(
+        task=task.name,
+        key=probe.key,
+        ceilings=ceil,
+        smoke=probe.smoke,
+        rounding=probe.rounding,
+        error=probe.error,
+    )
     by_name = {p.workload: p for p in probe.workloads}
     for w in task.workloads:
         p = by_name.get(w.name)
@@ -391,93 +449,6 @@ def apply_facts(task: Task, facts: TaskFacts) -> Task:
     if facts.op_source == "derived":
         update["op"] = facts.op
     return task.model_copy(update=update, deep=True)
-
-
-# ------------------------------------------------------------------------------------ rendering
-
-
-def _size(n: float, unit: str) -> str:
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if n >= scale:
-            v = n / scale
-            return f"{v:.3g} {prefix}{unit}"
-    return f"{n:.3g} {unit}"
-
-
-def _num(v: float) -> str:
-    return f"{v:.0f}" if v >= 100 else f"{v:.2g}"
-
-
-def _bound_text(bound: str) -> str:
-    return {"mixed": "near the ridge point (memory and compute both matter)", "unknown": "bound unknown"}.get(
-        bound, f"{bound}-bound"
-    )
-
-
-def _tensor(t: TensorInfo) -> str:
-    if t.value is not None:
-        return f"{t.name}={t.value}"
-    return f"{t.name}[{','.join(map(str, t.shape))}] {short_dtype(t.dtype)}"
-
-
-def _tensors(ts: list[TensorInfo], limit: int = 6) -> str:
-    shown = ", ".join(_tensor(t) for t in ts[:limit])
-    return shown + (f", +{len(ts) - limit} more" if len(ts) > limit else "") if ts else "(none)"
-
-
-def _flops_text(w: WorkloadFacts) -> str:
-    if w.flops is not None:
-        return _size(w.flops, "FLOP") + (" (declared)" if w.flops_source == "declared" else "")
-    if w.flops_source == "none":
-        return "FLOPs unknown"
-    ops = ", ".join(o.lstrip("_") for o in w.uncounted_ops[:4]) + (
-        ", ..." if len(w.uncounted_ops) > 4 else ""
-    )
-    if w.flops_counted:
-        return f">= {_size(w.flops_counted, 'FLOP')} ({ops} not counted)"
-    return f"FLOPs unknown ({ops} not counted)"
-
-
-def workload_line(w: WorkloadFacts, ceil: Ceilings) -> str:
-    if w.method == "none" and not w.inputs:
-        return f"workload {w.name}: not run ({w.error or 'no facts'})"
-    params = f" + {w.params} weight tensors ({_size(w.params_bytes, 'B')})" if w.params else ""
-    outs = _tensors(w.outputs) if w.outputs else "?"
-    head = f"workload {w.name}: {_tensors(w.inputs)}{params} -> {outs}"
-    if w.method == "real":
-        head += " (real CPU run)"
-    parts = [head]
-    if w.bytes is not None:
-        parts.append(f"{_size(w.bytes, 'B')} moved" + (" (declared)" if w.bytes_source == "declared" else ""))
-    parts.append(_flops_text(w))
-    if w.intensity is not None:
-        approx = ">= " if w.flops is None and w.flops_source != "declared" else "~"
-        verdict = _bound_text(w.bound) + (" (est.)" if w.bound_estimated else "")
-        parts.append(f"{approx}{_num(w.intensity)} FLOP/B: {verdict}")
-    elif w.error:
-        parts.append(f"output unknown: {w.error}")
-    return "; ".join(parts)
-
-
-def render_facts(facts: TaskFacts, splits: tuple[str, ...] = ("search",)) -> str:
-    ceil = facts.ceilings
-    rows = [w for w in facts.workloads if w.split in splits] or facts.workloads
-    if any(not w.outputs for w in rows):  # what a real run of another workload found is still worth showing
-        rows += [w for w in facts.workloads if w.method == "real" and w not in rows]
-    dtype = facts.dtype if facts.dtype_source != "none" else "dtype unknown"
-    lines = [f"{dtype}" + (" (declared)" if facts.dtype_source == "declared" else "")]
-    lines += [workload_line(w, ceil) for w in rows]
-    d = next((w.compute_dtype for w in rows if w.compute_dtype), "")
-    d = d or (facts.dtype if facts.dtype in ceil.matmul_flops else "float32")
-    bound = _bound_text(facts.bound)
-    src = " (declared)" if facts.bound_source == "declared" else ""
-    methods = sorted({w.method for w in rows if w.method != "none"})
-    how = {"fake": "fake-tensor run", "real": "real CPU run"}
-    basis = " and ".join(how[m] for m in methods) or "no run"
-    lines.append(f"{bound}{src} on {ceil.label(d)}; shapes from a {basis} of the reference")
-    if facts.error:
-        lines.append(f"(facts incomplete: {facts.error})")
-    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------- the probe
@@ -608,6 +579,7 @@ __all__ = [
     "H200",
     "Ceilings",
     "ProbeResult",
+    "RoundingProbe",
     "SmokeProbe",
     "TaskFacts",
     "TensorInfo",
@@ -618,6 +590,5 @@ __all__ = [
     "derive_facts",
     "facts_key",
     "probe_task",
-    "render_facts",
     "task_facts",
 ]

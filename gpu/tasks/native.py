@@ -197,7 +197,7 @@ def _with_small_smoke(task: Task, source: str) -> Task:
     base = next(w for w in task.workloads if w.split == "search")
     knobs = size_knobs(source, task.source_path, base.params)
     if knobs.empty():
-        task.extras["smoke_note"] = f"{task.extras.get('smoke_note', '')}; no integer size constant to shrink"
+        task.extras["smoke_note"] = f"{task.extras.get('smoke_note', '')}; no integer size to shrink"
         return task
     if not knobs.worth_shrinking():
         return task

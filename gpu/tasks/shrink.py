@@ -1,10 +1,14 @@
 """Smaller sizes for a smoke workload: the integers a KernelBench file builds its inputs from, scaled down.
 
-KernelBench files size their inputs with module-level constants (`batch_size = 16; dim = 16384`) or,
+KernelBench files size their inputs with module-level constants (`batch_size = 16; dim = 16384`),
+with integer literals written where the inputs are made (`return [torch.randn(128, 4096, 4096)]`
+in `get_inputs`; `return [4096, 1024]` in `get_init_inputs`, whose values size the weights) or,
 in ksearch's own format, with workload parameters and the defaults of `get_inputs(M=4096, ...)`.
 A file that declares no smoke workload gets one made by dividing those integers by a common
 factor (the search for the factor, and the check that the reference still runs, happen in
-gpu/tasks/rt_facts.py). Pure data and `ast`: importing this needs no torch.
+gpu/tasks/rt_smoke.py). A literal is a knob named by where it stands (`get_inputs:12:25`, its line
+and column), replaced in a copy of the file as a constant is. Pure data and `ast`: importing this
+needs no torch.
 
 What is kept: values at or below KEEP (kernel sizes, strides, small channel and head counts, a
 `dim = -1`) and every other non-integer; the order of the values (a <= b stays so); equal values
@@ -50,11 +54,15 @@ class SizeKnobs(BaseModel):
         return not self.constants and not self.params
 
     def changes(self, smaller: SizeKnobs) -> list[str]:
-        """'name 16384->256' for each knob `smaller` changes."""
-        out = []
+        """'name 16384->256' for each knob `smaller` changes ('get_inputs line 12 4096->256' for a literal,
+        said once for a line's equal literals)."""
+        out: list[str] = []
         for kind in ("constants", "params"):
             old, new = getattr(self, kind), getattr(smaller, kind)
-            out += [f"{k} {_fmt(old[k])}->{_fmt(v)}" for k, v in new.items() if v != old.get(k)]
+            for k, v in new.items():
+                line = f"{_label(k)} {_fmt(old[k])}->{_fmt(v)}"
+                if v != old.get(k) and line not in out:
+                    out.append(line)
         return out
 
     def values(self) -> list[int]:
@@ -67,6 +75,11 @@ class SizeKnobs(BaseModel):
         """False when there is nothing to shrink, or every size is already small (judged without running)."""
         sizes = [v for v in self.values() if v > 1]
         return bool(sizes) and (max(sizes) > SMALL_KNOB or math.prod(sizes) > SMALL_PRODUCT)
+
+
+def _label(key: str) -> str:
+    fn, _, where = key.partition(":")
+    return f"{fn} line {where.split(':')[0]}" if where else key
 
 
 def _fmt(v: IntOrInts) -> str:
@@ -136,6 +149,85 @@ def _literal_sites(tree: ast.Module) -> dict[str, tuple[IntOrInts, ast.expr, Set
     return {k: s for k, s in sites.items() if counts.get(k) == 1 and k not in RESERVED}
 
 
+# Tensor factories whose arguments are sizes (torch's, and ksearch.gpu.inputs' helpers), and which of them:
+# "all" (every positional argument, or one tuple/list of them), "first" (the first positional), "tuple" (a
+# positional tuple/list only: randint's low and high are values); a `size=` keyword in every case.
+SIZED_CALLS: dict[str, str] = {
+    "rand": "all", "randn": "all", "zeros": "all", "ones": "all", "empty": "all", "full": "first",
+    "randint": "tuple", "randperm": "first", "normal": "size", "signed": "all", "mask": "all",
+    "integers": "all", "random_tensor": "first",
+}  # fmt: skip
+LITERAL_FUNCTIONS = ("get_inputs", "get_init_inputs")
+
+
+def literal_key(function: str, node: ast.expr) -> str:
+    """The knob name of an integer literal inside a function: `get_inputs:12:25` (line, column)."""
+    return f"{function}:{node.lineno}:{node.col_offset}"
+
+
+def _arg_setter(call: ast.Call, i: int) -> Setter:
+    def put(node: ast.expr) -> None:
+        call.args[i] = node
+
+    return put
+
+
+def _keyword_setter(kw: ast.keyword) -> Setter:
+    def put(node: ast.expr) -> None:
+        kw.value = node
+
+    return put
+
+
+def _size_nodes(call: ast.Call) -> list[tuple[ast.expr, Setter]]:
+    """The argument nodes of a tensor factory call that are sizes, each with a way to replace it."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    how = SIZED_CALLS.get(name)
+    if how is None:
+        return []
+    out: list[tuple[ast.expr, Setter]] = []
+    positional = [(i, a) for i, a in enumerate(call.args) if not isinstance(a, ast.Starred)]
+    if how == "all":
+        out += [(a, _arg_setter(call, i)) for i, a in positional]
+    elif how == "first" and positional and positional[0][0] == 0:
+        out.append((call.args[0], _arg_setter(call, 0)))
+    elif how == "tuple":
+        out += [(a, _arg_setter(call, i)) for i, a in positional if isinstance(a, ast.Tuple | ast.List)]
+    out += [(kw.value, _keyword_setter(kw)) for kw in call.keywords if kw.arg == "size"]
+    return out
+
+
+def _literal_call_sites(tree: ast.Module) -> dict[str, tuple[IntOrInts, ast.expr, Setter]]:
+    """Integer literals that size tensors where a file makes its inputs: the size arguments of tensor factory
+    calls inside `get_inputs`, and the integers `get_init_inputs` returns (its Model's sizes)."""
+    sites: dict[str, tuple[IntOrInts, ast.expr, Setter]] = {}
+
+    def take(fn: str, node: ast.expr, put: Setter) -> None:
+        if isinstance(node, ast.Tuple | ast.List):
+            for i, e in enumerate(node.elts):
+                take(fn, e, _elt_setter(node, i))
+            return
+        v = _int_literal(node)
+        if v is not None and v >= 0:
+            sites[literal_key(fn, node)] = (v, node, put)
+
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef) or stmt.name not in LITERAL_FUNCTIONS:
+            continue
+        for node in ast.walk(stmt):
+            if stmt.name == "get_inputs" and isinstance(node, ast.Call):
+                for arg, put in _size_nodes(node):
+                    take(stmt.name, arg, put)
+            elif stmt.name == "get_init_inputs" and isinstance(node, ast.Return):
+                value = node.value
+                if isinstance(value, ast.Tuple | ast.List):
+                    for i, e in enumerate(value.elts):
+                        if not isinstance(e, ast.Tuple | ast.List):  # a shape passed whole is not one size
+                            take(stmt.name, e, _elt_setter(value, i))
+    return sites
+
+
 def _stmt_setter(stmt: ast.Assign | ast.AnnAssign) -> Setter:
     def put(node: ast.expr) -> None:
         stmt.value = node
@@ -143,7 +235,7 @@ def _stmt_setter(stmt: ast.Assign | ast.AnnAssign) -> Setter:
     return put
 
 
-def _elt_setter(tup: ast.Tuple, i: int) -> Setter:
+def _elt_setter(tup: ast.Tuple | ast.List, i: int) -> Setter:
     def put(node: ast.expr) -> None:
         tup.elts[i] = node
 
@@ -182,6 +274,7 @@ def size_knobs(source: str, path: Path | str, params: dict[str, Any]) -> SizeKno
     except SyntaxError as exc:
         raise TaskError(f"{path}: line {exc.lineno}: syntax error: {exc.msg}") from None
     constants = {k: v for k, (v, _, _) in _literal_sites(tree).items()}
+    constants.update({k: v for k, (v, _, _) in _literal_call_sites(tree).items()})
     knob_params: dict[str, IntOrInts] = {}
     for k, v in params.items():
         pv = _param_value(v)
@@ -281,13 +374,16 @@ def _literal_node(value: IntOrInts, like: ast.expr) -> ast.expr:
 def patched_code(source: str, path: Path | str, constants: dict[str, Any]) -> types.CodeType:
     """The file compiled with its literal constants replaced (line numbers unchanged for tracebacks)."""
     tree = ast.parse(source, filename=str(path))
-    sites = _literal_sites(tree)
+    sites = {**_literal_sites(tree), **_literal_call_sites(tree)}
     for name, value in constants.items():
         if name not in sites:
-            raise TaskError(
-                f"{path}: workload constant {name!r}: the file has no single top-level `{name} = <integer>` "
-                "to replace"
+            fn, _, where = name.partition(":")
+            what = (
+                f"no integer literal sizing its inputs at {fn} line {where.replace(':', ', column ')}"
+                if fn in LITERAL_FUNCTIONS and where
+                else f"no single top-level `{name} = <integer>`"
             )
+            raise TaskError(f"{path}: workload constant {name!r}: the file has {what} to replace")
         pv = _param_value(value)
         if pv is None:
             raise TaskError(f"{path}: workload constant {name!r}: must be an integer or a list of them")

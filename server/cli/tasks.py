@@ -100,6 +100,8 @@ def show(
         data["seed_languages"] = sorted(s.language for s in task.seeds)
         data["tunables"] = tunables
         data["warnings"] = task.warnings
+        rounding = task.reference_rounding
+        data["reference_rounding"] = rounding.model_dump(mode="json") if rounding is not None else None
         if checked is not None:
             data["check"] = checked.model_dump(mode="json")
         console.print_json(json.dumps(data))

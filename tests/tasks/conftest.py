@@ -17,3 +17,9 @@ def facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _own_facts_cache(facts_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(facts_cache))
     yield
+
+
+@pytest.fixture
+def facts_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests of what a task says besides its facts: nothing derives them (no reference is run for them)."""
+    monkeypatch.setenv("KSEARCH_TASK_FACTS", "off")

@@ -39,6 +39,7 @@ def test_tasks_lists_the_builtins() -> None:
     assert table.exit_code == 0 and "softmax" in table.stdout and "memory" in table.stdout
 
 
+@pytest.mark.usefixtures("facts_off")
 def test_show_json_has_workloads_tolerance_and_tunables() -> None:
     result = invoke("task", "show", "softmax", "--json")
     assert result.exit_code == 0, result.output
@@ -50,11 +51,24 @@ def test_show_json_has_workloads_tolerance_and_tunables() -> None:
     assert data["tolerance"]["atol"]["float32"] == 1e-7 and data["warnings"] == []
 
 
+@pytest.mark.usefixtures("facts_off")
 def test_show_text_and_derived_smoke_note() -> None:
     result = invoke("task", "show", str(FIX / "native" / "plain_gelu_scale.py"))
     assert result.exit_code == 0, result.output
     assert "default" in result.stdout and "ModelNew" in result.stdout
     assert "may be slow on the CPU" in result.output and "no cost model" in result.output
+
+
+@pytest.mark.slow
+def test_show_notes_a_reference_whose_own_rounding_fails_its_tolerance() -> None:
+    path = str(FIX / "kernelbench" / "l1_cusum_long_rows.py")
+    result = invoke("task", "show", path)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "note: the reference's own fp32 result differs from its float64 run by up to" in said
+    data = json.loads(invoke("task", "show", path, "--json").stdout)
+    assert data["reference_rounding"]["verdict"] == "fails" and data["reference_rounding"]["over"] > 0
+    assert any(w.startswith("the reference's own fp32 result") for w in data["warnings"])
 
 
 def test_show_unknown_task_is_a_clear_error() -> None:

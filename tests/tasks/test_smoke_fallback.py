@@ -14,7 +14,7 @@ from ksearch.gpu.runtime import TaskRuntime
 from ksearch.gpu.task import Workload
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.facts import TensorInfo, WorkloadProbe, task_facts
-from ksearch.gpu.tasks.rt_facts import SMOKE_ELEMENTS, _SmokeSearch
+from ksearch.gpu.tasks.rt_smoke import SMOKE_ELEMENTS, _SmokeSearch
 from ksearch.gpu.tasks.shrink import SizeKnobs
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"

@@ -85,6 +85,45 @@ def test_worth_shrinking_is_judged_without_running() -> None:
     assert SizeKnobs(params={"a": 300, "b": 300}).worth_shrinking()  # product 90000
 
 
+def test_literal_sizes_where_inputs_and_weights_are_made_are_knobs() -> None:
+    src = textwrap.dedent("""
+        import torch
+        batch = 16
+        shape = (8, 8)
+        def get_inputs():
+            x = torch.randn(128, 4096, 4 * 1024)
+            idx = torch.randint(0, 1000, (64,))          # 0 and 1000 are values, (64,) the size
+            fill = torch.full((32, 48), 1.5)
+            w = torch.ones(size=(4096,))
+            y = torch.rand(batch, *shape)               # a constant and a starred shape: no literal
+            return [x, idx, fill, w, y]
+        def get_init_inputs():
+            return [4096, 0.5, batch, (3, 3)]
+    """)
+    k = size_knobs(src, "f.py", {})
+    assert k.constants == {
+        "batch": 16, "shape": [8, 8],
+        "get_inputs:6:20": 128, "get_inputs:6:25": 4096, "get_inputs:6:31": 4096,
+        "get_inputs:7:34": 64, "get_inputs:8:23": 32, "get_inputs:8:27": 48, "get_inputs:9:25": 4096,
+        "get_init_inputs:13:12": 4096,
+    }  # fmt: skip
+    small = shrunk(k, 16)
+    assert (
+        small.constants["get_inputs:6:25"] == small.constants["get_init_inputs:13:12"] == 256
+    )  # equal stays so
+    assert k.changes(small)[:2] == ["batch 16->8", "get_inputs line 6 128->8"]
+    ns: dict[str, object] = {}
+    exec(patched_code(src, "f.py", small.constants), ns)
+    x, idx, fill, w, y = ns["get_inputs"]()  # type: ignore[operator]
+    assert x.shape == (8, 256, 256) and idx.shape == (8,) and fill.shape == (8, 8) and w.shape == (256,)
+    assert y.shape == (8, 8, 8) and int(idx.max()) < 1000  # the values randint draws are untouched
+    assert ns["get_init_inputs"]() == [256, 0.5, 8, (3, 3)]  # type: ignore[operator]
+    with pytest.raises(
+        TaskError, match="no integer literal sizing its inputs at get_inputs line 6, column 21"
+    ):
+        patched_code(src, "f.py", {"get_inputs:6:21": 3})
+
+
 def test_patched_code_replaces_constants_and_recomputes_the_rest() -> None:
     src = "a = 16\nb = a * 4\nh = w = 256\nshape = (8, 64)\n"
     ns: dict[str, object] = {}
@@ -120,6 +159,42 @@ def test_kernelbench_levels_get_a_small_verified_smoke(fixture: str, full_input:
     assert len(inputs[0].shape) == len(full_input)  # the structure is the same
     out = rt.build_reference(smoke, "cpu")(inputs)
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.slow
+def test_literal_sizes_of_a_batched_matmul_are_shrunk_and_keep_their_relations(tmp_path: Path) -> None:
+    task = load_task(KB / "l1_bmm_literal_sizes.py")
+    smoke = task.smoke()
+    assert smoke.constants and all(k.startswith("get_inputs:") for k in smoke.constants)
+    note = task.extras["smoke_note"]
+    assert "smaller sizes (get_inputs line 13 128->" in note and "the reference ran on it" in note, note
+    rt = TaskRuntime(task)
+    a, b = rt.make_inputs(smoke, 0, "cpu")
+    assert a.shape[0] == b.shape[0] < 128 and a.shape[2] == b.shape[1] < 1024  # batch and inner dim agree
+    assert a.numel() + b.numel() < 2**18
+    # the literals shrank by one factor: their order and ratios are the file's
+    assert (a.shape[1] * 2, b.shape[2] * 4) == (b.shape[1], b.shape[1])
+    assert rt.build_reference(smoke, "cpu")([a, b]).shape == (a.shape[0], a.shape[1], b.shape[2])
+
+
+@pytest.mark.slow
+def test_literal_image_and_width_of_a_conv_are_shrunk_for_model_and_candidate(tmp_path: Path) -> None:
+    task = load_task(KB / "l1_conv_literal_image.py")
+    smoke = task.smoke()
+    c = smoke.constants
+    assert c["batch_size"] < 256, task.extras["smoke_note"]
+    image = [v for k, v in c.items() if k.startswith("get_inputs:")]
+    width = [v for k, v in c.items() if k.startswith("get_init_inputs:")]
+    assert len(image) == 2 and image[0] == image[1] < 224 and width and width[0] < 96
+    rt = TaskRuntime(task)
+    (x,) = rt.make_inputs(smoke, 1, "cpu")
+    assert list(x.shape) == [c["batch_size"], 3, image[0], image[0]]  # the 3 channels are kept
+    expected = rt.build_reference(smoke, "cpu")([x])
+    cand_src = (KB / "l1_conv_literal_image.py").read_text().replace("class Model(", "class ModelNew(")
+    module = load_candidate_module(cand_src, "conv_candidate", tmp_path)
+    got = rt.build_candidate(module, smoke, "cpu")([x])
+    assert expected.shape[1] == width[0]  # the layer is as narrow as get_init_inputs now says
+    torch.testing.assert_close(got, expected)  # the candidate is built from the same smaller literal
 
 
 def test_the_smoke_constants_reach_init_inputs_and_the_candidate(tmp_path: Path) -> None:
@@ -226,19 +301,23 @@ def test_a_declared_smoke_or_small_file_is_not_run(tmp_path: Path, monkeypatch: 
 
 @pytest.mark.slow
 def test_a_file_with_nothing_to_shrink_keeps_its_copy_and_says_why(tmp_path: Path) -> None:
-    # sizes written inside get_inputs: the one constant there is sizes nothing
+    # sizes computed where no knob reaches them (a list times a count); the one constant there sizes nothing
     src = """
         import torch
         {constant}
+        SHAPE = [4096] * 2
         class Model(torch.nn.Module):
             def forward(self, x):
                 return x * 2
         def get_inputs():
-            return [torch.randn(4096, 4096)]
+            return [torch.randn(*SHAPE)]
         def get_init_inputs():
             return []
         """
-    for constant, why in (("N = 2**20", "not shrunk: no smaller size fit"), ("", "no integer size constant")):
+    for constant, why in (
+        ("N = 2**20", "not shrunk: no smaller size fit"),
+        ("", "no integer size to shrink"),
+    ):
         task = load_task(write(tmp_path, src.format(constant=constant), f"f{len(constant)}.py"))
         assert task.smoke().constants == {} and task.smoke().params == {}
         note = task.extras["smoke_note"]

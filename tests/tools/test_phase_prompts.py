@@ -46,6 +46,18 @@ async def test_a_bf16_kernelbench_file_is_described_as_what_it_is(tmp_path: Path
 
 
 @pytest.mark.slow
+async def test_the_analyse_prompt_says_when_the_references_own_rounding_fails_its_tolerance(
+    tmp_path: Path,
+) -> None:
+    cusum = BF16_MATMUL.parent / "l1_cusum_long_rows.py"
+    async with await Workspace.open(tmp_path / "k.db") as ws:
+        s = await create_search(ws, CreateSearchIn(task=str(cusum), name="cusum"))
+        text = await analyse_kernel(ws, s.id)
+        assert "the reference's own fp32 result differs from its float64 run by up to" in text, text[:3000]
+        assert "only a kernel reproducing the reference's rounding" in text
+
+
+@pytest.mark.slow
 async def test_implement_prompt_states_the_intents_true_status_and_base(tmp_path: Path) -> None:
     async with await Workspace.open(tmp_path / "k.db") as ws:
         s = await create_search(ws, CreateSearchIn(task=str(BF16_MATMUL), name="mm"))

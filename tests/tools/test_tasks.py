@@ -36,6 +36,12 @@ def _own_facts_cache(facts_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     yield
 
 
+@pytest.fixture
+def facts_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests of what show_task says besides the facts: it then runs no reference (seconds per task)."""
+    monkeypatch.setenv("KSEARCH_TASK_FACTS", "off")
+
+
 async def test_list_tasks_names_every_builtin_with_its_splits() -> None:
     rows = await list_tasks()
     assert [r.name for r in rows] == builtin_names()
@@ -47,6 +53,7 @@ async def test_list_tasks_names_every_builtin_with_its_splits() -> None:
         assert r.workloads["search"] and r.workloads["heldout"] and r.workloads["smoke"]
 
 
+@pytest.mark.usefixtures("facts_off")
 async def test_show_a_builtin_describes_workloads_rule_and_seed_tunables() -> None:
     out = await show_task(ShowTaskIn(task="softmax"))
     assert out.name == "softmax" and out.builtin and out.style == "kernelbench"
@@ -70,6 +77,7 @@ async def test_show_a_builtin_describes_workloads_rule_and_seed_tunables() -> No
     assert out.definition["tolerance"]["atol"]["float32"] == 1e-7
 
 
+@pytest.mark.usefixtures("facts_off")
 async def test_show_with_sources_returns_the_seeds_sources() -> None:
     out = await show_task(ShowTaskIn(task="softmax", sources=True))
     task = load_task("softmax")
@@ -77,6 +85,7 @@ async def test_show_with_sources_returns_the_seeds_sources() -> None:
     assert out.definition["seeds"] == task.seeds
 
 
+@pytest.mark.usefixtures("facts_off")
 async def test_show_a_file_with_no_seeds_says_what_it_lacks() -> None:
     out = await show_task(ShowTaskIn(task=str(FIX / "native" / "plain_gelu_scale.py")))
     assert not out.builtin and out.seeds == []
@@ -84,6 +93,21 @@ async def test_show_a_file_with_no_seeds_says_what_it_lacks() -> None:
     assert any("no cost model" in w for w in out.warnings)
 
 
+@pytest.mark.slow
+async def test_show_warns_of_a_reference_whose_own_rounding_fails_its_tolerance() -> None:
+    out = await show_task(ShowTaskIn(task=str(FIX / "kernelbench" / "l1_cusum_long_rows.py")))
+    r = out.reference_rounding
+    assert r is not None and r.verdict == "fails" and r.over > 0 and r.max_abs > r.atol
+    said = [
+        w for w in out.warnings if w.startswith("the reference's own fp32 result differs from its float64")
+    ]
+    assert len(said) == 1 and f"up to {r.max_abs:.2g} (max abs)" in said[0]
+    quiet = await show_task(ShowTaskIn(task=str(FIX / "kernelbench" / "l1_softmax_rows.py")))
+    assert quiet.reference_rounding is not None and quiet.reference_rounding.verdict == "ok"
+    assert not any("float64 run" in w for w in quiet.warnings)
+
+
+@pytest.mark.usefixtures("facts_off")
 async def test_show_a_gpumode_folder_is_judged_by_its_own_check() -> None:
     out = await show_task(ShowTaskIn(task=str(FIX / "gpumode" / "scaled_add")))
     assert out.style == "gpumode" and out.candidate_entry == "custom_kernel"
@@ -94,12 +118,14 @@ async def test_show_a_gpumode_folder_is_judged_by_its_own_check() -> None:
     assert any(w.startswith("needs a GPU: ") and "cuda" in w for w in pinned.warnings)
 
 
+@pytest.mark.usefixtures("facts_off")
 async def test_show_a_flashinfer_definition_with_its_workloads() -> None:
     out = await show_task(ShowTaskIn(task=str(FIX / "flashinfer" / "rowscale_h64.json")))
     assert out.style == "flashinfer" and out.candidate_entry == "run"
     assert out.workloads and all("axes" in w.params and "inputs" in w.params for w in out.workloads)
 
 
+@pytest.mark.usefixtures("facts_off")
 async def test_a_seed_with_malformed_tunables_is_shown_with_the_reason(tmp_path: Path) -> None:
     folder = tmp_path / "mysoftmax"
     folder.mkdir()
