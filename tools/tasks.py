@@ -20,7 +20,7 @@ from ksearch.gpu.procs import kill_group
 from ksearch.gpu.task import Bound, Split, Task, TaskStyle
 from ksearch.gpu.tasks import builtin_tasks, load_task
 from ksearch.gpu.tasks.check import CheckReport
-from ksearch.gpu.tasks.facts import RoundingProbe, TaskFacts, task_facts
+from ksearch.gpu.tasks.facts import RoundingProbe, TaskFacts, apply_facts, task_facts
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.tunables import TunableError, TunableInfo, read_tunables
 
@@ -99,8 +99,11 @@ class TaskOut(ToolModel):
     name: str
     title: str
     op: str
+    """The op family: as the task declares it, else derived from running its reference ("" if neither)."""
     dtype: str
+    """The data type: declared, else derived from running the reference."""
     bound: Bound
+    """What bounds it on the GPU: declared, else derived from the reference's bytes and FLOPs."""
     style: TaskStyle
     builtin: bool
     source_path: str
@@ -220,12 +223,13 @@ async def show_task(inp: ShowTaskIn) -> TaskOut:
     task = load_task(inp.task, workloads=inp.workloads)
     # the reference's own rounding error is measured with its facts: one subprocess per file content, cached
     facts = await asyncio.to_thread(task_facts, task)
+    known = apply_facts(task, facts)  # what the task leaves undeclared, as running its reference showed
     return TaskOut(
         name=task.name,
         title=task.title,
-        op=task.op,
-        dtype=task.dtype,
-        bound=task.bound,
+        op=known.op,
+        dtype=known.dtype,
+        bound=known.bound,
         style=task.style,
         builtin=task.builtin,
         source_path=str(task.source_path),

@@ -118,6 +118,13 @@ async def test_show_a_gpumode_folder_is_judged_by_its_own_check() -> None:
     assert any(w.startswith("needs a GPU: ") and "cuda" in w for w in pinned.warnings)
 
 
+@pytest.mark.slow
+async def test_what_a_gpumode_folder_leaves_undeclared_is_shown_as_its_reference_ran() -> None:
+    """A GPU MODE folder declares no op, dtype or bound: they come from running its reference, never `?`."""
+    out = await show_task(ShowTaskIn(task=str(FIX / "gpumode" / "pairmix")))
+    assert out.op.startswith("mm + ") and out.dtype == "float32" and out.bound != "unknown", out
+
+
 @pytest.mark.usefixtures("facts_off")
 async def test_show_a_flashinfer_definition_with_its_workloads() -> None:
     out = await show_task(ShowTaskIn(task=str(FIX / "flashinfer" / "rowscale_h64.json")))
