@@ -77,7 +77,8 @@ def _dataset_hint(root: Path) -> str:
     found = sorted((root / "definitions").rglob("*.json"))
     shown = ", ".join(str(p.relative_to(root)) for p in found[:5]) + (", ..." if len(found) > 5 else "")
     return (
-        f"{root}: a FlashInfer-Trace dataset ({len(found)} definitions); a task is one definition: give its "
+        f"{root}: a FlashInfer-Trace dataset ({len(found)} definition{'' if len(found) == 1 else 's'}); a task is "
+        "one definition: give its "
         f"path, {root}/definitions/<op_type>/<name>.json" + (f" (it has: {shown})" if found else "")
     )
 
