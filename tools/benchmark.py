@@ -133,7 +133,8 @@ async def _recorded(
         base_attempt_id=base_attempt_id,
         base_assumed=assumed,
         refine=after,
-        next=_next_step(s.name, after, ev) + (f" Base: {assumed}." if assumed else ""),
+        # a base chosen among several is said where the model reads next; a phase's only code goes without saying
+        next=_next_step(s.name, after, ev) + (f" Base: {assumed}." if "closest" in assumed else ""),
     )
 
 
@@ -192,7 +193,7 @@ async def _refinable(ws: Workspace, s: Search, node: Node) -> loop.RefineState |
 def _next_step(search: str, r: loop.RefineState, ev: Evaluation) -> str:
     verdict = (
         f"recorded as attempt {r.attempts} of at most {r.cap} on intent #{r.node_id}; "
-        f"{r.stagnant} in a row without a significant gain (window {r.window}; {loop.GAIN_RULE})"
+        f"{r.stagnant} in a row without a significant gain (window {r.window}; {loop.GAIN_SHORT})"
     )
     if r.over:
         return (

@@ -100,6 +100,8 @@ GAIN_RULE = (
     f"at least {1 + MIN_GAIN:g}x; a gain becomes the intent's best and resets the count"
 )
 """The rule `improves` applies, in words, for every face that counts gains."""
+GAIN_SHORT = f"a gain: faster than the phase's best beyond noise and by at least {MIN_GAIN:.0%}"
+"""The same rule in a few words, for a tool result a model reads after every attempt."""
 
 
 def improves(ev: Evaluation, best: Evaluation | None) -> bool:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import SOFTMAX
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -50,7 +52,7 @@ def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> Non
     db = tmp_path / "k.db"
     p = ksearch(
         "run",
-        "softmax",
+        SOFTMAX,
         "--rounds",
         "2",
         "--max-attempts",
@@ -76,8 +78,8 @@ def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> Non
     # no model ran: the run ends saying how to plug one in and where to see what was tried
     lines = p.stdout.splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("next: the offline tuner only moves"))
-    assert lines[at + 1] == "  ANTHROPIC_API_KEY=... ksearch run softmax --new   (Anthropic)"
-    assert lines[at + 2].startswith("  ksearch run softmax --new --policy openai --base-url http")
+    assert lines[at + 1] == f"  ANTHROPIC_API_KEY=... ksearch run {SOFTMAX} --new   (Anthropic)"
+    assert lines[at + 2].startswith(f"  ksearch run {SOFTMAX} --new --policy openai --base-url http")
     assert lines[at + 3].startswith("  ksearch serve   (an MCP assistant")
     seen = lines[at + 4]
     assert seen.startswith("see it: ksearch tree softmax-1 (what was tried and why), ksearch ui"), seen
@@ -92,7 +94,7 @@ def test_attempt_budget_stops_the_run(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     p = ksearch(
         "run",
-        "softmax",
+        SOFTMAX,
         "--rounds",
         "50",
         "--attempts",
@@ -118,7 +120,7 @@ def test_sigkill_mid_round_then_resume_loses_nothing_committed(tmp_path: Path) -
             "-m",
             "ksearch.server.cli",
             "run",
-            "softmax",
+            SOFTMAX,
             "--rounds",
             "20",
             "--plain",
@@ -168,7 +170,7 @@ def test_compile_mode_is_set_on_a_new_search_and_fixed_after(tmp_path: Path) -> 
     assert not db.exists()  # refused before anything was written
 
     ok = ksearch(
-        "run", "softmax", "--compile-mode", "max-autotune", "--rounds", "1", "--max-attempts", "1",
+        "run", SOFTMAX, "--compile-mode", "max-autotune", "--rounds", "1", "--max-attempts", "1",
         "--stagnation", "1", "--no-final", "--plain", "--db", str(db),
     )  # fmt: skip
     assert ok.returncode == 0, ok.stdout + ok.stderr
@@ -179,15 +181,13 @@ def test_compile_mode_is_set_on_a_new_search_and_fixed_after(tmp_path: Path) -> 
         con.close()
     assert json.loads(config)["compile_mode"] == "max-autotune"
 
-    again = ksearch(
-        "run", "softmax", "--compile-mode", "default", "--rounds", "2", "--plain", "--db", str(db)
-    )
+    again = ksearch("run", SOFTMAX, "--compile-mode", "default", "--rounds", "2", "--plain", "--db", str(db))
     assert again.returncode != 0
     assert "fixed when it was created" in again.stderr and "--new" in again.stderr, again.stderr
     # its timing protocol likewise: the built-in task's is ksearch's; an unknown name is refused by name
     assert json.loads(config)["timing_protocol"] == "ksearch"
     other = ksearch(
-        "run", "softmax", "--timing-protocol", "kernelbench", "--rounds", "2", "--plain", "--db", str(db)
+        "run", SOFTMAX, "--timing-protocol", "kernelbench", "--rounds", "2", "--plain", "--db", str(db)
     )
     assert other.returncode != 0
     assert "timed by the 'ksearch' protocol, fixed when it was created" in other.stderr, other.stderr

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from ksearch.gpu.tasks import load_task
+from tests.fixtures import SOFTMAX
 from tests.stubs.anthropic_stub import StubAnthropic
 from tests.stubs.openai_stub import StubOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED = load_task("softmax").seeds["triton"]
+SEED = load_task(SOFTMAX).seeds["triton"]
 FASTER = SEED.replace("BLOCK_N = 2048", "BLOCK_N = 4096")
 BROKEN = "import torch\n\nclass ModelNew(torch.nn.Module:\n    pass\n"
 
@@ -47,7 +48,7 @@ def _run(args: list[str], env_extra: dict[str, str], db: Path) -> subprocess.Com
             "-m",
             "ksearch.server.cli",
             "run",
-            "softmax",
+            SOFTMAX,
             "--rounds",
             "1",
             "--max-attempts",

@@ -23,6 +23,7 @@ from mcp.client import Client
 from ksearch.gpu.tasks import load_task
 from ksearch.server.mcp.server import KsearchServer
 from tests.driver.host_script import kernel, scaled_relu_decisions
+from tests.fixtures import SOFTMAX
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).parent / "fixtures" / "scaled_relu.py"
@@ -262,7 +263,7 @@ async def test_a_host_that_sends_its_edits_with_finish_intent_leaves_the_same_re
 
 
 def softmax_decisions() -> list[dict[str, Any]]:
-    seed = load_task("softmax").seeds["triton"]
+    seed = load_task(SOFTMAX).seeds["triton"]
     w4 = seed.replace("num_warps = 8", "num_warps = 4")
     w2 = seed.replace("num_warps = 8", "num_warps = 2")
     b1 = seed.replace("BLOCK_N = 2048", "BLOCK_N = 1024")
@@ -282,7 +283,7 @@ def softmax_decisions() -> list[dict[str, Any]]:
 
 @pytest.mark.cpu
 async def test_softmax_with_its_seed_host_and_driver_run_the_same_loop(tmp_path: Path) -> None:
-    host, replay, _ = await host_then_replay(tmp_path, "softmax", softmax_decisions(), rounds=2, stagnation=2)
+    host, replay, _ = await host_then_replay(tmp_path, SOFTMAX, softmax_decisions(), rounds=2, stagnation=2)
     assert host == replay
     atts = host["attempts"]
     # the seed on the root first (round 0), then two attempts per round against the seed's correct base

@@ -22,6 +22,7 @@ from tests.faults.faultkit import (
     result_json,
     start_ksearch,
 )
+from tests.fixtures import SOFTMAX
 from tests.fuzz.fuzzkit import RawStdio, dump_db
 
 HOLD = """
@@ -49,7 +50,7 @@ def _prepare(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     env = ksearch_env(tmp_path / "scratch")
     p = ksearch(
         "run",
-        "softmax",
+        SOFTMAX,
         "--name",
         "L",
         "--rounds",
@@ -127,7 +128,8 @@ def test_a_lock_held_past_the_busy_timeout_is_a_clear_error_and_nothing_is_half_
     try:
         mcp.initialize()
         before = dump_db(db)
-        holder = _hold(db, 14.0, "holder-long")  # the busy timeout is 10 s; start-up takes ~1 s
+        # the busy timeout is 10 s: the clients must start within the other 12 (a loaded machine takes seconds)
+        holder = _hold(db, 22.0, "holder-long")
         cli = start_ksearch("intent", "add", "L", "never written", "--db", str(db), env=env)
         driver = start_ksearch(
             "run", "--resume", "L", "--rounds", "1", "--no-final", "--plain", "--db", str(db), env=env

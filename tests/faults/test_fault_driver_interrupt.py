@@ -20,10 +20,11 @@ import pytest
 
 from ksearch.worldmodel.render import no_best
 from tests.faults.faultkit import ROOT, SLOW_SEED, attempts, ksearch, ksearch_env, node_statuses, wait_for
+from tests.fixtures import SOFTMAX
 
 pytestmark = pytest.mark.slow
 
-RUN = ["run", "softmax", "--rounds", "4", "--max-attempts", "2", "--stagnation", "1", "--no-final", "--plain"]
+RUN = ["run", SOFTMAX, "--rounds", "4", "--max-attempts", "2", "--stagnation", "1", "--no-final", "--plain"]
 EXIT_WITHIN_S = 5.0
 NO_TRACE = ("Traceback", "Event loop is closed", "Exception ignored")
 
@@ -163,7 +164,7 @@ def test_a_killed_run_reads_as_interrupted_everywhere_until_resumed(
     assert "interrupted" in table.stdout and "running" not in table.stdout
     assert "`ksearch run --resume NAME` continues it" in table.stdout
     tree = ksearch("tree", "softmax-1", "--db", str(db), env=env)
-    assert tree.stdout.startswith("search 'softmax-1' on softmax (round 1, interrupted)"), tree.stdout
+    assert tree.stdout.startswith(f"search 'softmax-1' on {SOFTMAX} (round 1, interrupted)"), tree.stdout
     # every correct attempt so far was timed in the CPU interpreter: said as such, not "no timed attempt"
     assert f"no best yet: {no_best(1)}" in tree.stdout
     status = ksearch("status", "softmax-1", "--db", str(db), env=env)
@@ -179,7 +180,8 @@ def test_a_killed_run_reads_as_interrupted_everywhere_until_resumed(
 
 def test_a_live_run_is_not_taken_over(tmp_path: Path, env: dict[str, str]) -> None:
     db = tmp_path / "k.db"
-    run = Run(tmp_path, db, env)
+    # rounds enough that the run is still going when the second one starts (each evaluation takes a second)
+    run = Run(tmp_path, db, env, *["50" if a == "4" else a for a in RUN])
     try:
         run.wait_line("round ")
         (s,) = _searches(db, env)

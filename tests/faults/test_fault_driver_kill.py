@@ -26,10 +26,11 @@ import pytest
 
 from ksearch.worldmodel.store import Store
 from tests.faults.faultkit import ROOT, committed, integrity, ksearch, ksearch_env, node_statuses, worker_pids
+from tests.fixtures import SOFTMAX
 
 pytestmark = pytest.mark.slow
 KILLS = 22
-RUN = ["run", "softmax", "--rounds", "3", "--max-attempts", "2", "--stagnation", "1", "--no-final", "--plain"]
+RUN = ["run", SOFTMAX, "--rounds", "3", "--max-attempts", "2", "--stagnation", "1", "--no-final", "--plain"]
 
 
 async def _read_everything(db: Path) -> int:

@@ -17,6 +17,7 @@ from mcp.client import Client
 
 from ksearch.server.mcp.server import build_server
 from tests.faults.faultkit import SEED, SLOW_SEED, attempts, integrity, worker_pids
+from tests.fixtures import SOFTMAX
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +52,7 @@ async def test_worker_killed_mid_benchmark_is_a_crash_and_the_next_evaluation_is
     client: tuple[Client, Path, Path],
 ) -> None:
     c, db, root = client
-    await _call(c, "create_search", {"task": "softmax", "name": "w", "seed": 5})
+    await _call(c, "create_search", {"task": SOFTMAX, "name": "w", "seed": 5})
     nodes = (await _call(c, "propose_intents", {"search": "w", "intents": [{"title": "wider blocks"}]}))[
         "result"
     ]

@@ -18,6 +18,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from ksearch.gpu.tasks import load_task
+from tests.fixtures import SOFTMAX
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.anyio
@@ -96,8 +97,8 @@ async def call_error(c: Client, name: str, args: dict[str, Any]) -> str:
 async def full_flow(c: Client) -> None:
     """create_search → propose_intents → select_action → compile_kernel → run_correctness → benchmark →
     edit_tree → get_tree, on the built-in softmax task, on the CPU."""
-    s = await call(c, "create_search", {"task": "softmax", "name": "flow", "seed": 7})
-    assert s["task"] == "softmax" and s["name"] == "flow"
+    s = await call(c, "create_search", {"task": SOFTMAX, "name": "flow", "seed": 7})
+    assert s["task"] == SOFTMAX and s["name"] == "flow"
     nodes = await call(
         c,
         "propose_intents",
@@ -135,7 +136,7 @@ async def full_flow(c: Client) -> None:
     assert sel["claimed"] and sel["round"] == 1 and sel["base_attempt_id"] == seeded["attempt_id"]
     assert sel["reason"]
 
-    seed = load_task("softmax").seeds["triton"]
+    seed = load_task(SOFTMAX).seeds["triton"]
     comp = await call(c, "compile_kernel", {"search": "flow", "candidate": {"source": seed}})
     assert comp["report"]["ok"], comp
     cid = comp["candidate_id"]
@@ -220,7 +221,7 @@ async def test_http_full_flow(tmp_path: Path) -> None:
 @pytest.mark.slow
 async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
     async with stdio_client(tmp_path / "k.db") as c:
-        await call(c, "create_search", {"task": "softmax", "name": "b", "seed": 1})
+        await call(c, "create_search", {"task": SOFTMAX, "name": "b", "seed": 1})
         await call(
             c, "propose_intents", {"search": "b", "intents": [{"title": "vectorize loads", "priority": 0.5}]}
         )

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures import SOFTMAX
+
 ROOT = Path(__file__).resolve().parents[2]
 TS = ROOT / "tests" / "ts"
 STAMP = TS / "node_modules" / ".ksearch-lock-sha256"  # the lock file the installed modules came from
@@ -55,6 +57,7 @@ def _run(node: str, script: str, tmp_path: Path) -> dict[str, Any]:
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["KSEARCH_SERVE"] = json.dumps([sys.executable, "-m", "ksearch.server.cli"])
     env["KSEARCH_TS_TMP"] = str(tmp_path)
+    env["KSEARCH_TS_TASK"] = SOFTMAX
     r = subprocess.run([node, script], cwd=TS, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"node {script} failed:\n{r.stderr[-8000:]}\n{r.stdout[-2000:]}"
     result = json.loads(r.stdout.strip().splitlines()[-1])

@@ -4,7 +4,8 @@
 //
 // Environment: KSEARCH_SERVE, a JSON array that starts ksearch (default ["ksearch"]; the scripts append
 // `serve ...`); KSEARCH_TS_TMP, a folder for the databases (default: a new temporary folder);
-// KSEARCH_TS_VERBOSE=1 prints each tool call's seconds on stderr.
+// KSEARCH_TS_VERBOSE=1 prints each tool call's seconds on stderr; KSEARCH_TS_TASK, the softmax task to search
+// (default the built-in `softmax`; the tests give a copy with a smaller smoke workload).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
@@ -26,6 +27,7 @@ const CALL = { timeout: 300_000 }; // the first evaluation starts the sandbox wo
 export const TEXT_BUDGET = 800; // bytes of text a benchmark result may give the model to read
 
 export const serveCommand = () => JSON.parse(process.env.KSEARCH_SERVE ?? '["ksearch"]');
+const TASK = process.env.KSEARCH_TS_TASK ?? 'softmax';
 export const tmp = () => process.env.KSEARCH_TS_TMP ?? mkdtempSync(join(tmpdir(), 'ksearch-ts-'));
 
 /** The SDK's own structured-output validator, counting what it checks: proof that it ran. */
@@ -142,7 +144,7 @@ async function sourceOf(k, attemptId) {
  * create_search, the seed measured on the root, propose_intents, select_action, benchmark with node_id,
  * finish_intent, final_evaluation. Returns the text bytes of the benchmark results. */
 export async function softmaxFlow(k, search) {
-  const created = await call(k, 'create_search', { task: 'softmax', name: search, rounds: 1, seed: 7 });
+  const created = await call(k, 'create_search', { task: TASK, name: search, rounds: 1, seed: 7 });
   assert.equal(data(created).name, search);
   assert.match(next(created), /^next: Phase 0 \(init\).*"seed": true/s);
   assert.match(await refused(k, 'select_action', { search }), /seed is not measured yet/);
@@ -238,7 +240,7 @@ const slowFrom = (seed) => {
 };
 
 async function claimedIntent(k, search) {
-  await call(k, 'create_search', { task: 'softmax', name: search });
+  await call(k, 'create_search', { task: TASK, name: search });
   const seeded = data(await call(k, 'benchmark', { search, node_id: await rootId(k, search), candidate: { seed: true } }));
   await call(k, 'propose_intents', { search, intents: [{ title: `an intent of ${search}` }] });
   const node = data(await call(k, 'select_action', { search })).node.id;
