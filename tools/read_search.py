@@ -12,6 +12,7 @@ import json
 
 from pydantic import Field
 
+from ksearch.tools.declines import Decline, declines_in
 from ksearch.tools.runs import ShownStatus, run_status
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
@@ -22,6 +23,7 @@ from ksearch.worldmodel.store import LLMTotals
 __all__ = [
     "AttemptBase",
     "AttemptRecord",
+    "Decline",  # the type of SearchSnapshot.declines
     "LLMTotals",  # the type of SearchSnapshot.llm_totals, for the faces that name it
     "SearchSnapshot",
     "attempt_base",
@@ -46,6 +48,8 @@ class SearchSnapshot(ToolModel):
     """Every attempt with its evaluation, in id order"""
     llm_totals: LLMTotals
     """The language-model spend recorded on the search"""
+    declines: list[Decline] = Field(default_factory=list)
+    """The intents a policy declined, oldest first (read from the edit log)"""
     edits: list[Edit] = Field(default_factory=list)
     """The edit log (with `history`)"""
     llm_calls: list[LLMCall] = Field(default_factory=list)
@@ -115,11 +119,13 @@ async def read_search(
         attempts=await store.list_attempts(s.id),
         llm_totals=await store.llm_totals(s.id),
     )
+    edits = await store.list_edits(s.id)
+    snap.declines = declines_in(edits)
     if history:
         calls = await store.list_llm_calls(s.id)
         if not llm_text:
             calls = [c.model_copy(update={"request": "", "response": ""}) for c in calls]
-        snap.edits = await store.list_edits(s.id)
+        snap.edits = edits
         snap.llm_calls = calls
         snap.final = await store.final_verdict(s.id)
     if sources:
