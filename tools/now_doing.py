@@ -65,12 +65,15 @@ def doing_text(
                     f"refining intent {intent(r.node_id)}: {r.attempts} of at most {r.cap} attempts made"
                 )
         line = "; ".join(parts) + ("" if live else f"; {_IDLE}")  # more than one: the driver's lanes
-    elif st.phase == "update":
-        line = (
-            f"reflecting on {intent(st.reflecting_on)}"
-            if live
-            else f"waiting: the reflection on {intent(st.reflecting_on)}; {_IDLE}"
+    elif st.phase == "update" and live:
+        line = f"reflecting on {intent(st.reflecting_on)}"
+    elif st.phase == "update":  # the records do not say whether it was reflected on: name both next steps
+        then = (
+            "the final evaluation (budget spent)"
+            if b.exhausted
+            else f"an intent to select for round {st.round + 1}{of}"
         )
+        line = f"waiting: the reflection on {intent(st.reflecting_on)}, then {then}; {_IDLE}"
     elif st.phase == "select":
         line = (
             f"selecting the next intent for round {st.round + 1}{of}"

@@ -80,7 +80,8 @@ async def test_the_line_follows_the_loop_and_who_runs_it(
     now = await now_doing(ws, s.id)
     assert (now.phase, now.text) == (
         "update",
-        f"waiting: the reflection on #{a.id} 'vectorize loads'; no run in progress",
+        f"waiting: the reflection on #{a.id} 'vectorize loads', then an intent to select for round 2 of at most 2; "
+        "no run in progress",
     )
     async with hold_run(ws, s.id):
         assert (await now_doing(ws, s.id)).text == f"reflecting on #{a.id} 'vectorize loads'"
