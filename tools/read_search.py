@@ -82,8 +82,8 @@ async def search_version(ws: Workspace, search_id: int) -> str:
     """A short token that changes whenever anything a search's page shows changes.
 
     Covers the search row (round, status, best), its shown status (a run that dies flips it to
-    `interrupted`), every node (edits, status, visits, best attempt), the attempt ids (new attempts) and the
-    LLM spend. Attempt evaluations are immutable once written, so their ids suffice.
+    `interrupted`) and whether a driver run holds it, every node (edits, status, visits, best attempt), the
+    attempt ids (new attempts) and the LLM spend. Attempt evaluations are immutable once written, so their ids suffice.
     """
     store = ws.store
     s = await store.get_search(search_id)
@@ -92,7 +92,8 @@ async def search_version(ws: Workspace, search_id: int) -> str:
     totals = await store.llm_totals(search_id)
     payload = {
         "s": s.model_dump(mode="json"),
-        "r": (await run_status(ws, s)).status,
+        "r": (run := await run_status(ws, s)).status,
+        "h": run.holder is not None,  # a driver run taking over a `running` search changes what the page says
         "n": [n.model_dump(mode="json") for n in nodes],
         "a": sorted(speedups.items()),
         "l": totals.model_dump(),
