@@ -80,6 +80,9 @@ class LoopState(ToolModel):
     round: int
     phase: Phase
     refining: list[RefineState] = Field(default_factory=list)
+    reflecting_on: int | None = Field(
+        None, description="In the update phase: the intent whose refine phase ended, to reflect on"
+    )
     budget: BudgetState
     timing_protocol: str = Field(
         "ksearch",
@@ -322,6 +325,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     name = s.name
     reopened = [n.id for n in intents if n.status == "open" and not n.vetoed]
     over = s.status == "done" or (s.status == "stopped" and final_done)
+    reflecting_on: int | None = None
     if over and reopened and not budget.exhausted:
         # a person reopened intents (or added some) after the end: the search can go on
         phase: Phase = "select"
@@ -371,6 +375,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         fin = await ws.store.cache_get(_FINISHED_KEY.format(search_id=s.id)) or {}
         if s.round > 0 and fin.get("round") == s.round and not fin.get("applied"):
             phase = "update"
+            reflecting_on = fin.get("node_id")
             then = (
                 f"then call final_evaluation: the budget is spent ({budget.exhausted})"
                 if budget.exhausted
@@ -398,6 +403,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         round=s.round,
         phase=phase,
         refining=refining,
+        reflecting_on=reflecting_on,
         budget=budget,
         timing_protocol=s.config.timing_protocol,
         best_lost=verdict.note() if verdict is not None else "",

@@ -12,6 +12,7 @@ import json
 
 from pydantic import Field
 
+from ksearch.tools.declines import Decline, declines_in
 from ksearch.tools.runs import ShownStatus, run_status
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
@@ -22,6 +23,7 @@ from ksearch.worldmodel.store import LLMTotals
 __all__ = [
     "AttemptBase",
     "AttemptRecord",
+    "Decline",  # the type of SearchSnapshot.declines
     "LLMTotals",  # the type of SearchSnapshot.llm_totals, for the faces that name it
     "SearchSnapshot",
     "attempt_base",
@@ -46,6 +48,8 @@ class SearchSnapshot(ToolModel):
     """Every attempt with its evaluation, in id order"""
     llm_totals: LLMTotals
     """The language-model spend recorded on the search"""
+    declines: list[Decline] = Field(default_factory=list)
+    """The intents a policy declined, oldest first (read from the edit log)"""
     edits: list[Edit] = Field(default_factory=list)
     """The edit log (with `history`)"""
     llm_calls: list[LLMCall] = Field(default_factory=list)
@@ -78,8 +82,8 @@ async def search_version(ws: Workspace, search_id: int) -> str:
     """A short token that changes whenever anything a search's page shows changes.
 
     Covers the search row (round, status, best), its shown status (a run that dies flips it to
-    `interrupted`), every node (edits, status, visits, best attempt), the attempt ids (new attempts) and the
-    LLM spend. Attempt evaluations are immutable once written, so their ids suffice.
+    `interrupted`) and whether a driver run holds it, every node (edits, status, visits, best attempt), the
+    attempt ids (new attempts) and the LLM spend. Attempt evaluations are immutable once written, so their ids suffice.
     """
     store = ws.store
     s = await store.get_search(search_id)
@@ -88,7 +92,8 @@ async def search_version(ws: Workspace, search_id: int) -> str:
     totals = await store.llm_totals(search_id)
     payload = {
         "s": s.model_dump(mode="json"),
-        "r": (await run_status(ws, s)).status,
+        "r": (run := await run_status(ws, s)).status,
+        "h": run.holder is not None,  # a driver run taking over a `running` search changes what the page says
         "n": [n.model_dump(mode="json") for n in nodes],
         "a": sorted(speedups.items()),
         "l": totals.model_dump(),
@@ -115,11 +120,13 @@ async def read_search(
         attempts=await store.list_attempts(s.id),
         llm_totals=await store.llm_totals(s.id),
     )
+    edits = await store.list_edits(s.id)
+    snap.declines = declines_in(edits)
     if history:
         calls = await store.list_llm_calls(s.id)
         if not llm_text:
             calls = [c.model_copy(update={"request": "", "response": ""}) for c in calls]
-        snap.edits = await store.list_edits(s.id)
+        snap.edits = edits
         snap.llm_calls = calls
         snap.final = await store.final_verdict(s.id)
     if sources:

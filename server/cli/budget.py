@@ -9,6 +9,7 @@ import typer
 
 from ksearch.server.cli.common import DEFAULT_DB, DbOption, refusals, run_async, say
 from ksearch.server.cli.steer import SearchArg, workspace
+from ksearch.server.cli.words import cli_words
 
 
 def register(app: typer.Typer) -> None:
@@ -75,7 +76,7 @@ def budget(
                     old, new = getattr(out.before, n), getattr(out.after, n)
                     if old != new:
                         lines.append(f"  {n}: {_v(old)} -> {_v(new)}")
-                lines.append(f"next: {out.next}")
+                lines.append(f"next: {cli_words(out.next, s.name)}")
                 return lines
             s = await ws.search(search)
             b = await budget_state(ws, s)

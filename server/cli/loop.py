@@ -38,22 +38,24 @@ def register(app: typer.Typer) -> None:
 def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
     """Where the search's loop stands (phase, round, attempts against the cap, budget) and what to do next."""
     from ksearch.tools.loop import LoopState, loop_state
+    from ksearch.tools.now_doing import now_doing
     from ksearch.tools.protocols import protocol_line
     from ksearch.tools.runs import run_status
 
-    async def go() -> tuple[LoopState, str]:
+    async def go() -> tuple[LoopState, str, str]:
         async with workspace(db) as ws:
             st = await loop_state(ws, search)
             # `interrupted` when the process that was running it is gone
-            return st, (await run_status(ws, search)).status
+            return st, (await run_status(ws, search)).status, (await now_doing(ws, search)).text
 
-    st, shown = run_async(go())
+    st, shown, doing = run_async(go())
     if as_json:
         say(st.model_copy(update={"status": shown}).model_dump_json(indent=1))
         return
     b = st.budget
     rounds = f"{b.rounds_used}/{b.rounds}" if b.rounds is not None else str(b.rounds_used)
     say(f"search {st.search!r}: {shown}, phase {st.phase}, round {rounds}, {b.attempts_used} attempts")
+    say(f"now: {doing}")
     say(f"timed: {protocol_line(st.timing_protocol)}")
     if shown == "interrupted":
         say(f"its run was killed; `ksearch run --resume {st.search}` continues it")

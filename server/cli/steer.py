@@ -19,17 +19,18 @@ import typer
 from pydantic import ValidationError
 
 from ksearch.server.cli.common import DEFAULT_DB, DbOption, fail, run_async, say, tell
+from ksearch.server.cli.words import cli_words
 from ksearch.tools.errors import describe_validation
 from ksearch.worldmodel.errors import NotFound, SchemaError
-from ksearch.worldmodel.models import LANGUAGES, EditSpec, IntentSpec, Node, Search
+from ksearch.worldmodel.models import EditSpec, IntentSpec, Node, Search
 
 _EXPECTED = IntentSpec.model_fields["expected_speedup"].description  # the one definition
 
 if TYPE_CHECKING:  # tools are imported when a command runs, so `ksearch --help` stays fast
-    from ksearch.tools.run_correctness import EvaluationOut
     from ksearch.tools.workspace import Workspace
 
-MAX_FILE_BYTES = 200_000  # the tools' limit on a candidate's source (ksearch.tools.common.MAX_SOURCE_CHARS)
+# the tools' limit on a submitted source (ksearch.tools.submit_kernel.MAX_SOURCE_BYTES), checked while reading
+MAX_FILE_BYTES = 200_000
 
 intent_app = typer.Typer(help="Add or change intents of a search's tree.", no_args_is_help=True)
 
@@ -337,13 +338,16 @@ def submit(
         typer.Option(
             "--node",
             min=1,
-            help="Intent it implements (recorded there); "
+            help="The root, or the intent it implements (recorded there; an open intent is claimed); "
             "without it the attempt belongs to the search but to no node",
         ),
     ] = None,
     language: Annotated[
         str | None,
-        typer.Option("--language", help="triton | cuda | cpp_ext (default: the search's language)"),
+        typer.Option(
+            "--language",
+            help="triton | cuda | cpp_ext | auto (detected from the source) (default: the search's language)",
+        ),
     ] = None,
     base: Annotated[
         int | None,
@@ -362,91 +366,43 @@ def submit(
     Exit code 0 when it ran correctly and was timed, 1 when it was recorded but failed (compile error,
     wrong values, crash...), 2 when the input was refused.
     """
-    from ksearch.tools.benchmark import BenchmarkIn, benchmark
-    from ksearch.tools.common import CandidateRef
-    from ksearch.tools.loop import seed_unmeasured
-    from ksearch.tools.select_action import SelectActionIn, select_action
-    from ksearch.tools.solutions import entry_missing, submitted_candidate
+    from ksearch.tools.submit_kernel import SubmitKernelIn, SubmitKernelOut, submit_kernel
 
     source = read_source(file)
-    if language is not None and language not in LANGUAGES:
-        raise fail(f"unknown language {language!r}; accepted: {', '.join(LANGUAGES)}")
+    try:
+        inp = SubmitKernelIn(
+            search=search,
+            source=source,
+            name=str(file),
+            node_id=node,
+            language=language,  # checked by the model, which names what is accepted
+            base_attempt_id=base,
+            trials=trials,
+        )
+    except ValidationError as e:
+        raise fail(str(describe_validation(e, "submission"))) from e
 
     async def progress(message: str, fraction: float) -> None:
         tell(f"{100 * fraction:3.0f}% {message}")
 
-    async def go() -> tuple[EvaluationOut, str, bool]:
-        async with workspace(db) as ws:
-            s = await ws.search(search)
-            missing = entry_missing(source, ws.task(s.task))
-            if missing is not None:
-                raise fail(f"{file} is no candidate for task {s.task!r}: {missing}. Nothing was recorded.")
-            base_id, base_why = base, "--base"
-            if node is not None:
-                n = await node_of(ws, s, node)
-                if base_id is None and n.best_attempt_id is not None:
-                    base_id, base_why = n.best_attempt_id, "the node's best"
-                elif base_id is None and n.base_attempt_id is not None:
-                    base_id, base_why = n.base_attempt_id, "the intent's starting code"
-            if base_id is None and s.best_attempt_id is not None:
-                base_id, base_why = s.best_attempt_id, "the search's best"
-            if base is not None:
-                try:
-                    b = await ws.records.get_attempt(base)
-                except NotFound as e:
-                    raise fail(
-                        f"no attempt #{base}; `ksearch best {s.name}` or the UI show attempt ids"
-                    ) from e
-                if b.search_id != s.id:
-                    raise fail(f"attempt #{base} belongs to another search, not {s.name!r}")
-            lang = language or s.config.language
-            target = await ws.records.get_node(node) if node is not None else None
-            claimable = target is not None and target.status.value in ("open", "active") and not target.vetoed
-            if claimable and await seed_unmeasured(ws, s):
-                # the loop measures the seed before the first round: do it for the person, and say so
-                tell("measuring the task's seed on the root first (the baseline every intent builds on)")
-                root = await ws.records.root(s.id)
-                seeded = await benchmark(
-                    ws,
-                    BenchmarkIn(
-                        search=s.id,
-                        node_id=root.id,
-                        candidate=CandidateRef(seed=True, language=s.config.language),
-                        author="seed",
-                    ),
-                )
-                tell(f"seed: attempt #{seeded.attempt_id}, {seeded.evaluation.status}")
-            if node is not None and (await ws.records.get_node(node)).status.value == "open":
-                # Submitting on an open intent starts its refine phase, as claiming it would: say so.
-                # a person's kernel is measured whatever the policy's round budget: it never blocks a submission
-                sel = await select_action(ws, SelectActionIn(search=s.id, node_id=node), budget_checked=True)
-                tell(
-                    f"claimed intent #{node}: round {sel.round} started; `ksearch finish {s.name}` ends its "
-                    "refine phase"
-                )
-            out = await benchmark(
-                ws,
-                BenchmarkIn(
-                    search=s.id,
-                    node_id=node,
-                    # a FlashInfer-Bench Solution JSON (its spec gives the language), else a Python module
-                    candidate=submitted_candidate(source, lang),
-                    base_attempt_id=base_id,
-                    trials=trials,
-                    author="human",
-                ),
-                progress,
-            )
-            after = await ws.search(s.id)
-            note = f"base: attempt #{base_id} ({base_why})" if base_id is not None else "base: none"
-            return out, note, after.best_attempt_id == out.attempt_id
+    async def note(text: str) -> None:
+        tell(cli_words(text, search))
 
-    out, note, is_best = run_async(go())
+    async def go() -> SubmitKernelOut:
+        async with workspace(db) as ws:
+            return await submit_kernel(ws, inp, progress, note)
+
+    out = run_async(go())
     say(out.summary)
-    where = f"node #{node}" if node is not None else "the search (no node)"
+    where = f"node #{out.node_id}" if out.node_id is not None else "the search (no node)"
+    note_base = (
+        f"base: attempt #{out.base_attempt_id} ({out.base_why})"
+        if out.base_attempt_id is not None
+        else "base: none"
+    )
     say(
-        f"recorded as attempt #{out.attempt_id} on {where}; {note}"
-        + ("; it is now the search's best" if is_best else "")
+        f"recorded as attempt #{out.attempt_id} on {where}; {note_base}"
+        + ("; it is now the search's best" if out.is_best else "")
     )
     if out.evaluation.status != "ok":
         raise typer.Exit(1)

@@ -23,6 +23,10 @@ _RULES: list[tuple[str, str]] = [
         "`ksearch submit {s} FILE --node N` measures it before your kernel (or `ksearch run --resume {s}`)",
     ),
     (r"Call finish_intent " + _NODE, "Run `ksearch finish {s} --node {n}`"),
+    (
+        r"finish_intent " + _NODE + r" ends its refine phase",
+        "`ksearch finish {s} --node {n}` ends its refine phase",
+    ),
     (r"call finish_intent early", "run `ksearch finish {s}` early"),
     (
         r"\(prompt implement_intent, node_id=(?P<n>\d+)\), then benchmark it with node_id=\d+",

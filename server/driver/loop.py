@@ -28,6 +28,7 @@ from ksearch.tools import contexts, loop
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.budgets import keep_budgets
 from ksearch.tools.common import CandidateRef
+from ksearch.tools.declines import decline_intent
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.final_eval import FinalEvalIn, FinalRow, end_search, final_evaluation
@@ -329,19 +330,15 @@ class Driver:
         return f"; {ids} wait for a model or a person (declined by the {self.policy.name} policy)"
 
     async def _decline(self, s: Search, node: Node, why: str, attempts: int) -> bool:
-        """The policy cannot implement `node`. Before any attempt the claim is undone: the intent stays open,
-        marked as waiting for a model or a person, its round is given back, and this run passes it over (True).
-        After attempts its refine phase just ends (False)."""
-        if attempts:
-            note = f"[declined by the {self.policy.name} policy after {attempts} attempts] {why}"
-        else:
-            note = f"[declined by the {self.policy.name} policy; waiting for a model or a person] {why}"
-        edit = EditSpec(op="update", node_id=node.id, notes=(node.notes + "\n" + note).strip()[:4000])
-        await edit_tree(self.ws, EditTreeIn(search=s.id, edits=[edit], author=self._author()))
-        if attempts:
+        """The policy cannot implement `node` (tools.declines.decline_intent records it). Before any attempt the
+        intent stays open, marked as waiting for a model or a person, its round is given back, and this run
+        passes it over (True). After attempts its refine phase just ends (False)."""
+        given_back = await decline_intent(
+            self.ws, s, node, why, by=self.policy.name, attempts=attempts, author=self._author()
+        )
+        if not given_back:
             self.display.event(f"intent #{node.id} declined after {attempts} attempts: {why}")
             return False
-        await loop.give_back(self.ws, s, node)
         self._declined[node.id] = why
         self.display.event(
             f"intent #{node.id} declined: {why}; it stays open for a model or a person, no round spent"

@@ -1,8 +1,8 @@
 """The web app behind `ksearch ui`: a page per search, small JSON endpoints, steering through tools/.
 
-Reads go through `ksearch.tools.read_search` (server/web/snapshot.py); writes go through
-`ksearch.tools.propose_intents` and `ksearch.tools.edit_tree`, the same functions the CLI, the MCP server and
-the driver use, so a click is validated like any edit.
+Reads go through `ksearch.tools.read_search` (server/web/snapshot.py) and `ksearch.tools.now_doing`; writes go
+through `ksearch.tools.propose_intents`, `edit_tree`, `set_budgets` and `submit_kernel` (server/web/submissions.py),
+the same functions the CLI, the MCP server and the driver use, so a click is validated like any edit.
 
 The page polls `/api/s/{search}/version` (a fingerprint of what it shows) and fetches the fragments
 again only when it changed, so another process writing to the same database shows up within a poll.
@@ -39,10 +39,13 @@ from ksearch.server.web import pages
 from ksearch.server.web.attempt_html import attempt_detail
 from ksearch.server.web.search_html import chart, default_attempt, first_selection, node_detail, summary, tree
 from ksearch.server.web.snapshot import SearchView, base_of, find_search, fingerprint, load_view
+from ksearch.server.web.submissions import MAX_BODY as MAX_SUBMIT_BODY
+from ksearch.server.web.submissions import Submissions, SubmitIn
 from ksearch.tools.budgets import SetBudgetsIn, set_budgets
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import describe_validation
 from ksearch.tools.list_searches import list_searches
+from ksearch.tools.now_doing import now_doing
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.read_search import read_attempt
 from ksearch.tools.workspace import Workspace
@@ -124,6 +127,7 @@ class UiState:
         self.default_search = default_search
         self._ws: Workspace | None = None
         self._views: dict[int, SearchView] = {}
+        self.submissions = Submissions()
 
     @property
     def ws(self) -> Workspace:
@@ -135,6 +139,7 @@ class UiState:
         self._ws = await Workspace.open(self.db)
 
     async def close(self) -> None:
+        await self.submissions.close()  # evaluations still running end before their workspace does
         if self._ws is not None:
             await self._ws.close()
             self._ws = None
@@ -191,8 +196,8 @@ def _guard(fn: Handler) -> Handler:
     return wrapped
 
 
-async def _json_body(request: Request) -> Any:
-    """The request's JSON body, refusing what a cross-site form or script could send."""
+async def _json_body(request: Request, limit: int = MAX_BODY) -> Any:
+    """The request's JSON body (at most `limit` bytes), refusing what a cross-site form or script could send."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/json":
         raise HttpError(415, "send the body as application/json")
@@ -200,8 +205,8 @@ async def _json_body(request: Request) -> Any:
     if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
         raise HttpError(403, f"cross-origin write refused (origin {origin!r})")
     body = await request.body()
-    if len(body) > MAX_BODY:
-        raise HttpError(413, f"request body over {MAX_BODY} bytes")
+    if len(body) > limit:
+        raise HttpError(413, f"request body over {limit} bytes")
     try:
         return json.loads(body or b"null")
     except ValueError as e:
@@ -222,6 +227,10 @@ def build_app(
     async def index(request: Request) -> Response:
         if state.default_search is not None:
             return RedirectResponse(f"/s/{state.default_search}", status_code=307)
+        return await searches(request)
+
+    async def searches(request: Request) -> Response:
+        """The list of searches, reachable whatever search the UI was started on (the banner links here)."""
         rows = await list_searches(state.ws)  # a search whose run died reads as interrupted
         return HTMLResponse(
             pages.searches_page(
@@ -235,7 +244,8 @@ def build_app(
         except NotFound as e:
             return HTMLResponse(pages.not_found_page(str(e)), 404)
         v = await state.view(s.id)
-        return HTMLResponse(pages.live_page(v, await _first_view(v)))
+        doing = (await now_doing(state.ws, s.id)).text
+        return HTMLResponse(pages.live_page(v, await _first_view(v), doing))
 
     async def _first_view(v: SearchView) -> pages.FirstView:
         """The node and attempt the page opens on, rendered as the JSON endpoints render them."""
@@ -271,6 +281,7 @@ def build_app(
                     "attempts": len(v.attempts),
                     "root_id": v.root.id,
                 },
+                "doing": (await now_doing(state.ws, v.search.id)).text,
                 "summary_html": summary(v),
                 "chart_html": chart(v),
                 "tree_html": tree(v),
@@ -347,6 +358,23 @@ def build_app(
             }
         )
 
+    async def api_submit(request: Request) -> Response:
+        s = await find_search(state.ws, _ref(request.path_params["ref"]))
+        body = SubmitIn.model_validate(await _json_body(request, MAX_SUBMIT_BODY))
+        job = await state.submissions.start(state.ws, s.id, s.name, body)  # a refusal: nothing recorded
+        return JSONResponse(job.model_dump(mode="json"), status_code=202)
+
+    async def api_submission(request: Request) -> Response:
+        s = await find_search(state.ws, _ref(request.path_params["ref"]))
+        job = state.submissions.get(s.id, request.path_params["job"])
+        if job is None:
+            raise HttpError(
+                404,
+                f"no submission {request.path_params['job']!r} to search {s.name!r} on this server (it may have "
+                "restarted since)",
+            )
+        return JSONResponse(job.model_dump(mode="json"))
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await state.open()
@@ -358,6 +386,7 @@ def build_app(
     g = _guard
     routes = [
         Route("/", g(index)),
+        Route("/searches", g(searches)),
         Route("/s/{ref}", g(page)),
         Route("/api/searches", g(api_searches)),
         Route("/api/s/{ref}/version", g(api_version)),
@@ -367,6 +396,8 @@ def build_app(
         Route("/api/s/{ref}/intents", g(api_add_intent), methods=["POST"]),
         Route("/api/s/{ref}/edits", g(api_edits), methods=["POST"]),
         Route("/api/s/{ref}/budgets", g(api_budgets), methods=["POST"]),
+        Route("/api/s/{ref}/submissions", g(api_submit), methods=["POST"]),
+        Route("/api/s/{ref}/submissions/{job}", g(api_submission)),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     middleware = [

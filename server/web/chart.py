@@ -1,7 +1,8 @@
-"""The score over rounds as an inline SVG: every attempt, the best so far, round bands.
+"""The score over rounds as an inline SVG: every attempt, the best so far, round bands, declined intents.
 
 Drawn on the server from numbers only (labels escaped), so the page and the exported report show the
-same chart with no script and no external resource. Colours come from CSS classes.
+same chart with no script and no external resource. Colours come from CSS classes; a legend under the plot
+names every kind of mark.
 """
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ from __future__ import annotations
 import math
 from itertools import groupby
 
-from ksearch.server.web.html import Markup, h, join
+from ksearch.server.web.html import Markup, h
+from ksearch.tools.declines import Decline
 from ksearch.worldmodel.models import Attempt
 from ksearch.worldmodel.render import fmt_speedup
 
-WIDTH, HEIGHT = 1000, 210
-LEFT, RIGHT, TOP, BOTTOM = 46, 14, 16, 34
+WIDTH, HEIGHT = 1000, 232
+LEFT, RIGHT, TOP, BOTTOM = 46, 14, 16, 54
+CHAR_W = 6.0  # a generous width of one legend character (10 px system font), so labels never overlap
 
 
 def _ticks(lo: float, hi: float) -> list[float]:
@@ -54,14 +57,67 @@ def _ranks(a: Attempt) -> bool:
     return a.evaluation is not None and a.evaluation.ranks and a.speedup is not None
 
 
-def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
-    """SVG of speedup vs eager per attempt (in order), the running best, and the search's best ringed.
+def _human(a: Attempt) -> bool:
+    return a.author.startswith("human")
+
+
+def _declined_label(d: Decline, titles: dict[int, str]) -> str:
+    title = titles.get(d.node_id)
+    what = f"intent #{d.node_id}" + (f" {title!r}" if title else "")
+    when = (
+        "before any attempt (its round was given back)" if d.attempts == 0 else f"after {d.attempts} attempts"
+    )
+    return f"round {d.round}: {what} declined by the {d.by} policy {when}: {d.why}"
+
+
+def _legend(y: float) -> Markup:
+    """One row naming every kind of mark, laid out from the labels' lengths."""
+    cy = y - 4
+    items: list[tuple[str, Markup]] = [
+        ("GPU-timed", h("circle", {"class": "pt auto", "cx": 0, "cy": cy, "r": 3.6})),
+        ("human", h("circle", {"class": "pt human", "cx": 0, "cy": cy, "r": 3.6})),
+        (
+            "CPU interpreter: correct, not timed",
+            h("circle", {"class": "pt-cpu", "cx": 0, "cy": cy, "r": 3.2}),
+        ),
+        ("failed", h("path", {"class": "pt-fail", "d": f"M-3,{cy - 3}l6,6m-6,0l6,-6"})),
+        (
+            "inconclusive",
+            h("path", {"class": "pt-fail pt-inconclusive", "d": f"M-3,{cy - 3}l6,6m-6,0l6,-6"}),
+        ),
+        ("intent declined", h("path", {"class": "declined", "d": f"M-4,{cy - 4}h8l-4,7z"})),
+        ("best so far", h("line", {"class": "best-line", "x1": -7, "x2": 7, "y1": cy, "y2": cy})),
+        ("search best", h("circle", {"class": "pt-best", "cx": 0, "cy": cy, "r": 5})),
+        ("eager (1x)", h("line", {"class": "eager", "x1": -7, "x2": 7, "y1": cy, "y2": cy})),
+    ]
+    parts: list[Markup] = []
+    x = float(LEFT + 8)
+    for label, mark in items:
+        parts.append(h("g", {"class": "key", "transform": f"translate({x:.1f},0)"}, mark))
+        parts.append(h("text", {"class": "tick key-label", "x": f"{x + 10:.1f}", "y": y}, label))
+        x += 10 + CHAR_W * len(label) + 18
+    return h("g", {"class": "legend"}, parts)
+
+
+def score_chart(
+    attempts: list[Attempt],
+    best_attempt_id: int | None,
+    declines: list[Decline] | None = None,
+    titles: dict[int, str] | None = None,
+) -> Markup:
+    """SVG of speedup vs eager per attempt (in order), the running best, the search's best ringed, and where
+    a policy declined an intent (`declines`; `titles`: node id -> title, for their labels).
 
     The y axis is logarithmic and fitted to the data (0.05x and 0.4x are as far apart as 1x and 8x), with
     the eager line (1x) always in view. Only correct GPU-timed attempts are plotted as speedups: a correct
-    attempt timed on the CPU interpreter is a hollow mark on the floor, a failed one a cross."""
+    attempt timed on the CPU interpreter is a hollow mark on the floor, a failed one a cross; a person's
+    attempts are drawn in their own colour, whatever their kind."""
     atts = sorted(attempts, key=lambda a: a.id)
+    declines = declines or []
+    titles = titles or {}
     if not atts:
+        k = len(declines)
+        said = f" ({k} intent{'' if k == 1 else 's'} declined by a policy)" if k else ""
         return h(
             "svg",
             {
@@ -70,7 +126,7 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
                 "role": "img",
                 "aria-label": "score over rounds: no attempts yet",
             },
-            h("text", {"x": 12, "y": 34, "class": "chart-empty"}, "No attempts yet."),
+            h("text", {"x": 12, "y": 34, "class": "chart-empty"}, f"No attempts yet{said}."),
         )
     n = len(atts)
     pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -154,10 +210,37 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
         last = pts[-1].split(",")[1]
         pts.append(f"{WIDTH - RIGHT:.1f},{last}")
         parts.append(h("polyline", {"class": "best-line", "points": " ".join(pts)}))
+    # Where a policy declined an intent: between the attempts recorded before and after it, in its round.
+    at: dict[int, int] = {}
+    for dec in declines:
+        i = sum(1 for a in atts if a.created_at <= dec.at)
+        k = at.get(i, 0)
+        at[i] = k + 1
+        dx = min(max(LEFT + i * pw / n, LEFT + 5), WIDTH - RIGHT - 5)
+        dy = TOP + 1 + 9 * k
+        parts.append(
+            h(
+                "g",
+                {"class": "declined-mark", "data-node": dec.node_id},
+                h("title", None, _declined_label(dec, titles)),
+                h(
+                    "line",
+                    {
+                        "class": "declined-line",
+                        "x1": f"{dx:.1f}",
+                        "x2": f"{dx:.1f}",
+                        "y1": TOP,
+                        "y2": TOP + ph,
+                    },
+                ),
+                h("path", {"class": "declined", "d": f"M{dx - 4:.1f},{dy:.1f}h8l-4,7z"}),
+            )
+        )
     # One mark per attempt: a dot when it ran correctly and was timed, a cross at the floor otherwise.
     for i, a in enumerate(atts):
         tip = h("title", None, _label(a))
-        cls = "human" if a.author == "human" else "auto"
+        cls = "human" if _human(a) else "auto"
+        mine = " human" if _human(a) else ""  # a person's failed or untimed attempt keeps their colour
         ev = a.evaluation
         if _ranks(a) and a.speedup is not None:
             parts.append(
@@ -186,7 +269,7 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
                 h(
                     "circle",
                     {
-                        "class": "pt-cpu",
+                        "class": f"pt-cpu{mine}",
                         "cx": f"{x(i):.1f}",
                         "cy": f"{floor:.1f}",
                         "r": 3.2,
@@ -203,7 +286,7 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
                 "pt-fail pt-inconclusive"
                 if a.evaluation is not None and a.evaluation.inconclusive
                 else "pt-fail"
-            )
+            ) + mine
             parts.append(h("path", {"class": fail, "d": d, "data-attempt": a.id}, tip))
     parts.append(
         h(
@@ -212,21 +295,7 @@ def score_chart(attempts: list[Attempt], best_attempt_id: int | None) -> Markup:
             "speedup vs eager, per attempt (bands: rounds)",
         )
     )
-    legend = join(
-        [
-            h("circle", {"class": "pt auto", "cx": WIDTH - 300, "cy": TOP - 8, "r": 3.6}),
-            h("text", {"class": "tick", "x": WIDTH - 292, "y": TOP - 4}, "attempt"),
-            h("circle", {"class": "pt human", "cx": WIDTH - 240, "cy": TOP - 8, "r": 3.6}),
-            h("text", {"class": "tick", "x": WIDTH - 232, "y": TOP - 4}, "human"),
-            h("path", {"class": "pt-fail", "d": f"M{WIDTH - 183},{TOP - 11}l6,6m-6,0l6,-6"}),
-            h("text", {"class": "tick", "x": WIDTH - 172, "y": TOP - 4}, "failed"),
-            h(
-                "line",
-                {"class": "best-line", "x1": WIDTH - 128, "x2": WIDTH - 110, "y1": TOP - 8, "y2": TOP - 8},
-            ),
-            h("text", {"class": "tick", "x": WIDTH - 104, "y": TOP - 4}, "best so far"),
-        ]
-    )
+    legend = _legend(HEIGHT - 10)
     return h(
         "svg",
         {

@@ -1,4 +1,4 @@
-"""Whole pages: a search's live page (its first view rendered here), the index of searches, a 404."""
+"""Whole pages: a search's live page (its first view rendered here), the list of searches, a 404."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from ksearch.server.web.html import Markup, h
 from ksearch.server.web.parts import speed, status_badge, table
 from ksearch.server.web.search_html import chart, summary, tree
 from ksearch.server.web.snapshot import SearchView
+from ksearch.tools.submit_kernel import MAX_SOURCE_BYTES
 
 STYLE_PATH = "/static/style.css"
 SCRIPT_PATH = "/static/app.js"
+SEARCHES_PATH = "/searches"  # the list of searches, whatever search the UI opens on
 
 
 @dataclass
@@ -23,10 +25,74 @@ class FirstView:
     attempt_html: Markup | None = None
 
 
-def live_page(view: SearchView, first: FirstView) -> Markup:
+def submit_form() -> Markup:
+    """A person's kernel for the selected node: pasted or a file's text, its language, and the evaluation's
+    progress (the script shows the form on the root and on open or active intents)."""
+    return h(
+        "form",
+        {"id": "submit-kernel", "class": "add-intent submit-only", "data-max-bytes": MAX_SOURCE_BYTES},
+        h(
+            "div",
+            {"class": "steer-row"},
+            h(
+                "label",
+                {"class": "grow"},
+                "your kernel for this node ",
+                h(
+                    "textarea",
+                    {
+                        "id": "kernel-src",
+                        "rows": 5,
+                        "spellcheck": "false",
+                        "placeholder": "paste a Python module defining the task's entry point (e.g. class ModelNew), "
+                        "or choose a file",
+                    },
+                ),
+            ),
+        ),
+        h(
+            "div",
+            {"class": "steer-row"},
+            h(
+                "label",
+                None,
+                "file ",
+                h(
+                    "input",
+                    {
+                        "id": "kernel-file",
+                        "type": "file",
+                        "accept": ".py,.json,text/x-python,application/json",
+                    },
+                ),
+            ),
+            h(
+                "label",
+                None,
+                "language ",
+                h(
+                    "select",
+                    {"id": "kernel-lang"},
+                    h("option", {"value": "auto", "selected": True}, "auto (detected from the source)"),
+                    [h("option", {"value": lang}, lang) for lang in ("triton", "cuda", "cpp_ext")],
+                ),
+            ),
+            h("button", {"id": "submit-kernel-btn", "type": "submit"}, "Submit kernel"),
+        ),
+        h(
+            "div",
+            {"id": "submit-progress", "class": "steer-row submit-progress", "hidden": True, "role": "status"},
+            h("progress", {"id": "submit-bar", "max": 1, "value": 0}),
+            h("span", {"id": "submit-step"}, ""),
+        ),
+    )
+
+
+def live_page(view: SearchView, first: FirstView, doing: str = "") -> Markup:
     """A search's page with its first view rendered: summary, chart, tree, a node and its attempt are in
     the HTML itself (a reader, a screenshot or a page without script sees them at once); the script
-    then keeps it current from the JSON endpoints. `data-version` lets it skip a first fetch of the same."""
+    then keeps it current from the JSON endpoints. `data-version` lets it skip a first fetch of the same.
+    `doing`: what its loop is doing now (ksearch.tools.now_doing), shown in the banner."""
     name = view.search.name
     steer = h(
         "section",
@@ -149,6 +215,7 @@ def live_page(view: SearchView, first: FirstView) -> Markup:
                 ),
             ),
         ),
+        submit_form(),
         h(
             "form",
             {"id": "budgets", "class": "add-intent"},
@@ -182,8 +249,13 @@ def live_page(view: SearchView, first: FirstView) -> Markup:
         h(
             "header",
             {"class": "topbar"},
-            h("a", {"href": "/", "class": "home"}, "ksearch"),
+            h("a", {"href": SEARCHES_PATH, "class": "home", "title": "all searches"}, "ksearch"),
             h("h1", None, name),
+            h(
+                "span",
+                {"id": "doing", "class": "doing", "title": "what the search's loop is doing now"},
+                doing,
+            ),
             h("span", {"id": "live", "class": "live"}, "connecting…"),
         ),
         h("section", {"id": "summary", "class": "panel"}, summary(view)),
@@ -228,7 +300,12 @@ def searches_page(rows: list[tuple[int, str, str, str, int, int, float | None]])
     body = h(
         "body",
         None,
-        h("header", {"class": "topbar"}, h("span", {"class": "home"}, "ksearch"), h("h1", None, "Searches")),
+        h(
+            "header",
+            {"class": "topbar"},
+            h("a", {"href": SEARCHES_PATH, "class": "home"}, "ksearch"),
+            h("h1", None, "Searches"),
+        ),
         h(
             "section",
             {"class": "panel"},
@@ -243,7 +320,7 @@ def not_found_page(message: str) -> Markup:
         "body",
         None,
         h("p", None, message),
-        h("p", None, h("a", {"href": "/"}, "all searches")),
+        h("p", None, h("a", {"href": SEARCHES_PATH}, "all searches")),
     )
     return document("not found", Markup(f'<link rel="stylesheet" href="{STYLE_PATH}">'), body)
 

@@ -96,7 +96,8 @@ def summary(view: SearchView) -> Markup:
 
 
 def chart(view: SearchView) -> Markup:
-    return score_chart(view.attempts, view.search.best_attempt_id)
+    titles = {n.id: n.title for n in view.nodes if n.kind == "intent"}
+    return score_chart(view.attempts, view.search.best_attempt_id, view.declines, titles)
 
 
 # --------------------------------------------------------------------------- the tree

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ksearch.tools.read_search import (
     AttemptBase,
+    Decline,
     LLMTotals,
     SearchSnapshot,
     attempt_base,
@@ -50,6 +51,7 @@ class SearchView:
     llm: LLMTotals
     version: str
     shown_status: ShownStatus  # `interrupted` for a search left `running` by a run that died
+    declines: list[Decline] = field(default_factory=list)  # intents a policy declined, oldest first
     by_id: dict[int, Node] = field(default_factory=dict)
     children: dict[int | None, list[Node]] = field(default_factory=dict)
     attempt_by_id: dict[int, Attempt] = field(default_factory=dict)
@@ -127,6 +129,7 @@ def view_of(snap: SearchSnapshot) -> SearchView:
         llm=snap.llm_totals,
         version=snap.version,
         shown_status=snap.status,
+        declines=snap.declines,
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 from click.testing import Result
 from uihelp import REPO, with_store
 
+from ksearch.server.cli.words import TOOL_NAMES
 from ksearch.worldmodel.edits import apply_intents
 from ksearch.worldmodel.models import Budgets, IntentSpec, SearchConfig
 
@@ -57,6 +58,9 @@ def test_the_budget_is_shown_raised_and_bad_input_refused(ks: Ks, spent: tuple[P
     r = ks("budget", "rs", "--more-rounds", "2", "--tokens", "50000", "--db", db)
     assert r.exit_code == 0, r.stderr
     assert "rounds: 1 -> 3" in r.stdout and "tokens: no limit -> 50000" in r.stdout
+    # the next step in the command line's words, as every command says it
+    assert "`ksearch submit rs FILE --node N` measures it" in said(r.stdout), r.stdout  # the seed comes first
+    assert not [n for n in TOOL_NAMES if n in r.stdout], r.stdout
     assert with_store(db, lambda s: s.get_search("rs")).config.budgets.rounds == 3
     r = ks("budget", "rs", "--db", db)
     assert "rounds: 1 / 3" in r.stdout and "none is spent" in r.stdout

@@ -50,6 +50,8 @@ def test_status_select_and_refusals_speak_ksearch_commands(ks: Ks, tmp_path: Pat
     assert (
         "submit it with `ksearch submit w FILE --node 2`" in text and "run `ksearch finish w` early" in text
     )
+    # what the loop is doing now, as the page's banner says it (ksearch.tools.now_doing)
+    assert "now: refining intent #2 'wider blocks': 0 of at most 8 attempts made; no run in progress" in text
     r = ks("finish", "w", "--db", db)
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""  # the reflect prompt a model would get only with --prompt
@@ -74,6 +76,7 @@ def test_every_tool_name_the_loop_advises_has_its_command() -> None:
         "get_tree; to search further, raise its budgets with set_budgets (a spent one stops it) or reopen intents "
         "with edit_tree, then call select_action.",
         "node 4 is vetoed; only an open, unvetoed intent can be claimed (edit_tree op=reopen / unveto first)",
+        "claimed intent #4: round 2 started; finish_intent (search='s', node_id=4) ends its refine phase",
     ]
     for t in texts:
         out = cli_words(t, "s")

@@ -169,10 +169,13 @@ async def test_the_version_changes_with_what_a_page_shows(ws: Workspace, tmp_pat
     await changed()
     await ws.store.log_llm_call(search_id=sid, phase="update", provider="anthropic", model="m", tokens_in=5)
     await changed()
-    # a run that dies flips the shown status, and with it the version
-    await runs.claim(ws.store, sid)
+    # a person's claim stores `running` with no run holding it; a driver run taking it over is news (the page
+    # says what that run does from then on) though the shown status stays `running`
     await ws.store.set_search_status(sid, "running")
     await changed()
+    await runs.claim(ws.store, sid)
+    await changed()
+    # a run that dies flips the shown status, and with it the version
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     raw = sqlite3.connect(tmp_path / "read.db")

@@ -11,54 +11,23 @@ import math
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from uihelp import CHROMIUM, CHROMIUM_ARGS, REPO, UiProcess, subprocess_env, with_store
+from uihelp import CHROMIUM, REPO, TIMEOUT_MS, UiProcess, subprocess_env, with_store
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
 try:
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
+    from playwright.sync_api import Browser, Page, expect
 except ImportError:
     pytest.skip(
         "Playwright's Python package is not installed (pip install playwright)", allow_module_level=True
     )
 
-TIMEOUT_MS = 15_000
 # expect() keeps its own 5 s default, too short for a page fetching from a server on a loaded 2-core CI machine
 expect.set_options(timeout=TIMEOUT_MS)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-    pg = ctx.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    outside: list[str] = []
-    pg.on(
-        "request",
-        lambda r: outside.append(r.url) if not r.url.startswith(("http://127.0.0.1", "data:")) else None,
-    )
-    try:
-        yield pg
-    finally:
-        ctx.close()
-    assert errors == [], f"script errors on the page: {errors}"
-    assert outside == [], f"requests outside the local server: {outside}"
+# the `browser` and `page` fixtures are in conftest.py
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """`ksearch ui` with a token: a real process on 127.0.0.1, real sockets. Every route (the page, the static files,
-the JSON endpoints, the steering POSTs) answers 401 without the token or with a wrong one, and works with it in
+the JSON endpoints, the steering and submission POSTs) answers 401 without the token or with a wrong one, and works with it in
 `Authorization: Bearer`; a browser trades the token once (`?token=`) for a cookie. The start-up rule (no token
 off loopback) is tested with `ksearch serve` in tests/mcp/test_http_access.py."""
 
@@ -38,6 +38,10 @@ def _routes(ids: dict[str, int]) -> list[tuple[str, str, dict[str, object] | Non
         ("GET", f"/api/s/1/nodes/{ids['root']}", None),
         ("POST", "/api/s/1/intents", intent),
         ("POST", "/api/s/1/edits", {"op": "pin", "node_id": ids["warps"]}),
+        ("GET", "/searches", None),
+        # a submission the tools refuse once through the door (it defines no ModelNew): nothing is evaluated
+        ("POST", "/api/s/1/submissions", {"node_id": ids["root"], "source": "notes\n", "name": "notes.txt"}),
+        ("GET", "/api/s/1/submissions/0123456789abcdef", None),
     ]
 
 
@@ -68,6 +72,14 @@ def test_the_token_opens_every_route(guarded_ui: UiProcess, demo: tuple[Path, di
     ) as http:
         for method, path, body in _routes(ids):
             r = http.request(method, path, json=body)
+            if "/submissions" in path:  # let in: the tools' refusal, or no such submission
+                assert r.status_code == (400 if method == "POST" else 404), (
+                    path,
+                    r.status_code,
+                    r.text[:300],
+                )
+                assert "notes.txt is no candidate" in r.text or "no submission" in r.text, r.text
+                continue
             assert r.status_code in (200, 307), (method, path, r.status_code, r.text[:300])
         # the page's other guards stay: a cross-origin write is refused even with the token
         evil = http.post(

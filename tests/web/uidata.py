@@ -272,3 +272,53 @@ async def build(db: Path, name: str = "softmax-demo") -> dict[str, int]:
         }
     finally:
         await store.close()
+
+
+async def build_showcase(db: Path, name: str = "softmax-demo") -> dict[str, int]:
+    """The sample search with what a person pairing adds to it: a pinned intent, a kernel of their own, and an
+    intent the tuner declined (for the screenshots in docs/; the tests use `build`)."""
+    from ksearch.tools.declines import decline_intent
+    from ksearch.tools.edit_tree import EditTreeIn, edit_tree
+    from ksearch.tools.select_action import SelectActionIn, select_action
+    from ksearch.tools.workspace import Workspace
+    from ksearch.worldmodel.models import EditSpec
+
+    ids = await build(db, name)
+    async with await Workspace.open(db) as ws:
+        s = await ws.search(ids["search"])
+        await edit_tree(
+            ws,
+            EditTreeIn(
+                search=s.id,
+                edits=[EditSpec(op="pin", node_id=ids["vec"], reason="build on the best first")],
+                author="human",
+            ),
+        )
+        sel = await select_action(ws, SelectActionIn(search=s.id, node_id=ids["warps"]), budget_checked=True)
+        assert sel.node is not None
+        await decline_intent(
+            ws, s, sel.node, "it names no tunable to set", by="tuner", attempts=0, author="tuner"
+        )
+    store = await Store.open(db)
+    try:
+        cand = await store.put_candidate(variant("by hand", "    # two rows per program\n"), "triton")
+        a = await store.record_attempt(
+            s.id,
+            ids["vec"],
+            cand.id,
+            ok_eval(2.1),
+            base_attempt_id=ids["best_attempt"],
+            round=3,
+            author="human",
+        )
+        ids["human_attempt"] = a.id
+    finally:
+        await store.close()
+    return ids
+
+
+if __name__ == "__main__":  # python tests/web/uidata.py OUT.db: the showcase database, for screenshots
+    import asyncio
+    import sys
+
+    print(asyncio.run(build_showcase(Path(sys.argv[1]))))

@@ -20,6 +20,7 @@ REPO = HERE.parents[1]
 T = TypeVar("T")
 
 CHROMIUM = os.environ.get("KSEARCH_CHROMIUM", "/usr/bin/chromium")
+TIMEOUT_MS = 15_000  # a page fetching from a server on a loaded 2-core CI machine
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

@@ -21,6 +21,8 @@
     nodeData: null,
     attempt: num(body.attempt),
     busy: false,
+    job: null, // the id of the submission being evaluated
+    file: null, // {name, text} of the file read into the kernel box
   };
 
   async function getJSON(url) {
@@ -75,6 +77,7 @@
 
   async function refreshView() {
     const v = await getJSON(`${API}/view`);
+    $("#doing").textContent = v.doing;
     $("#summary").innerHTML = v.summary_html;
     $("#chart").innerHTML = v.chart_html;
     $("#tree").innerHTML = v.tree_html;
@@ -93,6 +96,9 @@
     $("#veto").textContent = n.vetoed ? "Unveto" : "Veto";
     $("#prune").disabled = n.status === "pruned";
     $("#reopen").disabled = !(n.status === "pruned" || n.status === "failed" || n.status === "closed");
+    // a kernel is recorded on the root, on an open intent (claimed) or on the one being refined
+    const takes = n.kind === "root" || (!n.vetoed && (n.status === "open" || n.status === "active"));
+    document.querySelectorAll("#steer .submit-only").forEach((el) => { el.hidden = !takes; });
     if (document.activeElement !== $("#prio")) $("#prio").value = n.priority.toFixed(2);
   }
 
@@ -116,6 +122,7 @@
   }
 
   async function selectNode(id, attempt) {
+    clearMsg(); // a message was about what was open before
     st.node = id;
     st.attempt = null;
     markSelected();
@@ -128,6 +135,7 @@
   }
 
   async function selectAttempt(id) {
+    clearMsg();
     st.attempt = id;
     markSelected();
     saveHash();
@@ -165,6 +173,12 @@
     }, wait);
   }
 
+  function clearMsg() {
+    const el = $("#steer-msg");
+    el.replaceChildren();
+    el.classList.remove("err");
+  }
+
   function say(text, ok, problems) {
     const el = $("#steer-msg");
     el.replaceChildren();
@@ -188,9 +202,10 @@
     const reason = $("#reason").value.trim();
     try {
       await postJSON(`${API}/edits`, { edits: [{ node_id: st.nodeData.id, reason, ...edit }] });
-      say(done, true);
+      $("#reason").value = ""; // the reason went into the edit log with this change
       st.version = null; // force the next tick to reload
-      await tick();
+      await tick(); // the buttons show the new state before the message confirms it
+      say(done, true);
     } catch (e) {
       say(e.message, false, e.data && e.data.problems);
     }
@@ -226,6 +241,8 @@
   $("#chart").addEventListener("click", async (ev) => {
     const pt = ev.target.closest("[data-attempt]");
     if (pt) await openAttempt(Number(pt.dataset.attempt));
+    const declined = ev.target.closest(".declined-mark[data-node]");
+    if (declined) await selectNode(Number(declined.dataset.node));
   });
 
   $("#set-prio").addEventListener("click", () => {
@@ -259,6 +276,7 @@
       const d = await postJSON(`${API}/intents`, body);
       const n = d.nodes[0];
       say(`added intent #${n.id} under #${body.parent_id}`, true);
+      $("#reason").value = "";
       $("#intent-title").value = "";
       $("#intent-why").value = "";
       $("#intent-params").value = "";
@@ -290,6 +308,97 @@
       say(`round budget: ${d.before.rounds ?? "no limit"} -> ${d.after.rounds ?? "no limit"}. ${d.next}`, true);
       st.version = null;
       await tick();
+    } catch (e) {
+      say(e.message, false, e.data && e.data.problems);
+    }
+  });
+
+  // ---------------------------------------------------------------- a person's kernel
+
+  const MAX_BYTES = Number($("#submit-kernel").dataset.maxBytes);
+  const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
+  $("#kernel-file").addEventListener("change", async () => {
+    const f = $("#kernel-file").files[0];
+    if (!f) return;
+    if (f.size > MAX_BYTES) {
+      say(`${f.name} is ${f.size} bytes; a candidate may be at most ${MAX_BYTES} bytes`, false);
+      $("#kernel-file").value = "";
+      return;
+    }
+    try {
+      const text = new TextDecoder("utf-8", { fatal: true }).decode(await f.arrayBuffer());
+      $("#kernel-src").value = text;
+      st.file = { name: f.name, text };
+    } catch (_) {
+      say(`${f.name} is not UTF-8 text; accepted: a UTF-8 Python file (or a Solution JSON)`, false);
+      $("#kernel-file").value = "";
+    }
+  });
+
+  function showJob(job) {
+    $("#submit-progress").hidden = job.state !== "running";
+    $("#submit-bar").value = job.fraction;
+    const step = job.steps.length ? job.steps[job.steps.length - 1] : "starting";
+    $("#submit-step").textContent = `evaluating your kernel for #${job.node_id}: ${step} · ${job.seconds.toFixed(0)} s`;
+  }
+
+  // Poll the submission until it is evaluated, then open the attempt it recorded.
+  async function watchJob(job) {
+    st.job = job.id;
+    $("#submit-kernel-btn").disabled = true;
+    try {
+      let misses = 0; // polls in a row that failed: a busy or restarting server is given a few seconds
+      while (job.state === "running") {
+        showJob(job);
+        await sleep(1000);
+        try {
+          job = await getJSON(`${API}/submissions/${job.id}`);
+          misses = 0;
+        } catch (e) {
+          if (++misses >= 10 || (e.data && /^no submission/.test(e.data.error || ""))) throw e;
+        }
+      }
+    } catch (e) {
+      job = { state: "failed", error: `lost the submission: ${e.message}`, problems: [] };
+    } finally {
+      st.job = null;
+      $("#submit-kernel-btn").disabled = false;
+      $("#submit-progress").hidden = true;
+    }
+    if (job.state !== "done") {
+      say(job.error, false, job.problems);
+      return;
+    }
+    st.version = null;
+    await tick();
+    await openAttempt(job.attempt_id);
+    const best = job.is_best ? "; it is now the search's best" : "";
+    say(`your kernel is attempt #${job.attempt_id} on #${job.node_id}: ${job.status} (as ${job.language})${best}`, job.status === "ok");
+  }
+
+  $("#submit-kernel").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    if (st.nodeData === null || st.job !== null) return;
+    const source = $("#kernel-src").value;
+    if (!source.trim()) {
+      say("paste a kernel or choose a file first", false);
+      return;
+    }
+    const size = new TextEncoder().encode(source).length;
+    if (size > MAX_BYTES) {
+      say(`the source is ${size} bytes; a candidate may be at most ${MAX_BYTES} bytes`, false);
+      return;
+    }
+    const body = {
+      node_id: st.nodeData.id,
+      source,
+      language: $("#kernel-lang").value,
+      name: st.file !== null && st.file.text === source ? st.file.name : "the pasted source",
+    };
+    clearMsg();
+    try {
+      await watchJob(await postJSON(`${API}/submissions`, body));
     } catch (e) {
       say(e.message, false, e.data && e.data.problems);
     }
