@@ -126,9 +126,12 @@ def merge_compile(static: CompileReport, run: Run, arch: str, judged: bool = Tru
         ]
         rnames = {k.name for k in rk}
         static_measured = [k for k in report.kernels if k.registers is not None and k.name not in rnames]
+        # a kernel the run-time compiler built (NVRTC, Triton) is described by what that build used: nvcc's static
+        # figures for it (other registers, other spills) would contradict the kernel's own line
+        report.diagnostics = [d for d in report.diagnostics if d.kernel is None or d.kernel not in rnames]
         annotated = []
         for k in rk:
-            if k.num_warps is not None:  # a Triton build: its block size is known, so its occupancy
+            if k.registers is not None or k.num_warps is not None:
                 k, notes = occupancy.annotate(k, arch)
                 report.diagnostics += notes
             annotated.append(k)
