@@ -85,6 +85,14 @@ def eval_file(
             help="Workload name (repeatable); default: the search workloads (the smoke one without a GPU)",
         ),
     ] = None,
+    workloads_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--workloads",
+            help="FlashInfer-Bench workloads JSONL for a definition whose workloads are not beside it "
+            "(default: the one found beside the definition or in its dataset)",
+        ),
+    ] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full Evaluation as JSON")] = False,
     language: Annotated[
@@ -129,6 +137,7 @@ def eval_file(
             profile=profile,
             timing_protocol=timing_protocol,  # likewise
             precision=precision,  # likewise
+            workloads_file=str(workloads_file) if workloads_file is not None else None,
         )
 
     async def progress(msg: str, frac: float) -> None:
