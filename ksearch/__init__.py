@@ -89,11 +89,14 @@ _EXPORTS: dict[str, str] = {
     "compile_file": "ksearch.tools.compile_file",
     "CompileFileIn": "ksearch.tools.compile_file",
     "CompileFileOut": "ksearch.tools.compile_file",
-    # reading a whole search, and its best as a FlashInfer-Bench Solution
+    # reading a whole search, and its kernel in its task owner's format (FlashInfer-Bench, GPU MODE, KernelBench)
     "read_search": "ksearch.tools.read_search",
     "SearchSnapshot": "ksearch.tools.read_search",
     "export_solution": "ksearch.tools.solutions",
     "SolutionOut": "ksearch.tools.solutions",
+    "export_kernel": "ksearch.tools.export_kernel",
+    "ExportKernelIn": "ksearch.tools.export_kernel",
+    "ExportedKernel": "ksearch.tools.export_kernel",
     # tasks
     "list_tasks": "ksearch.tools.tasks",
     "TaskSummary": "ksearch.tools.tasks",

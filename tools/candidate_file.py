@@ -14,11 +14,11 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ksearch.gpu.task import Task
-from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.fib_solution import candidate_from_solution_text, looks_like_solution
 from ksearch.tools.common import check_python_syntax
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn
+from ksearch.tools.tasks import load_with_workloads
 from ksearch.worldmodel.models import LANGUAGES, Candidate, Language
 
 LanguageChoice = Literal["auto", "triton", "cuda", "cpp_ext"]
@@ -43,6 +43,13 @@ class CandidateFileIn(ToolIn):
         description="The candidate file: a Python module defining the task's entry point (ModelNew; "
         "custom_kernel(data) for a GPU MODE task; run(...) for a FlashInfer-Bench one) in Triton, CUDA through "
         "ksearch.gpu.nvrtc or a C++ extension, or a FlashInfer-Bench Solution JSON",
+    )
+    workloads_file: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        description="For a FlashInfer-Bench definition whose workloads are not beside it: the workloads JSONL "
+        "(default: the one found beside the definition or in its dataset)",
     )
     language: LanguageChoice = Field(
         "auto",
@@ -74,7 +81,7 @@ def read_candidate_file(inp: CandidateFileIn, *, check_syntax: bool = False) -> 
     `check_syntax`: refuse a Python source that does not parse, as compile_kernel does; an evaluation
     instead reports it as the candidate's compile error.
     """
-    task = load_task(inp.task)  # a TaskError says why it cannot be loaded
+    task = load_with_workloads(inp.task, inp.workloads_file)  # a TaskError says why it cannot be loaded
     try:
         source = Path(inp.path).read_text()
     except (OSError, UnicodeDecodeError) as exc:

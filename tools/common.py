@@ -152,7 +152,7 @@ async def task_for(ws: Workspace, search: int | str | None, task: str | None) ->
         )
     if search is not None:
         s = await ws.search(search)
-        return s, ws.task(s.task)
+        return s, ws.search_task(s)
     assert task is not None
     return None, ws.task(task)
 

@@ -32,7 +32,7 @@ async def hardware_text(ws: Workspace) -> str:
 
 
 async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
-    task = ws.task(s.task)
+    task = ws.search_task(s)
     # Shapes, dtypes, bytes and FLOPs from one (fake-tensor) run of the reference: a task that declares
     # none of them is still described truly. Cached per file content; the first call runs a subprocess.
     facts = await asyncio.to_thread(task_facts, task)
@@ -82,7 +82,7 @@ async def reference_times_text(ws: Workspace, s: Search) -> str:
     # the background measurement of these very times may hold for a minute
     if getattr(sb, "cpu_mode", False):
         return "not measured: this machine has no GPU (candidates run in the Triton interpreter)"
-    task = ws.task(s.task)
+    task = ws.search_task(s)
     mode, protocol = s.config.compile_mode, s.config.timing_protocol
     got = await times(task, baseline_settings(task, s), wait=False)  # a prompt never waits for a measurement
     if got is None:
@@ -135,7 +135,7 @@ async def base_source(ws: Workspace, s: Search, node: Node) -> tuple[str, Attemp
         att = await ws.store.get_attempt(base_id) if base_id is not None else None
     if att is not None:
         return (await ws.store.get_candidate(att.candidate_id)).source, att
-    return ws.task(s.task).seeds.get(s.config.language, ""), None
+    return ws.search_task(s).seeds.get(s.config.language, ""), None
 
 
 async def write_context(

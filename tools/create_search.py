@@ -7,12 +7,21 @@ import secrets
 
 from pydantic import Field
 
+from ksearch.gpu.task import TaskError
+from ksearch.gpu.tasks.kernelbench_rules import with_precision
 from ksearch.tools.common import baseline_settings
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.protocols import choose_protocol
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.models import Budgets, CompileMode, Language, Search, SearchConfig
+from ksearch.worldmodel.models import (
+    Budgets,
+    CompileMode,
+    KernelBenchPrecision,
+    Language,
+    Search,
+    SearchConfig,
+)
 
 
 class CreateSearchIn(ToolIn):
@@ -55,6 +64,13 @@ class CreateSearchIn(ToolIn):
         "owner's (GPU MODE folder: gpumode, KernelBench problem: kernelbench, FlashInfer-Bench definition: "
         "flashinfer, built-in or ksearch-native task: ksearch); fixed once the search exists",
     )
+    precision: KernelBenchPrecision | None = Field(
+        None,
+        description="Only for a KernelBench problem file: KernelBench's precision setting (fp32 | fp16 | bf16): "
+        "inputs and weights cast to that dtype as KernelBench's evaluation casts them, judged by KernelBench's "
+        "tolerance for it (fp32 1e-4, fp16 and bf16 1e-2); default: the file's inputs as drawn, judged per output "
+        "dtype; fixed once the search exists",
+    )
 
 
 class DriverSettings(ToolIn):
@@ -70,6 +86,10 @@ class DriverSettings(ToolIn):
 async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettings | None = None) -> Search:
     """The new search, with `driver`'s settings when given (else SearchConfig's defaults), in one write."""
     task = ws.task(inp.task)
+    try:
+        task = with_precision(task, inp.precision)
+    except TaskError as e:
+        raise ToolFailure(str(e)) from None
     if inp.language not in task.seeds and task.seeds:
         have = ", ".join(sorted(task.seeds))
         raise ToolFailure(f"task {task.name!r} has no {inp.language} seed candidate; it has: {have}")
@@ -88,6 +108,7 @@ async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettin
         budgets=Budgets(rounds=inp.rounds),
         compile_mode=inp.compile_mode,
         timing_protocol=protocol,
+        precision=inp.precision,
     )
     if driver is not None:
         config = config.model_copy(update=driver.model_dump())

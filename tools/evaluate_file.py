@@ -10,11 +10,21 @@ from pydantic import Field, field_validator
 
 from ksearch.gpu.sandbox import LocalSandbox
 from ksearch.gpu.sandbox_api import Sandbox
+from ksearch.gpu.task import TaskError
+from ksearch.gpu.tasks.kernelbench_rules import with_precision
 from ksearch.tools.candidate_file import CandidateFileIn, read_candidate_file
 from ksearch.tools.common import Progress, check_workloads, eval_settings_on, summarize
+from ksearch.tools.errors import ToolFailure
 from ksearch.tools.protocols import choose_protocol
 from ksearch.tools.schema import ToolModel
-from ksearch.worldmodel.models import TIMING_PROTOCOLS, EvalSettings, Evaluation, Language, TimingProtocol
+from ksearch.worldmodel.models import (
+    TIMING_PROTOCOLS,
+    EvalSettings,
+    Evaluation,
+    KernelBenchPrecision,
+    Language,
+    TimingProtocol,
+)
 
 
 class EvaluateFileIn(CandidateFileIn):
@@ -34,6 +44,13 @@ class EvaluateFileIn(CandidateFileIn):
         description="ksearch | gpumode | kernelbench | flashinfer; default: the task's owner's (as a search on it "
         "is timed: gpumode for a GPU MODE folder, kernelbench for a plain KernelBench file, flashinfer for a "
         "FlashInfer-Bench definition, ksearch for a native task)",
+    )
+
+    precision: KernelBenchPrecision | None = Field(
+        None,
+        description="Only for a KernelBench problem file: KernelBench's precision (fp32 | fp16 | bf16): inputs and "
+        "weights cast to that dtype as KernelBench's evaluation casts them, judged by its tolerance for it; default: "
+        "the file's inputs as drawn",
     )
 
     @field_validator("timing_protocol", mode="before")
@@ -59,16 +76,20 @@ async def evaluate_file(
 ) -> EvaluateFileOut:
     """Evaluate `inp.path` on `inp.task`; without `sandbox`, on a LocalSandbox of its own, closed after."""
     cf = read_candidate_file(inp)
-    check_workloads(cf.task, inp.workloads)  # before any worker starts
+    try:
+        task = with_precision(cf.task, inp.precision)
+    except TaskError as e:
+        raise ToolFailure(str(e)) from None
+    check_workloads(task, inp.workloads)  # before any worker starts
     sb = sandbox if sandbox is not None else LocalSandbox()
     try:
-        protocol = choose_protocol(cf.task, inp.timing_protocol)
+        protocol = choose_protocol(task, inp.timing_protocol)
         settings = await eval_settings_on(
-            sb, cf.task, inp.workloads, inp.trials, seed=inp.seed, timing_protocol=protocol
+            sb, task, inp.workloads, inp.trials, seed=inp.seed, timing_protocol=protocol
         )
         ev = await sb.evaluate(
             cf.candidate,
-            cf.task,
+            task,
             settings,
             timing=inp.timing,
             profile_workload=settings.workloads[0] if inp.profile else None,

@@ -118,7 +118,7 @@ async def final_evaluation(
     rows: list[FinalRow] = []
     outcome: dict[int, FinalOutcome] = {}
     evals: dict[int, Evaluation] = {}
-    task = ws.task(s.task)
+    task = ws.search_task(s)
     hw = await (await ws.sandbox()).hardware()
     every = [w.name for w in task.workloads if w.split != "smoke"]
     names = [task.smoke().name] if hw.cpu_mode else every

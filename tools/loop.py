@@ -306,7 +306,7 @@ def exhausted(
 
 async def seed_unmeasured(ws: Workspace, s: Search) -> bool:
     """The task has a seed in the search's language and the root holds no attempt of it yet."""
-    if s.config.language not in ws.task(s.task).seeds:
+    if s.config.language not in ws.search_task(s).seeds:
         return False
     root = await ws.store.root(s.id)
     return root.best_attempt_id is None and not await ws.store.list_attempts(s.id, root.id)

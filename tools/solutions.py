@@ -18,9 +18,10 @@ from ksearch.gpu.tasks.fib_solution import (
     solution_from_candidate,
 )
 from ksearch.tools.common import CandidateRef
+from ksearch.tools.export_kernel import CPU_STATUS, exported_attempt
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.render import no_best
+from ksearch.worldmodel.models import CPU_INTERPRETER
 
 __all__ = ["SolutionError", "SolutionOut", "export_solution", "is_solution", "submitted_candidate"]
 
@@ -30,7 +31,7 @@ class SolutionOut(ToolModel):
 
     search_id: int
     attempt_id: int
-    """The attempt whose candidate it is (the search's best)"""
+    """The attempt whose candidate it is (the search's best, or the attempt asked for)"""
     name: str
     """The Solution's name (an unchanged submitted Solution keeps its own)"""
     solution_json: str
@@ -69,29 +70,35 @@ def _safe(text: str, sep: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", sep, text)
 
 
-async def export_solution(ws: Workspace, search: int | str) -> SolutionOut:
-    """The search's best kernel as a FlashInfer-Bench Solution JSON for the definition it searches on.
+async def export_solution(ws: Workspace, search: int | str, attempt: int | None = None) -> SolutionOut:
+    """The search's best kernel (or its correct attempt `attempt`) as a FlashInfer-Bench Solution JSON for the
+    definition it searches on; its description says what ksearch measured of it (on a CPU: correct on the
+    interpreter, never timed on a GPU).
 
-    SolutionError when the search is not on a FlashInfer-Bench definition, has no best kernel yet, or its
-    best cannot be one (e.g. it imports ksearch's own helpers)."""
+    SolutionError when the search is not on a FlashInfer-Bench definition, has no best kernel yet (and no
+    `attempt` is named), `attempt` is not a correct attempt of it, or the kernel cannot be one (e.g. it imports
+    ksearch's own helpers)."""
     s = await ws.search(search)
-    task = ws.task(s.task)
+    task = ws.search_task(s)
     if task.style != "flashinfer":
         raise SolutionError(
             f"search {s.name!r} is on {task.name!r}, a {task.style} task: a Solution JSON exists only for a "
             "FlashInfer-Bench definition (a search whose task is a definition's .json)"
         )
     store = ws.store
-    a = await store.best_attempt(s.id)
-    if a is None or a.evaluation is None:
-        cpu = len((await store.attempt_speedups(s.id)).cpu_interpreted)
-        raise SolutionError(f"search {s.name!r} has no best kernel to export yet: {no_best(cpu)}")
+    a = await exported_attempt(ws, s, attempt, error=SolutionError)
     cand = await store.get_candidate(a.candidate_id)
     ev = a.evaluation
-    device = next((t.device for t in ev.timings), None) or (ev.env.device if ev.env else None)
+    assert ev is not None  # exported_attempt returns a correct, evaluated attempt
+    device = next((t.device for t in ev.timings if t.device != CPU_INTERPRETER), None) or (
+        ev.env.device if ev.env and not ev.env.cpu_mode else None
+    )
     node = await store.get_node(a.node_id) if a.node_id is not None else None
     what = f" ({node.title})" if node is not None and node.kind == "intent" else ""
-    speed = f"; {ev.speedup_vs_eager:.3f}x vs eager PyTorch on {device}" if ev.speedup_vs_eager else ""
+    if ev.cpu_interpreted:
+        speed = f"; {CPU_STATUS}"
+    else:
+        speed = f"; {ev.speedup_vs_eager:.3f}x vs eager PyTorch on {device}" if ev.speedup_vs_eager else ""
     who = Identity(
         name=_safe(f"{task.name}_ksearch_{s.name}_a{a.id}", "_"),
         author=_safe(f"ksearch-{a.author}", "-").strip("-"),

@@ -148,7 +148,7 @@ class Submission:
 async def check_submission(ws: Workspace, inp: SubmitKernelIn) -> Submission:
     """Everything that refuses a submission, checked before anything is measured or recorded."""
     s = await ws.search(inp.search)
-    missing = entry_missing(inp.source, ws.task(s.task))
+    missing = entry_missing(inp.source, ws.search_task(s))
     if missing is not None:
         raise ToolFailure(f"{inp.name} is no candidate for task {s.task!r}: {missing}. Nothing was recorded.")
     node = await _node(ws, s, inp.node_id) if inp.node_id is not None else None

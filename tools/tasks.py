@@ -17,7 +17,7 @@ from pydantic import Field
 
 from ksearch.about import IMPORT_ROOT
 from ksearch.gpu.procs import kill_group
-from ksearch.gpu.task import Bound, Split, Task, TaskStyle
+from ksearch.gpu.task import Bound, Split, Task, TaskError, TaskStyle
 from ksearch.gpu.tasks import builtin_tasks, load_task
 from ksearch.gpu.tasks.check import CheckReport
 from ksearch.gpu.tasks.facts import RoundingProbe, TaskFacts, apply_facts, task_facts
@@ -161,6 +161,19 @@ class TaskCheck(ToolModel):
     """Where the reference ran: cpu, or cuda for a task that needs a GPU."""
 
 
+def load_with_workloads(ref: str, workloads: str | None) -> Task:
+    """The task by built-in name or path, with a FlashInfer-Bench definition's workloads from `workloads` when
+    given (a definition whose workloads JSONL is not beside it); TaskError for a workloads file given to any
+    other kind of task, or one that does not load."""
+    task = load_task(ref, workloads=workloads)
+    if workloads is not None and task.style != "flashinfer":
+        raise TaskError(
+            f"a workloads file ({workloads}) is FlashInfer-Bench's: it goes with a definition .json; {task.name!r} "
+            f"is a {task.style} task, whose workloads are its own"
+        )
+    return task
+
+
 def _summary(task: Task) -> TaskSummary:
     return TaskSummary(
         name=task.name,
@@ -220,7 +233,7 @@ def _warnings(task: Task, facts: TaskFacts) -> list[str]:
 async def show_task(inp: ShowTaskIn) -> TaskOut:
     """One task by built-in name or path; TaskError says why it cannot be loaded (for an unknown name: which
     built-ins exist)."""
-    task = load_task(inp.task, workloads=inp.workloads)
+    task = load_with_workloads(inp.task, inp.workloads)
     # the reference's own rounding error is measured with its facts: one subprocess per file content, cached
     facts = await asyncio.to_thread(task_facts, task)
     known = apply_facts(task, facts)  # what the task leaves undeclared, as running its reference showed
@@ -247,7 +260,7 @@ async def show_task(inp: ShowTaskIn) -> TaskOut:
 
 def _check_command(inp: CheckTaskIn) -> tuple[Task, list[str]]:
     """The task (a TaskError if it does not load) and the command that checks it in its own process."""
-    task = load_task(inp.task, workloads=inp.workloads)
+    task = load_with_workloads(inp.task, inp.workloads)
     ref = inp.task if task.builtin else str(Path(inp.task).resolve())
     cmd = [sys.executable, "-m", "ksearch.gpu.tasks.check", ref]
     return task, cmd + (["--workloads", inp.workloads] if inp.workloads else [])

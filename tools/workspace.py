@@ -13,6 +13,7 @@ from typing import Any
 from ksearch.gpu.sandbox import LocalSandbox, Sandbox, gpus_visible
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.kernelbench_rules import with_precision
 from ksearch.tools.records import Records
 from ksearch.worldmodel.models import Search
 from ksearch.worldmodel.store import Store
@@ -65,6 +66,16 @@ class Workspace:
         if ref not in self._tasks:
             self._tasks[ref] = load_task(ref)
         return self._tasks[ref]
+
+    def search_task(self, s: Search) -> Task:
+        """The task a search runs: its task at the search's KernelBench precision, when it has one."""
+        task = self.task(s.task)
+        if s.config.precision is None:
+            return task
+        key = f"{s.task}\0precision:{s.config.precision}"
+        if key not in self._tasks:
+            self._tasks[key] = with_precision(task, s.config.precision)
+        return self._tasks[key]
 
     async def search(self, ref: int | str) -> Search:
         """The search by id or name; NotFound names what exists."""

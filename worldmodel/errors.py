@@ -22,6 +22,7 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── TunableError                   ksearch.gpu.tasks.tunables (ValueError)
     ├── SolutionError                  ksearch.gpu.tasks.fib_solution (ValueError)
     ├── CandidateError                 ksearch.gpu.tasks.rt_common (ValueError)
+    ├── StandaloneError                ksearch.gpu.standalone     (ValueError)
     ├── NotLiteral                     ksearch.gpu.tasks.literals
     ├── CandidateFailure               ksearch.gpu.worker_core
     ├── SandboxError                   ksearch.gpu.sandbox_api    (RuntimeError)

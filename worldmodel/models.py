@@ -219,6 +219,9 @@ not how fast it is, so they never rank candidates."""
 
 TimingProtocol = Literal["ksearch", "gpumode", "kernelbench", "flashinfer"]
 TIMING_PROTOCOLS: tuple[str, ...] = get_args(TimingProtocol)
+KernelBenchPrecision = Literal["fp32", "fp16", "bf16"]
+KERNELBENCH_PRECISIONS: tuple[str, ...] = get_args(KernelBenchPrecision)
+"""KernelBench's `precision` setting: inputs and weights cast to that dtype, judged by its tolerance for it."""
 TimingStatistic = Literal["median", "mean"]
 PROTOCOL_STATISTIC: dict[str, TimingStatistic] = {
     "ksearch": "median",
@@ -586,6 +589,9 @@ class SearchConfig(Strict):
     timing_protocol: TimingProtocol = "ksearch"
     """How its candidates and baselines are timed: the task's owner's evaluator's way by default (fixed at
     creation; a search stored before protocols were kept was timed with ksearch's)."""
+    precision: KernelBenchPrecision | None = None
+    """A KernelBench problem file run at KernelBench's `precision` (its inputs and weights cast to that dtype, its
+    tolerance for it); None: the file's inputs as drawn (fixed at creation)."""
     replay: str | None = None
     """The JSONL file a replay policy plays back (kept so that a resumed run finds it)."""
     record: str | None = None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.gpu.task import Task
+from ksearch.gpu.tasks.kernelbench_rules import KERNELBENCH_TOLERANCE, PRECISION_DTYPE
 
 # A KernelBench or native task's entry point (also what a context built before tasks had kinds defaults to)
 MODELNEW_SIGNATURE = "class ModelNew(torch.nn.Module)"
@@ -83,6 +84,15 @@ def entry_rules(task: Task) -> str:
                 "- The inputs' shapes follow the definition's axes: `var` axes change between workloads, "
                 "`const` axes never do.",
             ]
+        )
+    precision = task.extras.get("precision")
+    if precision:  # KernelBench's precision setting (gpu/tasks/kernelbench_rules.py)
+        t = KERNELBENCH_TOLERANCE[precision]
+        return (
+            f"{MODELNEW_RULES.rstrip()}\n- KernelBench precision {precision}: every tensor input (integer ones too) "
+            f"arrives as torch.{PRECISION_DTYPE[precision]} and the model is moved with `.to(dtype=torch."
+            f"{PRECISION_DTYPE[precision]})` after construction, as KernelBench's evaluation does; outputs are "
+            f"judged at atol = rtol = {t:g}.\n"
         )
     return MODELNEW_RULES
 

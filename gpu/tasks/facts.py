@@ -479,6 +479,9 @@ def _keyed_workloads(task: Task) -> list[Workload]:
 def facts_key(task: Task) -> str:
     h = hashlib.sha256()
     h.update(f"facts:{FACTS_VERSION}:{task.style}:{task.candidate_entry}\0".encode())
+    precision = task.extras.get("precision")
+    if precision:  # KernelBench's precision casts inputs and weights: other dtypes, other bytes
+        h.update(f"precision:{precision}\0".encode())
     h.update(_file_bytes(task))
     h.update(
         json.dumps([w.model_dump() for w in _keyed_workloads(task)], sort_keys=True, default=str).encode()

@@ -1,4 +1,8 @@
-"""Running a native (KernelBench-style) task: inputs, reference Model, candidate ModelNew, cost."""
+"""Running a native (KernelBench-style) task: inputs, reference Model, candidate ModelNew, cost.
+
+At a KernelBench `precision` (`task.extras["precision"]`, gpu/tasks/kernelbench_rules.py) every tensor input and
+init input is cast to its dtype and both models are moved with `.to(dtype=...)`, as KernelBench's evaluation does.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Any
 import torch
 
 from ksearch.gpu.task import Cost, Task, TaskError, Workload
+from ksearch.gpu.tasks.kernelbench_rules import PRECISION_DTYPE
 from ksearch.gpu.tasks.rt_common import (
     INIT_SEED,
     CandidateError,
@@ -36,6 +41,11 @@ class NativeRuntime:
     def __init__(self, task: Task) -> None:
         self.task = task
         self.path = task.source_path
+        precision = task.extras.get("precision")
+        # KernelBench's precision: the dtype its evaluation casts inputs and weights to (None: as the file has them)
+        self.dtype: torch.dtype | None = (
+            getattr(torch, PRECISION_DTYPE[precision]) if precision in PRECISION_DTYPE else None
+        )
         self.module = load_file_module(self.path)
         for name in ("Model", "get_inputs"):
             if not hasattr(self.module, name):
@@ -65,7 +75,11 @@ class NativeRuntime:
         with torch.device(device):
             seed_everything(seed)
             inputs = call_with_params(module.get_inputs, workload.params, f"{self.path}: get_inputs")
-        return list(to_device(list(inputs), device))
+        return [self._cast(x) for x in to_device(list(inputs), device)]
+
+    def _cast(self, x: Any) -> Any:
+        """A tensor at the precision's dtype, integer ones too (KernelBench's `_process_input_tensor`)."""
+        return x.to(dtype=self.dtype) if self.dtype is not None and isinstance(x, torch.Tensor) else x
 
     def _build(self, cls: type, workload: Workload, device: str) -> Any:
         # Built on the CPU after a fixed seed, then moved: the same weights on every device.
@@ -77,9 +91,11 @@ class NativeRuntime:
                 init = call_with_params(
                     module.get_init_inputs, workload.params, f"{self.path}: get_init_inputs"
                 )
-            model = cls(*init)
+            model = cls(*[self._cast(x) for x in init])
         if isinstance(model, torch.nn.Module):
-            model = model.to(device).eval()
+            model = (
+                model.to(device).eval() if self.dtype is None else model.to(device, dtype=self.dtype).eval()
+            )
         return model
 
     def reference_model(self, workload: Workload, device: str) -> Any:

@@ -4,8 +4,9 @@ The JSON holds everything the database knows about the search (tree, attempts wi
 candidate sources, edit log, LLM calls). The report is one file with no script and no external
 resource: summary, the score over rounds, the tree, the best path with its reasoning, the best
 kernel with its evaluation and diff, every attempt, and the spend per phase. Both are read through
-ksearch.tools.read_search; `--solution` (ksearch.tools.solutions) writes the best kernel of a search on a
-FlashInfer-Bench definition as a FlashInfer-Bench Solution JSON.
+ksearch.tools.read_search. With `--attempt N` the JSON is that attempt's record alone and the report's kernel
+section shows it instead of the best. The kernel formats (`--solution`, `--submission`, `--kernelbench`) are
+written by ksearch.tools.solutions and ksearch.tools.export_kernel (server/cli/exporting.py is the command).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from ksearch.server.web.pages import document
 from ksearch.server.web.parts import attempt_status, notes_label, speed, status_badge, table, text_block
 from ksearch.server.web.search_html import chart, node_detail, summary, tree
 from ksearch.server.web.snapshot import SearchView, base_of, view_of
-from ksearch.tools.read_search import LLMTotals, read_attempt, read_search
+from ksearch.tools.read_search import AttemptRecord, LLMTotals, read_attempt, read_search
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import Attempt, Candidate, Edit, FinalVerdict, LLMCall, Node, Search, utcnow
 from ksearch.worldmodel.render import no_best
 
 EXPORT_FORMAT = "ksearch.search/1"
+ATTEMPT_FORMAT = "ksearch.attempt/1"
 STYLE_FILE = Path(__file__).parent.parent / "web" / "static" / "style.css"
 
 
@@ -62,6 +65,39 @@ async def export_data(ws: Workspace, ref: int | str, *, llm_text: bool = True) -
 
 async def export_json(ws: Workspace, ref: int | str, *, llm_text: bool = True) -> str:
     return (await export_data(ws, ref, llm_text=llm_text)).model_dump_json(indent=1)
+
+
+class AttemptExport(BaseModel):
+    format: str = ATTEMPT_FORMAT
+    exported_at: datetime
+    search: Search
+    attempt: Attempt
+    node: Node | None
+    candidate: Candidate
+
+
+async def search_attempt(ws: Workspace, s: Search, attempt_id: int) -> AttemptRecord:
+    """One attempt of the search, any status (NotFound naming the search's attempts otherwise)."""
+    try:
+        rec: AttemptRecord | None = await read_attempt(ws, attempt_id)
+    except NotFound:
+        rec = None
+    if rec is None or rec.attempt.search_id != s.id:
+        ids = [a.id for a in (await read_search(ws, s.id)).attempts]
+        have = f"its attempts are #{ids[0]}–#{ids[-1]}" if ids else "it has no attempt yet"
+        raise NotFound(f"search {s.name!r} has no attempt #{attempt_id}: {have}")
+    return rec
+
+
+async def export_attempt_json(ws: Workspace, ref: int | str, attempt_id: int) -> str:
+    """One attempt of a search as JSON: the search, the attempt with its evaluation, its node and candidate."""
+    s = await ws.search(ref)
+    rec = await search_attempt(ws, s, attempt_id)
+    node = await ws.records.get_node(rec.attempt.node_id) if rec.attempt.node_id is not None else None
+    doc = AttemptExport(
+        exported_at=utcnow(), search=s, attempt=rec.attempt, node=node, candidate=rec.candidate
+    )
+    return doc.model_dump_json(indent=1)
 
 
 def _phase_table(calls: list[LLMCall]) -> Markup:
@@ -136,14 +172,22 @@ def _no_best_path(view: SearchView) -> str:
     return f"No best attempt yet: {no_best(view.cpu_correct)}."
 
 
-async def export_html(ws: Workspace, ref: int | str) -> str:
+async def export_html(ws: Workspace, ref: int | str, attempt_id: int | None = None) -> str:
+    """The report; `attempt_id`: its kernel section shows that attempt (any status) instead of the best."""
     snap = await read_search(ws, ref, history=True)
     view = view_of(snap)
     s = view.search
     edits, calls = snap.edits, snap.llm_calls
     best = view.best_attempt
     best_html: Markup
-    if best is not None:
+    kernel_title = "Best kernel"
+    if attempt_id is not None:
+        rec = await search_attempt(ws, s, attempt_id)
+        kernel_title = f"Attempt #{attempt_id}" + (
+            " (the best kernel)" if best and best.id == attempt_id else ""
+        )
+        best_html = attempt_detail(rec.attempt, rec.candidate, base_of(rec.base))
+    elif best is not None:
         rec = await read_attempt(ws, best.id)
         best_html = attempt_detail(rec.attempt, rec.candidate, base_of(rec.base))
     else:
@@ -156,7 +200,7 @@ async def export_html(ws: Workspace, ref: int | str) -> str:
         )
         best_html = h("p", {"class": "muted"}, f"No best kernel: {why}{more}.")
     verdict = snap.final
-    if verdict is not None and verdict.note():
+    if attempt_id is None and verdict is not None and verdict.note():
         best_html = h("div", None, h("p", {"class": "final-lost"}, verdict.note() + "."), best_html)
     nodes_html = [
         h(
@@ -205,7 +249,7 @@ async def export_html(ws: Workspace, ref: int | str) -> str:
                 h("h2", None, "Best path"),
                 _best_path(view, edits) or h("p", {"class": "muted"}, _no_best_path(view)),
             ),
-            h("section", {"class": "panel"}, h("h2", None, "Best kernel"), best_html),
+            h("section", {"class": "panel"}, h("h2", None, kernel_title), best_html),
             h(
                 "section",
                 {"class": "panel"},

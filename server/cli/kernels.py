@@ -103,6 +103,12 @@ def _read(
     return run_async(go())
 
 
+def _format(ws: Workspace, s: Search) -> str:
+    """The export option that writes a kernel of the search in its task owner's format."""
+    style = ws.search_task(s).style
+    return {"gpumode": "--submission", "kernelbench": "--kernelbench", "flashinfer": "--solution"}[style]
+
+
 def best(
     search: SearchArg,
     output: OutputOpt = None,
@@ -129,13 +135,16 @@ def best(
                 for x in await ws.records.list_attempts(s.id)
                 if x.evaluation is not None and x.evaluation.status == "ok" and x.evaluation.pure_pytorch
             ]
-            cpu = len((await ws.records.attempt_speedups(s.id)).cpu_interpreted)
+            cpu_ids = sorted((await ws.records.attempt_speedups(s.id)).cpu_interpreted)
+            cpu = len(cpu_ids)
             raise fail(
                 f"search {s.name!r} has no best kernel yet: attempt(s) {', '.join(f'#{i}' for i in pure)} "
                 "are correct but pure PyTorch (no kernel of their own ran), and that is never a best kernel"
                 if pure
                 else f"search {s.name!r} has no best kernel yet: {no_best(cpu)} (CPU-interpreter timings "
-                "never rank candidates; `ksearch attempt` shows any attempt's code)"
+                f"never rank candidates); `--attempt N` shows one of them, correct on the CPU interpreter: "
+                f"{', '.join(f'#{i}' for i in cpu_ids[-8:])} (`ksearch export {s.name} {_format(ws, s)} --attempt N` "
+                "writes one out for its task's own evaluator)"
                 if cpu
                 else f"search {s.name!r} has no correct, timed attempt yet",
                 code=1,

@@ -42,13 +42,14 @@ def _plain_help() -> None:
 
 def _register() -> None:
     # Each area owns one module and adds its commands to the app.
-    from ksearch.server.cli import budget, kernels, loop, run, sandbox, steer, tasks, tree, ui
+    from ksearch.server.cli import budget, exporting, kernels, loop, run, sandbox, steer, tasks, tree, ui
     from ksearch.server.cli import compile as compile_cli
 
     run.register(app)
     tree.register(app)
     tasks.register(app)
     steer.register(app)
+    exporting.register(app)
     kernels.register(app)
     budget.register(app)
     loop.register(app)

@@ -11,7 +11,7 @@ import typer
 
 from ksearch.server.cli.common import DEFAULT_DB, NewDbOption, TokenOption, console, fail, refusals, say
 from ksearch.worldmodel.errors import KsearchError, StoreBusy
-from ksearch.worldmodel.models import COMPILE_MODES, LANGUAGES, TIMING_PROTOCOLS
+from ksearch.worldmodel.models import COMPILE_MODES, KERNELBENCH_PRECISIONS, LANGUAGES, TIMING_PROTOCOLS
 
 
 def register(app: typer.Typer) -> None:
@@ -86,6 +86,15 @@ def run(
             "task's owner's evaluator's; ksearch for built-in and ksearch-native tasks). Fixed once created",
         ),
     ] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            "--precision",
+            help="KernelBench's precision for a new search on a KernelBench problem file: fp32 | fp16 | bf16 "
+            "(inputs and weights cast to it, KernelBench's tolerance for it); default: the file's inputs as drawn. "
+            "Fixed once created",
+        ),
+    ] = None,
     no_final: Annotated[bool, typer.Option("--no-final", help="Skip the final evaluation")] = False,
     plain: Annotated[bool, typer.Option("--plain", help="Plain log lines instead of the live panel")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON at the end")] = False,
@@ -111,6 +120,8 @@ def run(
         raise fail(f"unknown --compile-mode {compile_mode!r}; accepted: {', '.join(COMPILE_MODES)}")
     if timing_protocol is not None and timing_protocol not in TIMING_PROTOCOLS:
         raise fail(f"unknown --timing-protocol {timing_protocol!r}; accepted: {', '.join(TIMING_PROTOCOLS)}")
+    if precision is not None and precision not in KERNELBENCH_PRECISIONS:
+        raise fail(f"unknown --precision {precision!r}; accepted: {', '.join(KERNELBENCH_PRECISIONS)}")
     args = RunArgs(
         task=task,
         resume=resume,
@@ -134,6 +145,7 @@ def run(
         seed=seed,
         compile_mode=compile_mode,
         timing_protocol=timing_protocol,
+        precision=precision,
         final=not no_final,
         plain=plain or not sys.stdout.isatty(),
         verbose=verbose,

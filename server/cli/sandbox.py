@@ -85,6 +85,14 @@ def eval_file(
             help="Workload name (repeatable); default: the search workloads (the smoke one without a GPU)",
         ),
     ] = None,
+    workloads_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--workloads",
+            help="FlashInfer-Bench workloads JSONL for a definition whose workloads are not beside it "
+            "(default: the one found beside the definition or in its dataset)",
+        ),
+    ] = None,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="Check correctness only")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full Evaluation as JSON")] = False,
     language: Annotated[
@@ -105,6 +113,14 @@ def eval_file(
             "flashinfer (as that owner's evaluator times: its mean); default: the task's owner's",
         ),
     ] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            "--precision",
+            help="KernelBench's precision for a KernelBench problem file: fp32 | fp16 | bf16 (inputs and weights "
+            "cast to it, KernelBench's tolerance for it); default: the file's inputs as drawn",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate one candidate file: compile, check against the reference, and time it."""
     from ksearch.tools.evaluate_file import EvaluateFileIn, evaluate_file
@@ -120,6 +136,8 @@ def eval_file(
             timing=not no_timing,
             profile=profile,
             timing_protocol=timing_protocol,  # likewise
+            precision=precision,  # likewise
+            workloads_file=str(workloads_file) if workloads_file is not None else None,
         )
 
     async def progress(msg: str, frac: float) -> None:
@@ -133,7 +151,9 @@ def eval_file(
     else:
         if out.note:
             err_console.print(out.note, highlight=False, markup=False)
-        for line in [*_header(ev, out.settings, not no_timing), f"candidate isolation: {out.isolation}"]:
+        how = "inputs and weights cast to it, judged by its tolerance for it"
+        at = [f"precision: KernelBench's {precision} ({how})"] if precision else []
+        for line in [*_header(ev, out.settings, not no_timing), *at, f"candidate isolation: {out.isolation}"]:
             console.print(line, highlight=False, markup=False)
         console.print(out.summary, highlight=False, markup=False)
         console.print(f"evaluation took {ev.seconds:.1f} s", highlight=False)

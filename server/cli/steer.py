@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -44,7 +43,6 @@ def register(app: typer.Typer) -> None:
     app.command("prune")(prune)
     app.command("reopen")(reopen)
     app.command("submit")(submit)
-    app.command("export")(export)
 
 
 # --------------------------------------------------------------------------- shared plumbing
@@ -406,58 +404,3 @@ def submit(
     )
     if out.evaluation.status != "ok":
         raise typer.Exit(1)
-
-
-# --------------------------------------------------------------------------- looking
-
-
-def export(
-    search: SearchArg,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON of the whole search (the default)")] = False,
-    as_html: Annotated[bool, typer.Option("--html", help="A self-contained HTML report")] = False,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="File to write (default: stdout)")
-    ] = None,
-    no_llm_text: Annotated[
-        bool, typer.Option("--no-llm-text", help="JSON: leave out prompts and responses")
-    ] = False,
-    as_solution: Annotated[
-        bool,
-        typer.Option(
-            "--solution",
-            help="The best kernel as a FlashInfer-Bench Solution JSON (a search on a FlashInfer-Bench definition)",
-        ),
-    ] = False,
-    db: DbOption = DEFAULT_DB,
-) -> None:
-    """Export a search: JSON (tree, attempts, sources, edits, LLM calls) or an HTML report (tree, score over
-    rounds, best path, best kernel and its evaluation, every attempt, spend); `--solution`: its best kernel as
-    a FlashInfer-Bench Solution JSON."""
-    from ksearch.server.cli.export import export_html, export_json
-    from ksearch.server.cli.kernels import check_output
-    from ksearch.tools.solutions import SolutionError, export_solution
-
-    if as_json + as_html + as_solution > 1:
-        raise fail("give one of --json, --html or --solution")
-    html = as_html or (not as_json and output is not None and output.suffix.lower() in (".html", ".htm"))
-    if output is not None:
-        check_output(output)
-
-    async def go() -> str:
-        async with workspace(db) as ws:
-            s = await ws.search(search)
-            if as_solution:
-                try:
-                    return (await export_solution(ws, s.id)).solution_json
-                except SolutionError as e:
-                    raise fail(str(e), code=1) from None
-            return (
-                await export_html(ws, s.id) if html else await export_json(ws, s.id, llm_text=not no_llm_text)
-            )
-
-    text = run_async(go())
-    if output is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    else:
-        output.write_text(text, encoding="utf-8")
-        tell(f"wrote {output} ({len(text):,} characters)")

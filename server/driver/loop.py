@@ -240,7 +240,7 @@ class Driver:
         root = await self.ws.records.root(s.id)
         if root.best_attempt_id is not None or await self.ws.records.list_attempts(s.id, root.id):
             return
-        seed = self.ws.task(s.task).seeds.get(s.config.language)
+        seed = self.ws.search_task(s).seeds.get(s.config.language)
         if seed is None:
             self.display.event("no seed candidate: the first intents are written from the reference")
             return

@@ -41,6 +41,7 @@ class RunArgs(BaseModel):
     seed: int | None = None
     compile_mode: str | None = None  # of a new search's torch.compile baseline; None: "default"
     timing_protocol: str | None = None  # of a new search; None: the task's owner's
+    precision: str | None = None  # KernelBench's precision of a new search; None: the file's inputs as drawn
     final: bool = True
     plain: bool = True
     verbose: bool = False  # round lines with the whole selection score
@@ -76,6 +77,7 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
             seed=a.seed,
             compile_mode=a.compile_mode or "default",
             timing_protocol=a.timing_protocol,
+            precision=a.precision,
         ),
         DriverSettings(
             max_attempts_per_intent=a.max_attempts or 8,
@@ -144,6 +146,17 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
                 f"search {found.name} is timed by the {found.config.timing_protocol!r} protocol, fixed when it was "
                 f"created (its figures compare only within one protocol); --timing-protocol {a.timing_protocol} "
                 "needs a new search (--new)"
+            )
+        if found is not None and a.precision and a.precision != found.config.precision:
+            kept = found.config.precision
+            how = (
+                f"at KernelBench precision {kept}"
+                if kept
+                else "its task's inputs as drawn (no KernelBench precision)"
+            )
+            raise ToolFailure(
+                f"search {found.name} runs {how}, fixed when it was created; --precision {a.precision} needs a new "
+                "search (--new)"
             )
         prev = found if a.resume is not None else None
         name = a.policy or (prev.config.policy if prev else None) or default_policy_name()

@@ -193,3 +193,13 @@ def test_compile_mode_is_set_on_a_new_search_and_fixed_after(tmp_path: Path) -> 
     assert "timed by the 'ksearch' protocol, fixed when it was created" in other.stderr, other.stderr
     unknown = ksearch("run", "softmax", "--timing-protocol", "gpu-mode", "--db", str(db))
     assert unknown.returncode != 0 and "accepted: ksearch, gpumode, kernelbench, flashinfer" in unknown.stderr
+    # KernelBench's precision likewise, and only for a KernelBench problem file
+    half = ksearch("run", "softmax", "--precision", "fp16", "--rounds", "2", "--plain", "--db", str(db))
+    said = " ".join(half.stderr.split())
+    assert half.returncode != 0 and "runs its task's inputs as drawn (no KernelBench precision)" in said
+    assert "fixed when it was created; --precision fp16 needs a new search (--new)" in said
+    fresh = ksearch("run", "softmax", "--new", "--precision", "fp16", "--plain", "--db", str(db))
+    assert fresh.returncode != 0 and "'softmax' is a built-in task" in " ".join(fresh.stderr.split())
+    fp8 = ksearch("run", "softmax", "--precision", "fp8", "--db", str(tmp_path / "none.db"))
+    assert fp8.returncode != 0 and "unknown --precision 'fp8'; accepted: fp32, fp16, bf16" in fp8.stderr
+    assert not (tmp_path / "none.db").exists()

@@ -83,3 +83,43 @@ def test_language_detection() -> None:
     assert detect_language((FIX / "candidates" / "cuda_good.py").read_text()) == "cuda"
     assert detect_language((FIX / "candidates" / "cpp_ext_broken.py").read_text()) == "cpp_ext"
     assert detect_language((FIX / "candidates" / "good_triton.py").read_text()) == "triton"
+
+
+@pytest.mark.slow
+def test_eval_takes_a_definition_s_workloads_file_and_kernelbench_s_precision(tmp_path: Path) -> None:
+    definition = ROOT / "tests" / "tasks" / "fixtures" / "flashinfer" / "rowscale_h64.json"
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "rowscale_h64.json").write_text(definition.read_text())
+    (tmp_path / "rows.jsonl").write_text(definition.with_suffix(".jsonl").read_text())
+    p = _ksearch(
+        "eval",
+        str(tmp_path / "defs" / "rowscale_h64.json"),
+        str(FIX / "candidates" / "good_triton.py"),
+        "--workloads",
+        str(tmp_path / "rows.jsonl"),
+        "--no-timing",
+        tmp=tmp_path,
+    )
+    # the definition loads with the workloads given (the good_triton candidate is for another task: it fails there)
+    assert p.returncode == 1 and "no workloads JSONL found" not in p.stderr, p.stderr
+    assert "status: " in p.stdout
+    missing = _ksearch(
+        "eval",
+        str(tmp_path / "defs" / "rowscale_h64.json"),
+        str(FIX / "candidates" / "good_triton.py"),
+        tmp=tmp_path,
+    )
+    assert missing.returncode == 2 and "no workloads JSONL found" in " ".join(missing.stderr.split())
+    bad = _ksearch(
+        "eval",
+        str(FIX / "affine.py"),
+        str(FIX / "candidates" / "good_triton.py"),
+        "--precision",
+        "fp64",
+        tmp=tmp_path,
+    )
+    assert (
+        bad.returncode == 2
+        and "precision" in bad.stderr
+        and "'fp32', 'fp16' or 'bf16'" in " ".join(bad.stderr.split())
+    )

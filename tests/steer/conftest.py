@@ -18,6 +18,7 @@ import uidata
 from uihelp import arun
 
 from ksearch.server.cli import budget as cli_budget
+from ksearch.server.cli import exporting as cli_exporting
 from ksearch.server.cli import kernels as cli_kernels
 from ksearch.server.cli import loop as cli_loop
 from ksearch.server.cli import steer as cli_steer
@@ -34,6 +35,7 @@ def demo(tmp_path: Path) -> tuple[Path, dict[str, int]]:
 def cli() -> typer.Typer:
     app = typer.Typer(pretty_exceptions_enable=False)
     cli_steer.register(app)
+    cli_exporting.register(app)
     cli_kernels.register(app)
     cli_ui.register(app)
     cli_budget.register(app)

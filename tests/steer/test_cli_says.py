@@ -189,6 +189,13 @@ def test_no_best_says_how_many_are_correct_on_the_cpu(ks: Ks, demo: tuple[Path, 
         text = _best_lines(r)
         assert "3 correct, none timed on a GPU" in text, text
         assert "no timed correct attempt yet" not in text and "0.002x" not in text
+    # `best` names them and how to read one, or write one out
+    said = _best_lines(ks("best", "cpu-only", "--db", db))
+    assert "`--attempt N` shows one of them, correct on the CPU interpreter: #8, #9, #10" in said, said
+    assert (
+        "`ksearch export cpu-only --kernelbench --attempt N` writes one out for its task's own evaluator"
+        in said
+    )
 
 
 @pytest.mark.slow

@@ -87,7 +87,7 @@ def test_html_report_is_self_contained_and_escaped(
 def test_export_refusals(ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     db, _ = demo
     for args, needle in [
-        (("--json", "--html"), "give one of --json, --html or --solution"),
+        (("--json", "--html"), "give one of --json, --html, --solution, --submission or --kernelbench"),
         (("-o", tmp_path), "is a directory"),
         (("-o", tmp_path / "no" / "such" / "x.json"), "does not exist"),
     ]:
@@ -131,3 +131,47 @@ def test_an_html_report_without_a_best_kernel_says_why(ks: Ks, tmp_path: Path) -
         "No best kernel: 1 correct, none timed on a GPU (the CPU interpreter&#x27;s timings never rank"
         in text
     )
+
+
+def test_an_attempt_picked_by_id_in_every_format(
+    ks: Ks, demo: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    """--attempt N: the JSON is that attempt's record, the report shows it as its kernel, and the kernel formats
+    write it out (the task's own: softmax is a KernelBench-format task), marked with what was measured of it."""
+    from ksearch.server.cli.export import ATTEMPT_FORMAT, AttemptExport
+
+    db, ids = demo
+    best = ids["best_attempt"]
+    other = next(i for i in range(1, 8) if i != best)
+    r = ks("export", "softmax-demo", "--json", "--attempt", other, "--db", db)
+    assert r.exit_code == 0, r.stderr
+    doc = AttemptExport.model_validate_json(r.stdout)
+    assert (
+        doc.format == ATTEMPT_FORMAT
+        and doc.attempt.id == other
+        and doc.candidate.id == doc.attempt.candidate_id
+    )
+    out = tmp_path / "r.html"
+    assert ks("export", "softmax-demo", "--html", "--attempt", best, "-o", out, "--db", db).exit_code == 0
+    assert f"Attempt #{best} (the best kernel)</h2>" in out.read_text()
+    kb = tmp_path / "model_new.py"
+    r = ks("export", "softmax-demo", "--kernelbench", "-o", kb, "--db", db)
+    assert r.exit_code == 0, r.stderr
+    said = " ".join(r.stderr.split())
+    assert f"attempt #{best} (triton): correct; timed on" in said and "backend='triton'" in said
+    text = kb.read_text()
+    assert text.startswith(
+        f"# softmax: a KernelBench ModelNew file written by ksearch from search 'softmax-demo', attempt #{best}"
+    )
+    assert "class ModelNew" in text and "ksearch" not in "".join(
+        ln for ln in text.splitlines() if not ln.startswith("#")
+    )
+    for args, needle, code in [
+        (("--attempt", 999), "search 'softmax-demo' has no attempt #999: its attempts are #1–#7", 2),
+        (("--submission",), "'softmax', a kernelbench task; a GPU MODE submission.py is written for a search on a GPU "
+         "MODE folder; this one exports as --kernelbench", 1),
+        (("--submission", "--kernelbench"), "give one of --json, --html, --solution, --submission or --kernelbench", 2),
+    ]:  # fmt: skip
+        r = ks("export", "softmax-demo", *args, "--db", db)
+        assert r.exit_code == code, (args, r.stderr)
+        assert needle in " ".join(r.stderr.split()), (args, r.stderr)

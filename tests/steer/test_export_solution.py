@@ -203,7 +203,12 @@ def test_a_run_taking_its_names_in_another_order_gets_an_entry_point(ks: Ks, tmp
     [
         ("nvrtc", ["--solution"], "imports ksearch's own `ksearch.gpu.nvrtc`", 1),
         ("empty", ["--solution"], "has no best kernel to export yet: no timed correct attempt yet", 1),
-        ("native", ["--solution", "--html"], "give one of --json, --html or --solution", 2),
+        (
+            "native",
+            ["--solution", "--html"],
+            "give one of --json, --html, --solution, --submission or --kernelbench",
+            2,
+        ),
     ],
 )
 def test_refusals(ks: Ks, tmp_path: Path, setup: str, args: list[str], expect: str, code: int) -> None:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from ksearch.gpu.sandbox import LocalSandbox
 from ksearch.gpu.tasks import load_task
+from ksearch.server.cli import exporting as cli_exporting
 from ksearch.server.cli import kernels as cli_kernels
 from ksearch.server.cli import loop as cli_loop
 from ksearch.server.cli import steer as cli_steer
@@ -113,7 +114,7 @@ async def _record(store: Store, search: str, source: str, ev: Evaluation) -> Att
 
 def _cli(*args: object) -> str:
     app = typer.Typer(pretty_exceptions_enable=False)
-    for mod in (cli_loop, cli_steer, cli_kernels, cli_tree):
+    for mod in (cli_loop, cli_steer, cli_exporting, cli_kernels, cli_tree):
         mod.register(app)
     r = CliRunner().invoke(app, [str(a) for a in args])
     assert r.exit_code == 0, (r.exit_code, r.output)

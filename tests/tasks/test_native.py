@@ -194,3 +194,45 @@ def test_the_probe_of_a_task_file_gets_no_keys(tmp_path: Path, monkeypatch: pyte
         """,
     )
     assert load_task(str(path)).title == "key=None"
+
+
+def test_kernelbench_precision_casts_inputs_and_weights_as_kernelbench_does(tmp_path: Path) -> None:
+    from ksearch.gpu.tasks.contract import entry_rules
+    from ksearch.gpu.tasks.facts import facts_key
+    from ksearch.gpu.tasks.kernelbench_rules import with_precision
+
+    path = write(
+        tmp_path,
+        """
+        import torch
+        class Model(torch.nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.randn(n))
+                self.register_buffer("steps", torch.arange(n))
+            def forward(self, x, idx):
+                return x * self.w + idx
+        def get_inputs():
+            return [torch.randn(2, 4), torch.arange(4), 3]
+        def get_init_inputs():
+            return [4]
+        """,
+        name="kb_plain.py",
+    )
+    task = load_task(str(path))
+    bf16 = with_precision(task, "bf16")
+    assert task.extras.get("precision") is None and bf16.extras["precision"] == "bf16"
+    assert facts_key(bf16) != facts_key(task)  # other dtypes, other facts
+    assert "KernelBench precision bf16" in entry_rules(bf16) and "precision" not in entry_rules(task)
+    rt = TaskRuntime(bf16)
+    wl = bf16.workloads[0]
+    x, idx, three = rt.make_inputs(wl, 0, "cpu")
+    # every tensor, the integer one too (KernelBench's _process_input_tensor); plain values as they are
+    assert (x.dtype, idx.dtype, three) == (torch.bfloat16, torch.bfloat16, 3)
+    ref = rt._impl.reference_model(wl, "cpu")
+    assert (
+        ref.w.dtype == torch.bfloat16 and ref.steps.dtype == torch.int64
+    )  # .to(dtype): floating tensors only
+    plain = TaskRuntime(task).make_inputs(wl, 0, "cpu")
+    assert (plain[0].dtype, plain[1].dtype) == (torch.float32, torch.int64)
+    assert torch.equal(plain[0].to(torch.bfloat16), x)  # the same draw, cast

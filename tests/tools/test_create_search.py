@@ -135,3 +135,35 @@ def test_malformed_driver_settings_are_refused_by_their_model() -> None:
         with pytest.raises(ValidationError) as e:
             DriverSettings.model_validate(bad)
         assert [err["loc"][0] for err in e.value.errors()] == [field], bad
+
+
+KB_FILE = Path(__file__).resolve().parents[1] / "tasks" / "fixtures" / "kernelbench" / "l1_row_scale.py"
+
+
+async def test_kernelbench_s_precision_is_kept_and_the_search_s_task_runs_at_it(
+    bare_ws: Workspace, snapshot: Snapshot, tiny_task: str
+) -> None:
+    s = await create_search(bare_ws, CreateSearchIn(task=str(KB_FILE), name="half", precision="fp16"))
+    assert s.config.precision == "fp16"
+    task = bare_ws.search_task(s)
+    # KernelBench's fp16 tolerance, 1e-2 as its allclose applies it (within its own roundoff), whatever the
+    # output's dtype; the runtime casts inputs and weights (gpu/tasks/rt_native.py)
+    assert task.extras["precision"] == "fp16"
+    for dtype in ("float16", "float32", "bfloat16"):
+        atol, rtol = task.tolerance.for_dtype(dtype)
+        assert atol == rtol and 1e-2 < atol < 1.03e-2, (dtype, atol)
+    plain = await create_search(bare_ws, CreateSearchIn(task=str(KB_FILE), name="drawn"))
+    assert plain.config.precision is None and bare_ws.search_task(plain) is bare_ws.task(plain.task)
+    assert bare_ws.search_task(plain).tolerance.for_dtype("float32")[0] < 1.001e-4
+    before = await snapshot()
+    for task_ref, why in (
+        ("row_sum", "'row_sum' is a built-in task"),
+        (tiny_task, "'tiny_rows' is a task file with ksearch's own extras (META, TOLERANCE, WORKLOADS)"),
+    ):
+        with pytest.raises(ToolFailure) as e:
+            await create_search(bare_ws, CreateSearchIn(task=task_ref, precision="bf16"))
+        assert "precision bf16 is KernelBench's setting, for a KernelBench problem file" in str(e.value)
+        assert why in str(e.value)
+    with pytest.raises(ValidationError, match="'fp32', 'fp16' or 'bf16'"):
+        CreateSearchIn(task=str(KB_FILE), precision="fp8")
+    assert await snapshot() == before

@@ -154,3 +154,72 @@ def test_the_language_is_detected_from_the_source() -> None:
     assert detect_language((CANDIDATES / "cuda_good.py").read_text()) == "cuda"
     assert detect_language((CANDIDATES / "cpp_ext_broken.py").read_text()) == "cpp_ext"
     assert detect_language((CANDIDATES / "good_triton.py").read_text()) == "triton"
+
+
+ROWSCALE_DEF = TESTS / "tasks" / "fixtures" / "flashinfer" / "rowscale_h64.json"
+ROWSCALE_RUN = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rows(x, w, y, rms, eps, H: tl.constexpr):
+    r = tl.program_id(0)
+    cols = tl.arange(0, H)
+    v = tl.load(x + r * H + cols)
+    s = tl.sqrt(tl.sum(v * v, axis=0) / H + eps)
+    tl.store(rms + r, s)
+    tl.store(y + r * H + cols, v / s * tl.load(w + cols))
+
+
+def run(x, weight, eps):
+    tokens, hidden = x.shape
+    y = torch.empty_like(x)
+    rms = torch.empty(tokens, dtype=x.dtype, device=x.device)
+    _rows[(tokens,)](x, weight, y, rms, eps, H=hidden)
+    return y, rms
+"""
+
+
+def definition_apart(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A FlashInfer-Bench definition with no workloads beside it, its workloads JSONL elsewhere, and a kernel."""
+    definition = tmp_path / "defs" / "rowscale_h64.json"
+    definition.parent.mkdir()
+    definition.write_text(ROWSCALE_DEF.read_text())
+    workloads = tmp_path / "elsewhere" / "rows.jsonl"
+    workloads.parent.mkdir()
+    workloads.write_text(ROWSCALE_DEF.with_suffix(".jsonl").read_text())
+    kernel = tmp_path / "rows.py"
+    kernel.write_text(ROWSCALE_RUN)
+    return definition, workloads, kernel
+
+
+@pytest.mark.cpu
+@pytest.mark.slow
+async def test_a_definition_s_workloads_can_come_from_a_file_elsewhere(
+    sb: LocalSandbox, tmp_path: Path
+) -> None:
+    definition, workloads, kernel = definition_apart(tmp_path)
+    with pytest.raises(TaskError, match="no workloads JSONL found for this definition"):
+        await evaluate_file(_inp(kernel, task=definition), sandbox=sb)
+    out = await evaluate_file(
+        _inp(kernel, task=definition, workloads_file=str(workloads), trials=1), sandbox=sb
+    )
+    assert out.evaluation.status == "ok", out.summary
+    task = load_task(str(definition), workloads=str(workloads))
+    assert out.settings.workloads == [task.smoke().name] and task.smoke().params["axes"] == {"tokens": 7}
+
+
+async def test_a_workloads_file_or_a_precision_the_task_cannot_take_is_refused(
+    sb: LocalSandbox, tmp_path: Path
+) -> None:
+    _, workloads, kernel = definition_apart(tmp_path)
+    with pytest.raises(TaskError, match=r"a workloads file \(.*rows\.jsonl\) is FlashInfer-Bench's: it goes with a "
+                       r"definition \.json; 'affine' is a kernelbench task"):  # fmt: skip
+        await evaluate_file(_inp(kernel, workloads_file=str(workloads)), sandbox=sb)
+    with pytest.raises(
+        ToolFailure, match="precision fp16 is KernelBench's setting, for a KernelBench problem file"
+    ):
+        await evaluate_file(_inp(CANDIDATES / "good_triton.py", precision="fp16"), sandbox=sb)
+    with pytest.raises(ValidationError, match="precision"):
+        _inp(CANDIDATES / "good_triton.py", precision="int8")

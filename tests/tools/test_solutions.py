@@ -143,3 +143,30 @@ async def test_refusals_say_why(ws: Workspace) -> None:
     with pytest.raises(SolutionError, match=r"imports ksearch's own `ksearch.gpu.nvrtc`") as info:
         await export_solution(ws, "empty")
     assert isinstance(info.value, KsearchError) and isinstance(info.value, ValueError)
+
+
+async def test_a_cpu_attempt_exports_by_id_marked_as_never_timed_on_a_gpu(ws: Workspace) -> None:
+    s = await _search(ws, str(RMSNORM), "cpu")
+    cand = await ws.store.put_candidate(NATIVE, "triton")
+    cpu = gpu_eval(1.0)
+    cpu = cpu.model_copy(
+        update={
+            "timings": [
+                cpu.timings[0].model_copy(update={"device": "cpu-interpreter", "speedup_vs_eager": None})
+            ],
+            "speedup_vs_eager": None,
+        }
+    )
+    a = await ws.store.record_attempt(s.id, (await ws.store.root(s.id)).id, cand.id, cpu)
+    with pytest.raises(
+        SolutionError, match=rf"1 correct, none timed on a GPU; pick one with --attempt N .*#{a.id}"
+    ):
+        await export_solution(ws, "cpu")
+    out = await export_solution(ws, "cpu", attempt=a.id)
+    sol = parse_solution(out.solution_json)
+    assert out.attempt_id == a.id and sol.spec.target_hardware == [
+        "cuda"
+    ]  # written for a GPU, never timed on one
+    assert sol.description == (
+        f"ksearch search 'cpu', attempt #{a.id}; correct on the CPU interpreter, never timed on a GPU"
+    )

@@ -164,6 +164,9 @@ async def test_what_is_not_a_task_is_refused_with_what_is_accepted(tmp_path: Pat
         await show_task(ShowTaskIn(task=str(tmp_path / "notes.txt")))
     with pytest.raises(KsearchError, match="task folder holds"):
         await show_task(ShowTaskIn(task=str(tmp_path)))
+    with pytest.raises(KsearchError, match=r"a workloads file \(w\.jsonl\) is FlashInfer-Bench's: it goes with a "
+                       r"definition \.json; 'softmax' is a kernelbench task"):  # fmt: skip
+        await show_task(ShowTaskIn(task="softmax", workloads="w.jsonl"))
 
 
 def test_inputs_refuse_unknown_arguments() -> None:
