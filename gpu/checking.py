@@ -16,6 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ksearch.gpu.task import Tolerance
+from ksearch.gpu.tasks.dtypes import FP4_DTYPES
 
 # Written into freshly allocated, not-yet-written memory during correctness runs.
 NAN_POISON = float("nan")
@@ -40,6 +41,31 @@ def dtype_name(dt: torch.dtype) -> str:
     return str(dt).removeprefix("torch.")
 
 
+# e2m1 by its four bits (sign, two exponent bits, one mantissa bit): every pattern is a finite value
+_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def is_packed(t: torch.Tensor) -> bool:
+    """A tensor of packed 4-bit floats: torch copies, fills and compares none of them, only their bytes."""
+    return dtype_name(t.dtype) in FP4_DTYPES
+
+
+def as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """`t` itself, or for packed 4-bit floats its bytes (the same memory), which torch can compare and fill."""
+    return t.view(torch.uint8) if is_packed(t) else t
+
+
+def decoded(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s values in float32. Packed 4-bit floats are unpacked, two a byte (low nibble first), so their last
+    dimension doubles; two tensors of one shape unpack alike, element for element."""
+    if not is_packed(t):
+        return t.to(torch.float32)
+    b = t.view(torch.uint8)
+    lut = torch.tensor(_E2M1, dtype=torch.float32, device=t.device)
+    pair = torch.stack((lut[(b & 0xF).long()], lut[(b >> 4).long()]), dim=-1)
+    return pair.reshape(*t.shape[:-1], t.shape[-1] * 2) if t.dim() else pair
+
+
 def sentinel_for(dt: torch.dtype) -> float | int:
     if dt.is_floating_point:  # within range of every float type (fp8 e4m3 tops out at 448)
         return torch.tensor(min(SENTINEL_FLOAT, torch.finfo(dt).max / 2), dtype=dt).item()
@@ -52,7 +78,9 @@ def sentinel_for(dt: torch.dtype) -> float | int:
 def _poison(t: Any, mode: str) -> Any:
     if isinstance(t, torch.Tensor) and t.numel() > 0 and not t.is_complex():
         with torch.no_grad():
-            if t.is_floating_point():
+            if is_packed(t):  # no NaN in e2m1: -6.0 in every nibble
+                t.view(torch.uint8).fill_(0xFF)
+            elif t.is_floating_point():
                 t.fill_(NAN_POISON if mode == "nan" else sentinel_for(t.dtype))
             else:
                 t.fill_(sentinel_for(t.dtype))
@@ -122,6 +150,8 @@ def prefill_allocator(
     blocks = []
     for shape, dt in shapes:
         if 0 < math.prod(shape) <= 1 << 31 and not dt.is_complex:
+            if dtype_name(dt) in FP4_DTYPES:  # the same bytes, fillable
+                dt = torch.uint8
             b = torch.empty(shape, dtype=dt, device=device)
             b.fill_(NAN_POISON if (mode == "nan" and dt.is_floating_point) else sentinel_for(dt))
             blocks.append(b)
@@ -404,6 +434,7 @@ def inputs_equal(a: list[Any], b: list[Any]) -> tuple[bool, str]:
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
             if x.shape != y.shape or x.dtype != y.dtype:
                 return False, f"input {i} changed shape or dtype"
+            x, y = as_bytes(x), as_bytes(y)
             n = 0
             for xp, yp in zip(pieces(x), pieces(y), strict=True):
                 same = xp == yp
@@ -416,7 +447,9 @@ def inputs_equal(a: list[Any], b: list[Any]) -> tuple[bool, str]:
 
 
 def finite_mean(t: torch.Tensor) -> float | None:
-    """The mean of `t`'s finite elements (None if there are none), piece by piece."""
+    """The mean of `t`'s finite elements (None if there are none, or for packed 4-bit floats), piece by piece."""
+    if is_packed(t):
+        return None
     total, count = 0.0, 0
     for p in pieces(t):
         d = p.double()

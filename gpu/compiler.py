@@ -24,6 +24,7 @@ from pathlib import Path
 from ksearch.gpu import cudasrc, jail, occupancy, tamper
 from ksearch.gpu.procs import communicate_or_kill
 from ksearch.gpu.scrub import scrubbed_env
+from ksearch.gpu.tasks.fib_solution import bundled_python
 from ksearch.worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
 
 LOG_LIMIT = 20_000
@@ -455,9 +456,25 @@ class StaticCompiler:
             )
         for line, msg in tamper.scan(src):
             diags.append(Diagnostic(severity="warning", message=f"suspicious: {msg}", line=line))
+        # a Solution of several Python files: its files are the candidate's Python too (SOURCES, imported as a
+        # package when it loads)
+        bundled: dict[str, str] = {}
+        for path, text in bundled_python(src).items():
+            try:
+                found = tamper.scan(text)
+                bundled[path] = text
+            except SyntaxError as e:
+                diags.append(Diagnostic(severity="error", message=f"{path}: line {e.lineno}: {e.msg}"))
+                continue
+            for line, msg in found:
+                diags.append(
+                    Diagnostic(severity="warning", message=f"suspicious in {path} line {line}: {msg}")
+                )
         modes = []
         if candidate.language == "triton":
-            names = tamper.triton_kernels(src)
+            names = tamper.triton_kernels(src) + [
+                k for t in bundled.values() for k in tamper.triton_kernels(t)
+            ]
             if not names:
                 diags.append(
                     Diagnostic(

@@ -15,22 +15,35 @@ A candidate converted from a Solution JSON (gpu/tasks/fib_solution.py) calls
 
 It returns the entry symbol; the candidate calls it positionally. A failed build raises
 `ksearch.gpu.cpp_ext.ExtensionBuildError`, which the sandbox reports as the candidate's compile error.
+
+A Python solution of several files calls `load_python(FLASHINFER_SOLUTION, SOURCES, FLASHINFER_DEFINITION)`:
+the files are one package, its entry module imported by its dotted path, as FlashInfer-Bench's PythonBuilder
+does. Where FlashInfer-Bench's package is in use (gpu/tasks/fib_pkg.py) its own builder does it (into its cache
+under the worker's home); else ksearch writes the package into the working directory and imports it. Either way
+the package is recorded against the files it came from: `own_package` tells the kernel audit that its modules'
+kernels are the candidate's own.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 import shutil
+import sys
+import types
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ksearch.gpu.cpp_ext import ExtensionBuildError
+from ksearch.gpu.tasks import fib_pkg
 
 _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _LOADED: dict[str, Callable[..., Any]] = {}
+# the digest of a Python solution's files -> the package they were imported as (the kernel audit asks)
+_PACKAGES: dict[str, str] = {}
 
 
 def _write(folder: Path, sources: Mapping[str, str]) -> list[Path]:
@@ -149,3 +162,78 @@ def _build_tvm_ffi(
         raise ExtensionBuildError(
             name, f"{type(e).__name__}: {str(e)[-20000:]}", texts["cuda"], texts["cpp"]
         ) from None
+
+
+# --------------------------------------------------------------------------- Python solutions of several files
+
+
+def _python_digest(solution: Mapping[str, Any], sources: Mapping[str, str]) -> str:
+    spec = solution.get("spec") or {}
+    return hashlib.sha256(repr((sorted(sources.items()), spec.get("entry_point"))).encode()).hexdigest()
+
+
+def load_python(
+    solution: Mapping[str, Any], sources: Mapping[str, str], definition: Mapping[str, Any]
+) -> Callable[..., Any]:
+    """Import a Python solution's files as one package and return its entry symbol."""
+    digest = _python_digest(solution, sources)
+    if fib_pkg.in_use():
+        fn, package = _fib_builder(solution, sources, definition)
+    else:
+        fn, package = _import_package(solution, sources, digest)
+    _PACKAGES[digest] = package
+    return fn
+
+
+def own_package(module: types.ModuleType) -> str | None:
+    """The package `load_python` imported from exactly the files this candidate module holds, if any."""
+    solution, sources = getattr(module, "FLASHINFER_SOLUTION", None), getattr(module, "SOURCES", None)
+    if not isinstance(solution, dict) or not isinstance(sources, dict):
+        return None
+    return _PACKAGES.get(_python_digest(solution, sources))
+
+
+def _fib_builder(
+    solution: Mapping[str, Any], sources: Mapping[str, str], definition: Mapping[str, Any]
+) -> tuple[Callable[..., Any], str]:
+    """FlashInfer-Bench's own builder (its PythonBuilder, or TritonBuilder for a Triton solution)."""
+    from flashinfer_bench.compile import BuilderRegistry, BuildError
+    from flashinfer_bench.data import Definition, Solution
+
+    fields = {
+        k: solution[k] for k in ("name", "definition", "author", "description", "spec") if k in solution
+    }
+    sol = Solution.model_validate(
+        {**fields, "sources": [{"path": p, "content": c} for p, c in sources.items()]}
+    )
+    try:
+        runnable = BuilderRegistry.get_instance().build(Definition.model_validate(dict(definition)), sol)
+    except BuildError as e:  # the import failed, or the entry symbol is missing or takes the wrong arguments
+        raise ImportError(f"FlashInfer-Bench's builder could not build the solution {sol.name!r}: {e}") from e
+    return runnable, str(runnable.metadata.misc["module_name"]).split(".")[0]
+
+
+def _import_package(
+    solution: Mapping[str, Any], sources: Mapping[str, str], digest: str
+) -> tuple[Callable[..., Any], str]:
+    """ksearch's own import, as FlashInfer-Bench's PythonBuilder imports: the files written under a package
+    folder named by the solution and its files, the entry module imported as `<package>.<dotted path>`."""
+    entry_file, _, symbol = str(solution["spec"]["entry_point"]).partition("::")
+    language = str(solution["spec"].get("language", "python"))
+    package = (
+        f"fib_{language}_"
+        + re.sub(r"\W", "_", str(solution.get("name", "solution")))[:40]
+        + "_"
+        + digest[:12]
+    )
+    root = Path.cwd() / "fib-python"
+    _write(root / package, sources)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    importlib.invalidate_caches()
+    module_name = ".".join([package, *PurePosixPath(entry_file).with_suffix("").parts])
+    module = importlib.import_module(module_name)
+    fn = getattr(module, symbol, None)
+    if not callable(fn):
+        raise ImportError(f"the entry point {entry_file}::{symbol}: {module_name} has no function {symbol!r}")
+    return fn, package

@@ -23,7 +23,7 @@ import torch
 
 from ksearch.gpu.checking import constant_like, finite_mean, pieces
 from ksearch.gpu.task import TaskError, Tolerance, Workload
-from ksearch.gpu.tasks.dtypes import FP8_DTYPES, accepted_dtypes, canonical_dtype
+from ksearch.gpu.tasks.dtypes import FP4_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
 
 if TYPE_CHECKING:
     from ksearch.gpu.task import Task
@@ -39,8 +39,13 @@ def torch_dtype(dtype: DTypeLike) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
     name = canonical_dtype(dtype)
-    if name is None or not hasattr(torch, name):
+    if name is None:
         raise TaskError(f"unknown dtype {dtype!r}; accepted: {accepted_dtypes()}")
+    if not hasattr(torch, name):
+        raise TaskError(
+            f"dtype {dtype!r} is torch.{name}, which this torch ({torch.__version__}) does not have; a newer "
+            "torch has it"
+        )
     return getattr(torch, name)
 
 
@@ -76,6 +81,9 @@ def signed(
     """
     dims = _shape(shape)
     dt = torch_dtype(dtype)
+    if dtype_name(dt) in FP4_DTYPES:
+        # torch converts nothing to packed 4-bit floats: random bytes, each two valid ones (e2m1 has no NaN/Inf)
+        return torch.randint(0, 256, dims, dtype=torch.uint8, device=device).view(dt)
     s = scale if scale is not None else 2.0 ** _cpu_uniform(-1.0, 1.0)
     m = shift if shift is not None else _cpu_uniform(-0.25, 0.25) * s
     x = torch.randn(dims, dtype=torch.float32, device=device) * s + m
@@ -135,6 +143,8 @@ def poisoned(shape: ShapeArg, dtype: DTypeLike, device: torch.device | str | Non
     """An output buffer pre-filled so that unwritten elements fail: NaN for floats, the minimum for ints."""
     dt = torch_dtype(dtype)
     dims = _shape((shape,))
+    if dtype_name(dt) in FP4_DTYPES:  # no NaN in e2m1 and no fill on packed floats: -6.0 in every nibble
+        return torch.full(dims, 0xFF, dtype=torch.uint8, device=device).view(dt)
     if dt.is_floating_point:
         return torch.full(dims, float("nan"), dtype=dt, device=device)
     if dt == torch.bool:

@@ -22,6 +22,7 @@ _ALLOW_NAMES = {
     "CUDA_PATH",
     "VIRTUAL_ENV",
     "MAX_JOBS",
+    "KSEARCH_FIB",  # whether FlashInfer-Bench's own package builds solutions (gpu/tasks/fib_pkg.py)
 }
 # Prefixes passed through (toolchains and their caches).
 _ALLOW_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "CUPY_", "NCCL_", "CUBLAS_", "NV_")

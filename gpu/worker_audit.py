@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,13 +22,26 @@ _GLOBAL_NAME = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[^
 class KernelAudit(WorkerCore):
     """Which kernels are the candidate's own, whether they ran, what they use."""
 
+    def _own_modules(self) -> list[Any]:
+        """The candidate module, and the modules of the package a Python solution of several files was imported
+        as (`fib_build.own_package`: from exactly the files the module holds): their kernels are its own."""
+        from ksearch.gpu import fib_build
+
+        if self.module is None:
+            return []
+        mods = [self.module]
+        package = fib_build.own_package(self.module)
+        if package is not None:
+            mods += [m for n, m in list(sys.modules.items()) if n == package or n.startswith(package + ".")]
+        return mods
+
     def _triton_functions(self) -> list[Any]:
         try:
             from triton.runtime.jit import JITFunction
         except ImportError:
             return []
         out = []
-        for v in list(vars(self.module).values()):
+        for v in [v for m in self._own_modules() for v in list(vars(m).values())]:
             seen = 0
             while v is not None and seen < 5:
                 if isinstance(v, JITFunction):
@@ -103,13 +117,16 @@ class KernelAudit(WorkerCore):
             from triton.runtime.interpreter import InterpretedFunction
         except ImportError:
             return [], None
-        name = getattr(self.module, "__name__", None)
+        names = {getattr(m, "__name__", None) for m in self._own_modules()}
         own = sorted(
-            v.__name__
-            for v in vars(self.module).values()
-            if isinstance(v, InterpretedFunction) and getattr(v.fn, "__module__", None) == name
+            {
+                v.__name__
+                for m in self._own_modules()
+                for v in vars(m).values()
+                if isinstance(v, InterpretedFunction) and getattr(v.fn, "__module__", None) in names
+            }
         )
-        with _count_launches(InterpretedFunction, name) as launched:
+        with _count_launches(InterpretedFunction, names) as launched:
             try:
                 self._call(fn, inputs)
             except CandidateFailure as cf:
@@ -170,13 +187,13 @@ class KernelAudit(WorkerCore):
 
 
 @contextlib.contextmanager
-def _count_launches(cls: Any, module_name: str | None) -> Iterator[list[str]]:
-    """Record launches (not warm-ups) of interpreted Triton functions defined in `module_name`."""
+def _count_launches(cls: Any, module_names: set[str | None]) -> Iterator[list[str]]:
+    """Record launches (not warm-ups) of interpreted Triton functions defined in one of `module_names`."""
     launched: list[str] = []
     original = cls.run
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-        if not warmup and getattr(self.fn, "__module__", None) == module_name:
+        if not warmup and getattr(self.fn, "__module__", None) in module_names:
             launched.append(self.fn.__name__)
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 

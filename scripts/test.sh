@@ -4,12 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+PY="${KSEARCH_VENV:-.venv}/bin/python"
+# FlashInfer-Bench's own package (the `fib` extra), so that the tests exercise both of ksearch's readers of its
+# data. Its declared dependencies (flashinfer-python and the CUDA stack, hundreds of MB) serve its GPU runner; what
+# ksearch uses of it is 146 KB of pure Python importing torch, pydantic, safetensors, filelock and
+# docstring-parser (the last three installed here if missing).
+"$PY" -m pip install -q --no-deps "flashinfer-bench==0.1.2"
+"$PY" -m pip install -q "safetensors>=0.5" filelock "docstring-parser>=0.16"
 # The web UI's browser tests drive Debian's Chromium; install it where we can (CI runs as root).
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "test.sh: could not install chromium; browser tests will skip" >&2
 fi
-PY="${KSEARCH_VENV:-.venv}/bin/python"
 # The type check first: packages, strictness and third-party exceptions are in [tool.mypy] (pyproject.toml).
 "$PY" -m mypy
 # Several workers: much of a test's time is spent waiting on subprocesses, servers and sandbox workers (on two cores

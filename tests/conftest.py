@@ -8,7 +8,11 @@ import os
 import pytest
 import torch
 
+from ksearch.gpu.tasks import fib_pkg
+
 _HAS_CUDA = torch.cuda.is_available()
+FIB_INSTALLED = fib_pkg.installed()
+NO_FIB = "FlashInfer-Bench's package (the `fib` extra) is not installed"
 if not _HAS_CUDA:
     # Must be set before triton is first imported: the interpreter is chosen at decoration time.
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -37,3 +41,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def minimal_fib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FlashInfer-Bench data read by ksearch's minimal reader even where its package is installed (for tests of
+    ksearch's own messages)."""
+    monkeypatch.setenv(fib_pkg.ENV, "minimal")
+
+
+# the package's first answer in a process takes seconds (its child process imports torch): `slow`
+@pytest.fixture(params=["minimal", pytest.param("package", marks=pytest.mark.slow)])
+def fib_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each FlashInfer-Bench test twice: ksearch's minimal reader, and FlashInfer-Bench's own package (skipped,
+    saying so, where it is not installed)."""
+    if request.param == "package" and not FIB_INSTALLED:
+        pytest.skip(NO_FIB)
+    monkeypatch.setenv(fib_pkg.ENV, "minimal" if request.param == "minimal" else "auto")
+    return str(request.param)

@@ -11,12 +11,8 @@ import re
 
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
-from ksearch.gpu.tasks.fib_solution import (
-    Identity,
-    SolutionError,
-    looks_like_solution,
-    solution_from_candidate,
-)
+from ksearch.gpu.tasks.fib_export import Identity, solution_from_candidate, solution_json
+from ksearch.gpu.tasks.fib_solution import SolutionError, looks_like_solution
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.export_kernel import CPU_STATUS, exported_attempt
 from ksearch.tools.schema import ToolModel
@@ -106,4 +102,4 @@ async def export_solution(ws: Workspace, search: int | str, attempt: int | None 
         target_hardware=[re.sub(r"\s+", "_", device.strip()) if device else "cuda"],
     )
     sol = solution_from_candidate(cand.source, cand.language, task, who)
-    return SolutionOut(search_id=s.id, attempt_id=a.id, name=sol.name, solution_json=sol.to_json())
+    return SolutionOut(search_id=s.id, attempt_id=a.id, name=sol.name, solution_json=solution_json(sol))

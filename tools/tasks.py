@@ -124,6 +124,9 @@ class TaskOut(ToolModel):
     reference_rounding: RoundingProbe | None = None
     """The reference's own result on the smoke workload against its float64 run, judged by the task's rule
     (measured once per file content with the task's facts; None when facts are off or could not be derived)."""
+    read_by: str | None = None
+    """Who read a FlashInfer-Bench definition: `flashinfer-bench <version>` (its own package, the `fib` extra) or
+    `minimal` (ksearch's own reader); None for the other formats."""
     definition: dict[str, Any]
     """The whole task as loaded, as JSON data (the seeds' sources only with sources=true)."""
 
@@ -254,6 +257,7 @@ async def show_task(inp: ShowTaskIn) -> TaskOut:
         seeds=[_seed(lang, src, inp.sources) for lang, src in task.seeds.items()],
         warnings=_warnings(task, facts),
         reference_rounding=facts.rounding,
+        read_by=(task.extras.get("fib") or {}).get("reader"),
         definition=task.model_dump(mode="json", exclude=set() if inp.sources else {"seeds"}),
     )
 

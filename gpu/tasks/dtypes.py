@@ -5,8 +5,11 @@ from __future__ import annotations
 # Canonical names are torch's attribute names (torch.float32, torch.bfloat16, ...).
 FLOAT_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
 FP8_DTYPES: tuple[str, ...] = ("float8_e4m3fn", "float8_e5m2")
+# Two 4-bit floats packed in each byte (torch.float4_e2m1fn_x2, in newer torch only): FlashInfer-Bench's
+# `float4_e2m1`. torch has no arithmetic on it, only views: values are compared after decoding (checking.py).
+FP4_DTYPES: tuple[str, ...] = ("float4_e2m1fn_x2",)
 INT_DTYPES: tuple[str, ...] = ("int64", "int32", "int16", "int8", "uint8")
-DTYPES: tuple[str, ...] = (*FLOAT_DTYPES, *FP8_DTYPES, *INT_DTYPES, "bool")
+DTYPES: tuple[str, ...] = (*FLOAT_DTYPES, *FP8_DTYPES, *FP4_DTYPES, *INT_DTYPES, "bool")
 
 _ALIASES = {
     "fp32": "float32",
@@ -23,6 +26,7 @@ _ALIASES = {
     "e4m3": "float8_e4m3fn",
     "fp8_e5m2": "float8_e5m2",
     "e5m2": "float8_e5m2",
+    "float4_e2m1": "float4_e2m1fn_x2",  # FlashInfer-Bench's name; it maps it to the same torch dtype
     "long": "int64",
     "int": "int32",
 }

@@ -2,10 +2,16 @@
 
 Definition: named const/var axes, ordered named inputs and outputs (dtype, shape over axes, or
 shape null for a Python scalar), optional constraints between axes, and a PyTorch reference
-defining `run(...)` that takes the inputs by name. Workloads JSONL: one workload a line (bare, or
-wrapped as {"definition": ..., "workload": {...}}) giving every var axis a value and each input a
+defining `run(...)`, called positionally with the inputs in order. Workloads JSONL: one workload a line
+(bare, or wrapped as {"definition": ..., "workload": {...}}) giving every var axis a value and each input a
 source: {"type": "random"}, {"type": "scalar", "value": ...} or {"type": "safetensors", "path":
-..., "tensor_key": ...}. As an extension, a random integer input may state "low"/"high" bounds.
+..., "tensor_key": ...}. As an extension, a random integer input may state "low"/"high" bounds. A field
+written without its default (FlashInfer-Bench's `save_json_file` leaves them out: an axis `{}` or
+`{"value": 256}`, an input source without `type`) is read as FlashInfer-Bench's models read it.
+
+Two readers (`_read`): FlashInfer-Bench's own package where it is in use (gpu/tasks/fib_pkg.py: its models,
+its TraceSet's way of gathering a dataset's workloads, its configuration), else the minimal one here, with
+ksearch's record of its settings (the constants below). Both feed the same checks and the same Task.
 
 Read as FlashInfer-Bench reads it: in a FlashInfer-Trace dataset (the TraceSet layout,
 `<root>/definitions/<op_type>/<name>.json`, `<root>/workloads/<op_type>/<name>.jsonl`,
@@ -27,11 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.gpu.task import Task, TaskError, Tolerance, Workload
-from ksearch.gpu.tasks.dtypes import FLOAT_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
+from ksearch.gpu.tasks import fib_pkg
+from ksearch.gpu.tasks.dtypes import FLOAT_DTYPES, FP4_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
+from ksearch.gpu.tasks.fib_pkg import FibConfig
 from ksearch.gpu.tasks.specs import task_error
 
 SMOKE_AXIS_CAP = 16
 INPUT_TYPES = ("random", "scalar", "safetensors")
+# What a Solution built by FlashInfer-Bench's own builders needs of the definition (gpu/fib_build.py)
+_DEFINITION_KEYS = ("name", "op_type", "description", "axes", "inputs", "outputs", "reference", "constraints")
 
 # FlashInfer-Bench's default evaluator: an element fails when it is off by more than FIB_ATOL *and*
 # by more than FIB_RTOL relative to the reference; every element must pass, except for MoE
@@ -64,10 +74,13 @@ FIB_INT_RANGES: dict[str, tuple[int, int]] = {
 
 
 def _axes(raw: Any, path: Path) -> dict[str, dict[str, Any]]:
-    if not isinstance(raw, dict) or not raw:
+    if not isinstance(raw, dict):
         raise task_error(path, "axes", 'must be a mapping of axis name -> {"type": "const"|"var", ...}')
     axes: dict[str, dict[str, Any]] = {}
     for name, spec in raw.items():
+        if isinstance(spec, dict) and "type" not in spec:
+            # FlashInfer-Bench's own writer leaves defaults out: {"value": 256} is a const axis, {} a var one
+            spec = {**spec, "type": "const" if "value" in spec else "var"}
         if not isinstance(spec, dict) or spec.get("type") not in ("const", "var"):
             got = spec.get("type") if isinstance(spec, dict) else spec
             raise task_error(path, f"axes.{name}.type", f"{got!r} is not one of const, var")
@@ -132,11 +145,19 @@ def _reference(raw: Any, path: Path, inputs: dict[str, Any]) -> str:
     run = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run"), None)
     if run is None:
         raise task_error(path, "reference", "defines no top-level function `run`")
-    params = {a.arg for a in [*run.args.posonlyargs, *run.args.args, *run.args.kwonlyargs]}
-    missing = [n for n in inputs if n not in params]
-    if missing and run.args.kwarg is None:
+    # FlashInfer-Bench calls the reference positionally, inputs in the definition's order, whatever its
+    # parameters are named; it checks their number (any number up to the inputs' with *args)
+    a = run.args
+    positional = [p.arg for p in [*a.posonlyargs, *a.args]]
+    required_kw = [k.arg for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None]
+    n = len(inputs)
+    if required_kw or (len(positional) > n if a.vararg else len(positional) != n):
+        takes = ", ".join([*positional, *(["*" + a.vararg.arg] if a.vararg else []), *required_kw])
         raise task_error(
-            path, "reference", f"run(...) must take every input by name; missing: {', '.join(missing)}"
+            path,
+            "reference",
+            f"run({takes}) cannot take the {n} input(s) positionally, in the definition's order "
+            f"({', '.join(inputs)}), as FlashInfer-Bench calls it: it needs {n} positional parameter(s)",
         )
     return raw
 
@@ -217,6 +238,16 @@ def _bind_inputs(
     for name, spec in inputs.items():
         desc = raw.get(name, {"type": "random"})
         field = f"{where}: inputs.{name}"
+        if isinstance(desc, dict) and "type" not in desc:
+            # written without its default: its fields say which it is, as FlashInfer-Bench's model reads it
+            kind = (
+                "safetensors"
+                if "path" in desc and "tensor_key" in desc
+                else "scalar"
+                if "value" in desc
+                else "random"
+            )
+            desc = {**desc, "type": kind}
         if not isinstance(desc, dict) or desc.get("type") not in INPUT_TYPES:
             got = desc.get("type") if isinstance(desc, dict) else desc
             raise TaskError(f"{field}.type: {got!r} is not one of {', '.join(INPUT_TYPES)}")
@@ -294,18 +325,46 @@ def find_workloads_file(definition: Path, name: str | None = None) -> Path:
     )
 
 
-def fib_tolerance(name: str, op_type: str) -> Tolerance:
+def minimal_config(name: str, op_type: str) -> FibConfig:
+    """FlashInfer-Bench's settings for a definition as ksearch records them (the reader without its package)."""
+    return FibConfig(
+        reader="minimal",
+        atol=FIB_ATOL,
+        rtol=FIB_RTOL,
+        matched_ratio=matched_ratio(name, op_type),
+        evaluator="DefaultEvaluator",
+        int_ranges=dict(FIB_INT_RANGES),
+        warmup=FIB_EVALUATOR["warmup"],
+        iterations=FIB_EVALUATOR["iterations"],
+        trials=FIB_EVALUATOR["trials"],
+    )
+
+
+def fib_tolerance(config: FibConfig) -> Tolerance:
     """FlashInfer-Bench's default rule as a ksearch Tolerance (for the checks that use one).
 
     The task's own check (FlashInferRuntime.check) applies the exact rule; on float outputs ksearch's
     |d| <= atol + rtol*|ref| with the same numbers is never stricter than FlashInfer-Bench's
     (|d| <= atol or |d| <= rtol*|ref|)."""
-    floats = (*FLOAT_DTYPES, *FP8_DTYPES)
+    floats = (*FLOAT_DTYPES, *FP8_DTYPES, *FP4_DTYPES)
     return Tolerance(
-        atol=dict.fromkeys(floats, FIB_ATOL),
-        rtol=dict.fromkeys(floats, FIB_RTOL),
-        mismatch_ratio=round(1.0 - matched_ratio(name, op_type), 6),
+        atol=dict.fromkeys(floats, config.atol),
+        rtol=dict.fromkeys(floats, config.rtol),
+        mismatch_ratio=round(1.0 - config.matched_ratio, 6),
     )
+
+
+def evaluator_notes(name: str, op_type: str, config: FibConfig) -> list[str]:
+    """Where ksearch judges a definition differently from FlashInfer-Bench: with its package, the evaluators it
+    resolves besides its default rule (and the low-bit one, a matched ratio); without, ksearch's record."""
+    if config.reader == "minimal":
+        return special_evaluator_notes(name, op_type)
+    if config.evaluator in ("DefaultEvaluator", "LowBitEvaluator"):
+        return []
+    return [
+        f"FlashInfer-Bench judges this definition with its {config.evaluator}; ksearch applies the default rule "
+        f"(atol {config.atol:g} and rtol {config.rtol:g} on every output), which may be stricter here"
+    ]
 
 
 def special_evaluator_notes(name: str, op_type: str) -> list[str]:
@@ -333,12 +392,12 @@ def matched_ratio(name: str, op_type: str) -> float:
     return FIB_MOE_MATCHED_RATIO if op_type == "moe" or "moe_fp8_block_scale" in name else 1.0
 
 
-def _read_jsonl(path: Path, definition_name: str) -> list[tuple[int, dict[str, Any]]]:
+def _read_jsonl(path: Path, definition_name: str) -> list[tuple[str, int, dict[str, Any]]]:
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    rows: list[tuple[int, dict[str, Any]]] = []
+    rows: list[tuple[str, int, dict[str, Any]]] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -354,7 +413,7 @@ def _read_jsonl(path: Path, definition_name: str) -> list[tuple[int, dict[str, A
             obj = obj["workload"]
             if not isinstance(obj, dict):
                 raise TaskError(f"{path} line {lineno}: workload: must be a JSON object")
-        rows.append((lineno, obj))
+        rows.append((str(path), lineno, obj))
     if not rows:
         raise TaskError(f"{path}: no workloads for definition {definition_name!r}")
     return rows
@@ -407,27 +466,47 @@ def load_definition(path: Path) -> dict[str, Any]:
     return raw
 
 
-def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
-    path = path.resolve()
-    raw = load_definition(path)
+def _read(
+    path: Path, raw: dict[str, Any], workloads_path: Path | None, root: Path | None
+) -> tuple[dict[str, Any], list[tuple[str, int, dict[str, Any]]], FibConfig, Path]:
+    """The definition, its workload lines (file, line, workload), FlashInfer-Bench's settings for it and the
+    workloads file: through FlashInfer-Bench's package where it is in use (gpu/tasks/fib_pkg.py), else read
+    here. In a dataset, the package gathers the definition's workloads from every JSONL under `workloads/`
+    as its TraceSet does, and ksearch's reader looks for `<name>.jsonl` there."""
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise task_error(path, "name", "missing; a definition needs a unique name")
+    if fib_pkg.in_use():
+        named = workloads_path or (find_workloads_file(path, name) if root is None else None)
+        got = fib_pkg.read(path, named, root)
+        first = Path(got.rows[0][0])
+        return got.definition, got.rows, got.config, first
+    wpath = workloads_path or find_workloads_file(path, name)
+    op_type = str(raw.get("op_type") or raw.get("type") or "")
+    return raw, _read_jsonl(wpath, name), minimal_config(name, op_type), wpath
+
+
+def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
+    path = path.resolve()
+    root = dataset_root(path)
+    raw, rows, config, wpath = _read(
+        path, load_definition(path), workloads_path.resolve() if workloads_path else None, root
+    )
+    name = str(raw["name"])
     axes = _axes(raw.get("axes"), path)
     inputs = _tensors(raw.get("inputs"), path, "inputs", axes)
     outputs = _tensors(raw.get("outputs"), path, "outputs", axes)
     reference = _reference(raw.get("reference"), path, inputs)
     constraints = _constraints(raw.get("constraints"), path, axes)
 
-    wpath = (workloads_path or find_workloads_file(path, name)).resolve()
-    root = dataset_root(path)
+    wpath = wpath.resolve()
     # FlashInfer-Bench resolves a dataset's safetensors paths against its root only; loose files
     # (no dataset around them) against the JSONL's folder, the definition's, then the working directory.
     bases = [root] if root is not None else [wpath.parent, path.parent, Path.cwd()]
     workloads: list[Workload] = []
     seen: set[str] = set()
-    for lineno, obj in _read_jsonl(wpath, name):
-        where = f"{wpath} line {lineno}"
+    for file, lineno, obj in rows:
+        where = f"{file} line {lineno}"
         values = _bind_axes(obj.get("axes", {}), where, axes)
         for c in constraints:
             if not eval_constraint(c, {**_consts(axes), **values}):
@@ -447,7 +526,7 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
 
     op_type = str(raw.get("op_type") or raw.get("type") or "")
     out_dtypes = [o["dtype"] for o in outputs.values()]
-    dtype = next((d for d in out_dtypes if d in (*FLOAT_DTYPES, *FP8_DTYPES)), out_dtypes[0])
+    dtype = next((d for d in out_dtypes if d in (*FLOAT_DTYPES, *FP8_DTYPES, *FP4_DTYPES)), out_dtypes[0])
     description = str(raw.get("description") or "")
     return Task(
         name=name,
@@ -462,7 +541,7 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
         candidate_entry="run",
         smoke_derived=True,
         has_cost=True,
-        tolerance=fib_tolerance(name, op_type),
+        tolerance=fib_tolerance(config),
         extras={
             "axes": axes,
             "inputs": inputs,
@@ -471,10 +550,17 @@ def load_flashinfer(path: Path, workloads_path: Path | None = None) -> Task:
             "constraints": constraints,
             "workloads_path": str(wpath),
             "dataset_root": str(root) if root is not None else None,
-            "matched_ratio": matched_ratio(name, op_type),
+            "matched_ratio": config.matched_ratio,
             "tags": list(raw.get("tags") or []),
             "smoke_note": smoke_note,
-            "evaluator": dict(FIB_EVALUATOR),
-            "notes": special_evaluator_notes(name, op_type),
+            "evaluator": {
+                **FIB_EVALUATOR,
+                "warmup": config.warmup,
+                "iterations": config.iterations,
+                "trials": config.trials,
+            },
+            "fib": config.model_dump(mode="json"),
+            "definition": {k: raw[k] for k in _DEFINITION_KEYS if k in raw},
+            "notes": evaluator_notes(name, op_type, config),
         },
     )

@@ -1,9 +1,11 @@
 """Running a FlashInfer-Bench task: inputs from axes and descriptors, reference `run`, both candidate styles.
 
-Candidates define `run` taking the inputs by name. Destination-passing style also takes every
-output by name and writes into it (the runtime allocates them NaN-filled on every call);
-value-returning style returns the output(s). The style is read from run's signature, or from a
-module-level `DESTINATION_PASSING = True/False` when given.
+The reference's `run` is called positionally, inputs in the definition's order, as FlashInfer-Bench calls it
+(its parameters may be named otherwise). Candidates define `run` taking the inputs by name.
+Destination-passing style also takes every output by name and writes into it (the runtime allocates them
+NaN-filled on every call); value-returning style returns the output(s). The style is read from run's
+signature, or from a module-level `DESTINATION_PASSING = True/False` when given. The tolerances and integer
+ranges are the task's (`extras["fib"]`: FlashInfer-Bench's package's where it read the task).
 
 Outputs are judged by FlashInfer-Bench's default rule (`check`): same shape and dtype, no NaN/Inf,
 and an element fails only when it is off by more than atol and, relative to the reference, by more
@@ -24,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ksearch.gpu.checking import pieces, unravel
+from ksearch.gpu.checking import decoded, is_packed, pieces, unravel
 from ksearch.gpu.inputs import poisoned, random_tensor, torch_dtype
 from ksearch.gpu.task import Cost, Task, TaskError, Workload
 from ksearch.gpu.tasks.flashinfer import FIB_ATOL, FIB_INT_RANGES, FIB_RTOL, axis_value
@@ -51,6 +53,13 @@ class FlashInferRuntime:
         filename.write_text(source)
         self.reference = exec_module(source, f"_ksearch_fib_ref_{digest}", filename)
         self._files: dict[str, dict[str, torch.Tensor]] = {}
+        # FlashInfer-Bench's settings as the task was read (its package's, or ksearch's record of them)
+        fib = ex.get("fib") or {}
+        self.atol = float(fib.get("atol", FIB_ATOL))
+        self.rtol = float(fib.get("rtol", FIB_RTOL))
+        self.int_ranges: dict[str, tuple[int, int]] = {
+            k: (int(v[0]), int(v[1])) for k, v in (fib.get("int_ranges") or FIB_INT_RANGES).items()
+        }
 
     # ------------------------------------------------------------------ shapes and inputs
 
@@ -82,7 +91,9 @@ class FlashInferRuntime:
                 if (
                     spec["shape"] is None
                 ):  # a scalar the workload does not give: random, as FlashInfer-Bench does
-                    out.append(random_scalar(spec["dtype"], desc.get("low"), desc.get("high")))
+                    out.append(
+                        random_scalar(spec["dtype"], desc.get("low"), desc.get("high"), self.int_ranges)
+                    )
                     continue
                 shape = self._shape(spec, workload)
                 if desc["type"] == "safetensors":
@@ -94,7 +105,7 @@ class FlashInferRuntime:
                         )
                     out.append(t.to(device))
                 else:
-                    low, high = FIB_INT_RANGES.get(spec["dtype"], (None, None))
+                    low, high = self.int_ranges.get(spec["dtype"], (None, None))
                     out.append(
                         random_tensor(
                             shape, spec["dtype"], device, desc.get("low", low), desc.get("high", high)
@@ -130,7 +141,7 @@ class FlashInferRuntime:
 
         def call(inputs: list) -> Any:
             with torch.no_grad():
-                return self._ordered(run(**self._kwargs(inputs)), "the reference run()")
+                return self._ordered(run(*inputs), "the reference run()")
 
         return call
 
@@ -191,7 +202,7 @@ class FlashInferRuntime:
         kwargs = self._kwargs(inputs)
         if module is None:
             ref_run = self.reference.run
-            return (lambda: ref_run(**kwargs)), (lambda v: self._ordered(v, "the reference run()")), ()
+            return (lambda: ref_run(*inputs)), (lambda v: self._ordered(v, "the reference run()")), ()
         run = getattr(module, "run", None)
         if run is None:
             raise CandidateError("the candidate defines no `run`")
@@ -220,7 +231,7 @@ class FlashInferRuntime:
         exps = list(expected) if isinstance(expected, tuple | list) else [expected]
         if len(gots) != len(exps):
             return self._verdict(workload, "wrong_shape", f"{len(gots)} output(s), expected {len(exps)}")
-        atol, rtol = FIB_ATOL, FIB_RTOL
+        atol, rtol = self.atol, self.rtol
         ratio = float(self.task.extras.get("matched_ratio", 1.0))
         total = {"max_abs_err": 0.0, "max_rel_err": 0.0, "mismatches": 0, "numel": 0}
         for i, (g, e) in enumerate(zip(gots, exps, strict=True)):
@@ -239,6 +250,10 @@ class FlashInferRuntime:
                     "wrong_dtype",
                     f"output {name!r}: dtype {g.dtype}, expected {e.dtype}".replace("torch.", ""),
                 )
+            if is_packed(
+                e
+            ):  # packed 4-bit floats: compared by value, unpacked (indices count unpacked values)
+                g, e = decoded(g), decoded(e)
             st = _fib_stats(g, e, atol, rtol)
             if st["nonfinite"]:
                 return self._verdict(
@@ -293,13 +308,19 @@ class FlashInferRuntime:
         return Cost(flops=0.0, bytes=float(total), dtype=self.task.dtype)
 
 
-def random_scalar(dtype: str, low: int | None = None, high: int | None = None) -> float | int | bool:
+def random_scalar(
+    dtype: str,
+    low: int | None = None,
+    high: int | None = None,
+    ranges: dict[str, tuple[int, int]] | None = None,
+) -> float | int | bool:
     """A random value for a scalar input no workload describes: normal for floats, FlashInfer-Bench's
-    integer ranges. Drawn from Python's seeded `random`, so it needs no tensor (fake-tensor runs too)."""
+    integer `ranges`. Drawn from Python's seeded `random`, so it needs no tensor (fake-tensor runs too)."""
+    ranges = FIB_INT_RANGES if ranges is None else ranges
     if dtype == "bool":
         return random.random() < 0.5
-    if dtype in FIB_INT_RANGES or dtype.startswith(("int", "uint")):
-        lo, hi = FIB_INT_RANGES.get(dtype, (0, 128))
+    if dtype in ranges or dtype.startswith(("int", "uint")):
+        lo, hi = ranges.get(dtype, (0, 128))
         return random.randrange(lo if low is None else low, hi if high is None else high)
     return random.gauss(0.0, 1.0)
 

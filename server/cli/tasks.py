@@ -131,7 +131,9 @@ def _print_task(task: TaskOut, tunables: dict[str, dict[str, object]]) -> None:
         f"op {task.op or '?'} · dtype {task.dtype} · {task.bound}-bound · format {task.style} · "
         f"candidates define `{task.candidate_entry}` · cost model: {'yes' if task.has_cost else 'no'}"
     )
-    console.print(f"source: {task.source_path}")
+    reader = "ksearch's own reader" if task.read_by == "minimal" else task.read_by  # FlashInfer-Bench only
+    read_by = f" (read by {reader})" if reader else ""
+    console.print(f"source: {task.source_path}{read_by}", markup=False, highlight=False)
     if task.description:  # docstrings are hard-wrapped: reflow each paragraph to the terminal
         paragraphs = [" ".join(p.split()) for p in task.description.split("\n\n")]
         console.print("\n\n".join(paragraphs), markup=False, highlight=False)

@@ -16,9 +16,9 @@ from uihelp import arun, with_store
 
 from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.fib_export import EXPORT_MARK
 from ksearch.gpu.tasks.fib_solution import (
     ADAPTER_MARK,
-    EXPORT_MARK,
     Solution,
     parse_solution,
     solution_to_candidate,

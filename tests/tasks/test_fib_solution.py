@@ -20,6 +20,7 @@ from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.fib_solution import (
     ADAPTER_MARK,
+    SOLUTION_MARK,
     Solution,
     SolutionError,
     looks_like_solution,
@@ -55,7 +56,11 @@ def test_a_run_that_takes_the_definition_s_names_is_the_candidate_itself() -> No
     task = load_task(str(RMSNORM))
     sol = parse_solution(ROWS.read_text())
     c = solution_to_candidate(sol, task)
-    assert c.language == "triton" and c.source == sol.source("main.py") and "as it is" in c.how
+    head, _, block = c.source.partition(SOLUTION_MARK)
+    assert c.language == "triton" and head == sol.source("main.py") + "\n\n" and "as it is" in c.how
+    # after the file, only what export needs to give the Solution back: its name, author and entry path
+    assert "'name': 'rmsnorm_h128_triton_rows'" in block and "'author': 'ksearch-fixtures'" in block
+    assert "def run" not in block and "DESTINATION_PASSING" not in block
 
 
 def test_another_entry_point_gets_an_adapter_after_the_file(tmp_path: Path) -> None:
@@ -108,13 +113,14 @@ def test_looks_like_solution() -> None:
         (lambda d: d["spec"].update(entry_point="main.py::forward"), "main.py defines no top-level 'forward'"),
         (lambda d: d["spec"].update(entry_point="main.py"), "spec.entry_point: must be '<file path>::<function name>'"),
         (lambda d: d["spec"].update(entry_point="kernel.py::run"), "the file 'kernel.py' is not among the sources"),
-        (lambda d: d["sources"].append({"path": "util.py", "content": "X = 1\n"}), "has 2 Python files"),
+        (lambda d: (d["sources"].append({"path": "util.py", "content": "X = 1\n"}),
+                    d["spec"].update(entry_point="main.py::forward")), "main.py defines no top-level 'forward'"),
         (lambda d: d["sources"].append({"path": "../escape.h", "content": "x"}), "without '..'"),
         (lambda d: d["sources"][0].update(content="def run(:\n"), "main.py: line 1: does not parse as Python"),
         (lambda d: d.pop("author"), "author: Field required"),
     ],
 )  # fmt: skip
-def test_refusals_name_what_is_wrong(change: Any, expect: str) -> None:
+def test_refusals_name_what_is_wrong(change: Any, expect: str, minimal_fib: None) -> None:
     raw = json.loads(ROWS.read_text())
     change(raw)
     with pytest.raises(SolutionError) as info:
@@ -308,7 +314,7 @@ def test_a_triton_solution_evaluates_on_the_gpu_with_the_dataset_s_inputs() -> N
     assert not ev["pure_pytorch"]
 
 
-def test_candidate_ref_takes_a_solution_json_as_one_of_its_forms() -> None:
+def test_candidate_ref_takes_a_solution_json_as_one_of_its_forms(minimal_fib: None) -> None:
     from pydantic import ValidationError
 
     from ksearch.tools.common import CandidateRef, solution_candidate

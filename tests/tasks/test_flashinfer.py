@@ -164,8 +164,8 @@ def _set(path: list[str], value: Any) -> Any:
     ("edit", "expect"),
     [
         (
-            _set(["inputs", "x", "dtype"], "float4_e2m1"),
-            "d.json: inputs.x.dtype: unknown dtype 'float4_e2m1'",
+            _set(["inputs", "x", "dtype"], "float3_e1m1"),
+            "d.json: inputs.x.dtype: unknown dtype 'float3_e1m1'",
         ),
         (_set(["inputs", "x", "shape"], ["tokens", "width"]), "inputs.x.shape: axis 'width' is not declared"),
         (_set(["axes", "hidden", "type"], "fixed"), "axes.hidden.type: 'fixed' is not one of const, var"),
@@ -174,12 +174,17 @@ def _set(path: list[str], value: Any) -> Any:
             _set(["reference"], "def main(x):\n    return x\n"),
             "reference: defines no top-level function `run`",
         ),
-        (_set(["reference"], "def run(x, eps):\n    return x\n"), "missing: weight"),
+        (
+            _set(["reference"], "def run(x, eps):\n    return x\n"),
+            "run(x, eps) cannot take the 3 input(s) positionally, in the definition's order (x, weight, eps)",
+        ),
+        (_set(["reference"], "def run(**kw):\n    return kw\n"), "it needs 3 positional parameter(s)"),
+        (_set(["reference"], "def run(x, w, *, eps):\n    return x\n"), "run(x, w, eps) cannot take"),
         (_set(["name"], KeyError), "d.json: name: missing"),
         (_set(["constraints"], ["tokens % 8 == 0"]), "constraint 'tokens % 8 == 0' does not hold"),
     ],
 )
-def test_malformed_definitions(tmp_path: Path, edit: Any, expect: str) -> None:
+def test_malformed_definitions(tmp_path: Path, edit: Any, expect: str, minimal_fib: None) -> None:
     assert expect in _broken(tmp_path, edit)
 
 
@@ -198,7 +203,7 @@ def test_malformed_definitions(tmp_path: Path, edit: Any, expect: str) -> None:
         ({"uuid": "u", "axes": {"tokens": 2}, "inputs": {"w": {"type": "random"}}}, "inputs.w: not an input"),
     ],
 )  # fmt: skip
-def test_malformed_workloads(tmp_path: Path, line: dict[str, Any], expect: str) -> None:
+def test_malformed_workloads(tmp_path: Path, line: dict[str, Any], expect: str, minimal_fib: None) -> None:
     assert expect in _broken(tmp_path, lambda d: None, [line])
 
 

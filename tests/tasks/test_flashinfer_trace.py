@@ -77,7 +77,7 @@ def test_a_path_relative_to_the_jsonl_is_not_the_dataset_s(tmp_path: Path) -> No
     assert f"paths are relative to the dataset root {root.resolve()}" in msg
 
 
-def test_workloads_found_under_any_op_type_folder(tmp_path: Path) -> None:
+def test_workloads_found_under_any_op_type_folder(tmp_path: Path, minimal_fib: None) -> None:
     root = tmp_path / "trace"
     shutil.copytree(TRACE, root)
     (root / "workloads" / "norms").mkdir()
@@ -123,7 +123,7 @@ def test_random_integers_use_flashinfer_bench_s_ranges() -> None:
     assert int(positions.min()) < -900 and int(positions.max()) > 900  # the whole range, negatives included
 
 
-def test_default_tolerances_and_matched_ratio() -> None:
+def test_default_tolerances_and_matched_ratio(minimal_fib: None) -> None:
     rms, moe = load_task(str(RMSNORM)), load_task(str(MOE))
     assert rms.tolerance.for_dtype("bfloat16") == (1e-2, 1e-2) and rms.tolerance.for_dtype("float32") == (
         1e-2,
@@ -162,7 +162,7 @@ def test_the_check_is_flashinfer_bench_s_rule() -> None:
     assert shape is not None and shape.kind == "wrong_shape"
 
 
-def test_moe_needs_95_percent_of_the_elements() -> None:
+def test_moe_needs_95_percent_of_the_elements(minimal_fib: None) -> None:
     exp = torch.zeros(10, 10)
     four = exp.clone()
     four.view(-1)[:4] = 1.0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ksearch.gpu.tasks.fib_solution import parse_solution
+from ksearch.gpu.tasks.fib_solution import SOLUTION_MARK, parse_solution
 from ksearch.tools.common import resolve_candidate
 from ksearch.tools.solutions import SolutionError, export_solution, is_solution, submitted_candidate
 from ksearch.tools.workspace import Workspace
@@ -98,7 +98,8 @@ async def test_a_submitted_solution_loads_as_its_candidate_and_is_checked_agains
 ) -> None:
     rms = ws.task(str(RMSNORM))
     cand = await resolve_candidate(ws, submitted_candidate(ROWS.read_text(), "triton"), rms)
-    assert cand.language == "triton" and cand.source == NATIVE
+    # the file itself, then the Solution's name, author and entry path (kept for export)
+    assert cand.language == "triton" and cand.source.partition(SOLUTION_MARK)[0] == NATIVE + "\n\n"
     with pytest.raises(SolutionError, match="'softmax' is a kernelbench task"):
         await resolve_candidate(ws, submitted_candidate(ROWS.read_text(), "triton"), ws.task("softmax"))
 
