@@ -194,7 +194,7 @@ def test_compile_mode_is_set_on_a_new_search_and_fixed_after(tmp_path: Path) -> 
     unknown = ksearch("run", "softmax", "--timing-protocol", "gpu-mode", "--db", str(db))
     assert unknown.returncode != 0 and "accepted: ksearch, gpumode, kernelbench, flashinfer" in unknown.stderr
     # KernelBench's precision likewise, and only for a KernelBench problem file
-    half = ksearch("run", "softmax", "--precision", "fp16", "--rounds", "2", "--plain", "--db", str(db))
+    half = ksearch("run", SOFTMAX, "--precision", "fp16", "--rounds", "2", "--plain", "--db", str(db))
     said = " ".join(half.stderr.split())
     assert half.returncode != 0 and "runs its task's inputs as drawn (no KernelBench precision)" in said
     assert "fixed when it was created; --precision fp16 needs a new search (--new)" in said
