@@ -44,8 +44,11 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing candidate leaves no core file
     import torch  # after the fd juggling: CUDA/triton banners go to stderr
 
+    from ksearch.gpu import build_baton
     from ksearch.gpu.tasks import input_cache
     from ksearch.gpu.worker_state import WorkerState
+
+    build_baton.install()  # a build killed in another worker must not hang this one's (the cache is shared)
 
     if cfg.get("memory_bytes"):
         input_cache.BUDGET_BYTES = input_cache.budget_for(int(cfg["memory_bytes"]))

@@ -4,14 +4,13 @@ the real compiler: Triton's bundled ptxas from a CPU dry run without a GPU, nvcc
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ksearch.gpu.compiler import find_nvcc
+from tests.fixtures.cli import ksearch_cli
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -24,19 +23,8 @@ ROWS = TRACE / "solutions" / "ksearch-fixtures" / "rmsnorm" / "rmsnorm_h128" / "
 
 
 def _ksearch(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "TMPDIR": str(tmp),  # the sandbox's scratch and compile cache: this test's own
-        "KSEARCH_FACTS_CACHE": str(tmp / "facts"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "ksearch.server.cli", "compile", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp,
-        timeout=280,
+    return ksearch_cli(
+        tmp, "compile", *args, extra_env={"KSEARCH_FACTS_CACHE": str(tmp / "facts")}, timeout=280
     )
 
 

@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ksearch.gpu import jail
 from ksearch.server.cli.sandbox import detect_language
+from tests.fixtures.cli import ksearch_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).parent / "fixtures"
 
 
 def _ksearch(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
-    return subprocess.run(
-        [sys.executable, "-m", "ksearch.server.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp,
-        timeout=300,
-    )
+    return ksearch_cli(tmp, *args)
 
 
 @pytest.mark.slow

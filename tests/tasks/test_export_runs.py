@@ -33,6 +33,7 @@ from ksearch.tools.export_kernel import ExportKernelIn, export_kernel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import EvalSettings, Evaluation, SearchConfig, WorkloadCorrectness
 from ksearch.worldmodel.store import Store
+from tests.fixtures.cli import ksearch_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).parent / "fixtures"
@@ -223,17 +224,6 @@ def run_eval(
             fields[key.strip()] = value.strip()
     assert fields, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc.returncode, fields
-
-
-def ksearch_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
-    return subprocess.run(
-        [sys.executable, "-m", "ksearch.server.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
 
 
 async def correct_on_the_cpu(

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ from ksearch.gpu.sandbox import LocalSandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import load_task
 from ksearch.worldmodel.models import Candidate, EvalSettings
+from tests.fixtures.cli import ksearch_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).parent / "fixtures" / "gpumode"
@@ -280,16 +278,7 @@ async def test_the_gpumode_protocol_follows_a_host_timed_l2_flushing_evaluator(s
 # ---------------------------------------------------------------- the CLI
 
 
-def _ksearch(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
-    return subprocess.run(
-        [sys.executable, "-m", "ksearch.server.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp,
-        timeout=300,
-    )
+_ksearch = ksearch_cli
 
 
 @pytest.mark.slow

@@ -1,0 +1,130 @@
+"""A torch extension build killed mid-way must not hang every later build of that extension.
+
+torch's own file baton is a lock file that only its holder removes; ksearch's workers hold it with flock, which
+the kernel drops when the holder dies. Real processes, really killed; then the real sandbox's worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ksearch.gpu.build_baton import FlockBaton
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# holds the baton the way a builder does, says so, then builds "forever" (until it is killed)
+HOLDER = """
+import sys, time
+from ksearch.gpu.build_baton import FlockBaton
+b = FlockBaton(sys.argv[1])
+assert b.try_acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def _holder(lock: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert p.stdout is not None and p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_live_builder_excludes_others_and_a_killed_one_does_not(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    p = _holder(lock)
+    try:
+        assert not FlockBaton(str(lock)).try_acquire()  # a live holder: wait for it
+        waited = threading.Event()
+
+        def waiter() -> None:
+            FlockBaton(str(lock)).wait()
+            waited.set()
+
+        t = threading.Thread(target=waiter, daemon=True)
+        t.start()
+        assert not waited.wait(0.5)  # still held
+        os.kill(p.pid, signal.SIGKILL)  # killed mid-build: its lock file stays behind
+        p.wait(10)
+        assert lock.exists()
+        assert waited.wait(10), "the waiter still waits on a dead builder's baton"
+    finally:
+        if p.poll() is None:
+            p.kill()
+    again = FlockBaton(str(lock))
+    assert again.try_acquire()  # the next build goes ahead
+    again.release()
+    assert not lock.exists()
+
+
+def test_a_lock_file_left_by_torchs_own_baton_does_not_block(tmp_path: Path) -> None:
+    from torch.utils.file_baton import FileBaton
+
+    lock = tmp_path / "lock"
+    FileBaton(str(lock)).try_acquire()  # created, never released: a builder that died under torch's baton
+    assert not FileBaton(str(lock)).try_acquire()  # torch's own would wait on it forever
+    b = FlockBaton(str(lock))
+    assert b.try_acquire()
+    b.release()
+
+
+def test_a_release_while_another_waits_hands_the_baton_on(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    first = FlockBaton(str(lock))
+    assert first.try_acquire()
+    got: list[bool] = []
+    second = FlockBaton(str(lock))
+
+    def take() -> None:
+        second.wait()  # blocks on the file the first holds, which is removed on release
+        got.append(second.try_acquire())
+
+    t = threading.Thread(target=take)
+    t.start()
+    time.sleep(0.2)
+    first.release()
+    t.join(10)
+    assert got == [True]  # the path's new file, not the removed one
+    assert not FlockBaton(str(lock)).try_acquire()
+    second.release()
+
+
+PROBE = """
+import torch
+import triton
+import triton.language as tl
+from torch.utils import cpp_extension
+
+# torch's extension builds in this worker use the flock baton
+assert cpp_extension.FileBaton.__name__ == "FlockBaton", cpp_extension.FileBaton
+
+
+@triton.jit
+def _affine(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0 + 1.0, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _affine[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+        return y
+"""
+
+
+@pytest.mark.anyio
+async def test_the_sandbox_worker_builds_under_the_flock_baton(sandbox, affine, cand, st) -> None:  # type: ignore[no-untyped-def]
+    ev = await sandbox.correctness(cand(PROBE), affine, st("small"))
+    assert ev.status == "ok", ev.error
