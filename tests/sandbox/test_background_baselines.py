@@ -32,3 +32,29 @@ async def test_baselines_start_at_creation_and_no_prompt_waits(tmp_path, affine)
         assert "being measured" not in measured and " us" in measured, measured
     finally:
         await ws.close()
+
+
+async def test_a_benchmark_behind_the_baselines_says_it_waited_for_them(tmp_path, affine) -> None:
+    from ksearch.tools.benchmark import BenchmarkIn, benchmark
+    from ksearch.tools.common import CandidateRef
+
+    from .conftest import CANDIDATES
+
+    sb = LocalSandbox(scratch_dir=tmp_path / "sb")
+    ws = await Workspace.open(tmp_path / "k.db", sandbox=sb)
+    try:
+        s = await create_search(ws, CreateSearchIn(task=str(affine.source_path)))
+        out = await benchmark(
+            ws,
+            BenchmarkIn(
+                search=s.id, candidate=CandidateRef(source=(CANDIDATES / "good_triton.py").read_text())
+            ),
+        )
+        ev = out.evaluation
+        assert ev.status == "ok", ev.error
+        assert "wait_for_baselines" in ev.seconds_by_step, ev.seconds_by_step
+        # every second of the call is in a step (the wait included), not only the candidate's own
+        steps = sum(v for k, v in ev.seconds_by_step.items() if k != "inputs")
+        assert steps >= 0.9 * ev.seconds, (steps, ev.seconds, ev.seconds_by_step)
+    finally:
+        await ws.close()

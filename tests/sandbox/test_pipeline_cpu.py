@@ -73,3 +73,21 @@ async def test_final_mode_times_fresh_inputs_and_checks_every_call(sandbox, affi
     assert ev.timings[0].n == CPU_REPS and not any(f.startswith("final_recheck_failed") for f in ev.flags)
     bad = await sandbox.evaluate(cand("address_cache"), affine, st("small", final=True))
     assert bad.correct and bad.status == "flagged"  # stale answers on fresh inputs, or at reused addresses
+
+
+async def test_a_first_evaluation_accounts_for_its_seconds_worker_start_included(
+    tmp_path, affine, cand, st
+) -> None:
+    from ksearch.gpu.sandbox import LocalSandbox
+
+    sb = LocalSandbox(scratch_dir=tmp_path, call_timeout_s=60.0)  # no worker started yet
+    try:
+        ev = await sb.correctness(cand("good_triton"), affine, st("small"))
+    finally:
+        await sb.close()
+    assert ev.status == "ok", ev.error
+    steps = ev.seconds_by_step
+    assert steps.get("wait_for_worker", 0) > 0.3, steps  # a worker process (Python, torch) started for it
+    # the compile runs beside the others and drawing inputs is inside them: the rest is the whole call
+    accounted = sum(v for k, v in steps.items() if k not in ("inputs", "compile"))
+    assert 0.9 * ev.seconds <= accounted <= ev.seconds + 1e-3, (accounted, ev.seconds, steps)
