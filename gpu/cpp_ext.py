@@ -14,12 +14,10 @@ raises `ExtensionBuildError` with the compiler's messages.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 from collections.abc import Sequence
 from types import ModuleType
 
+from ksearch.gpu.standalone_cpp_ext import _ksearch_cpp_ext
 from ksearch.worldmodel.errors import KsearchError
 
 
@@ -31,7 +29,10 @@ class ExtensionBuildError(RuntimeError, KsearchError):
         self.cpp_sources = cpp_sources
 
 
-_LOADED: dict[str, ModuleType] = {}
+# The build itself is the loader written into exported files (gpu/standalone_cpp_ext.py): one code, so what a
+# search measured is what its exported file builds. Here its errors become ExtensionBuildError, and each build
+# is recorded.
+_BUILDER = _ksearch_cpp_ext()
 # Sources of every extension built in this process (the sandbox maps compiler messages back).
 BUILT: list[dict] = []
 
@@ -52,44 +53,14 @@ def load(
     verbose: bool = False,
 ) -> ModuleType:
     """Build (or reuse) an extension; same arguments as `torch.utils.cpp_extension.load_inline`."""
-    import torch
-    from torch.utils.cpp_extension import load_inline
-
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise ValueError(f"extension name must be a C identifier, got {name!r}")
     cpp, cuda = _as_list(cpp_sources), _as_list(cuda_sources)
-    if torch.cuda.is_available() and "TORCH_CUDA_ARCH_LIST" not in os.environ:
-        major, minor = torch.cuda.get_device_capability()
-        os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
-    key = hashlib.sha256(
-        repr(
-            (
-                cpp,
-                cuda,
-                list(functions or []),
-                list(extra_cflags),
-                list(extra_cuda_cflags),
-                os.environ.get("TORCH_CUDA_ARCH_LIST"),
-                torch.__version__,
-            )
-        ).encode()
-    ).hexdigest()
-    full = f"{name}_{key[:12]}"
-    if full in _LOADED:
-        return _LOADED[full]
     try:
-        mod = load_inline(
-            name=full,
-            cpp_sources=cpp,
-            cuda_sources=cuda or None,
-            functions=list(functions or []) or None,
-            extra_cflags=[*list(extra_cflags), "-O3"],
-            extra_cuda_cflags=[*list(extra_cuda_cflags), "-O3"],
-            verbose=verbose,
+        mod: ModuleType = _BUILDER.load(
+            name, cpp, cuda or None, functions, extra_cflags, extra_cuda_cflags, verbose
         )
     except (RuntimeError, OSError) as e:
         # torch puts the compiler output in the exception text
         raise ExtensionBuildError(name, str(e)[-20000:], cuda, cpp) from None
-    _LOADED[full] = mod
-    BUILT.append({"name": full, "cuda_sources": cuda, "cpp_sources": cpp})
+    if all(b["name"] != mod.__name__ for b in BUILT):
+        BUILT.append({"name": mod.__name__, "cuda_sources": cuda, "cpp_sources": cpp})
     return mod

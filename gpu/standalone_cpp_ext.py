@@ -2,7 +2,7 @@
 
 A `cpp_ext` candidate calls `ksearch.gpu.cpp_ext.load`; a file that must run where ksearch is not installed carries
 this instead, and the candidate's import becomes `cpp_ext = _ksearch_cpp_ext()`. Everything below this docstring is
-copied into the exported file as it stands. It builds as gpu/cpp_ext.py does: torch's `load_inline` with -O3, for
+copied into the exported file as it stands. gpu/cpp_ext.py builds with it too: torch's `load_inline` with -O3, for
 the current GPU's architecture alone, under a name that carries the hash of the sources and flags, so a changed
 source never loads an older build. A failed build raises torch's own error, with the compiler's messages.
 
