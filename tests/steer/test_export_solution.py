@@ -24,14 +24,11 @@ from ksearch.gpu.tasks.fib_solution import (
     solution_to_candidate,
 )
 from ksearch.worldmodel.models import (
-    CompileReport,
-    EvalSettings,
     Evaluation,
     SearchConfig,
-    WorkloadCorrectness,
-    WorkloadTiming,
 )
 from ksearch.worldmodel.store import Store
+from tests.fixtures import evals
 
 Ks = Callable[..., Result]
 TRACE = Path(__file__).resolve().parents[1] / "tasks" / "fixtures" / "flashinfer_trace"
@@ -49,30 +46,7 @@ NATIVE = (
 
 
 def gpu_eval(speedup: float) -> Evaluation:
-    med = 20.0 / speedup
-    return Evaluation(
-        status="ok",
-        compile=CompileReport(ok=True, language="triton", seconds=1.0),
-        correctness=[
-            WorkloadCorrectness(workload="1d7e8f1f", passed=True, kind="ok", trials=3, max_abs_err=0.008)
-        ],
-        timings=[
-            WorkloadTiming(
-                workload="1d7e8f1f",
-                device="NVIDIA H200",
-                median_us=med,
-                iqr_us=0.1,
-                ci_low_us=med * 0.99,
-                ci_high_us=med * 1.01,
-                n=100,
-                eager_median_us=20.0,
-                speedup_vs_eager=speedup,
-            )
-        ],
-        speedup_vs_eager=speedup,
-        settings=EvalSettings(seed=1, workloads=["1d7e8f1f"]),
-        seconds=3.0,
-    )
+    return evals.gpu_eval(speedup, workload="1d7e8f1f", max_abs_err=0.008)
 
 
 def make_search(db: Path, task: Path, name: str, candidates: list[tuple[str, str, str]]) -> dict[str, Any]:

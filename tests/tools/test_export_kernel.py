@@ -28,14 +28,13 @@ from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError
 from ksearch.worldmodel.models import (
     CPU_INTERPRETER,
-    CompileReport,
-    EvalSettings,
     Evaluation,
     Search,
     SearchConfig,
     WorkloadCorrectness,
     WorkloadTiming,
 )
+from tests.fixtures import evals
 
 pytestmark = pytest.mark.anyio
 
@@ -108,28 +107,7 @@ async def ws(tmp_path: Path) -> AsyncIterator[Workspace]:
 
 
 def gpu_eval(speedup: float) -> Evaluation:
-    med = 20.0 / speedup
-    timing = WorkloadTiming(
-        workload="bench0",
-        device="NVIDIA H200",
-        median_us=med,
-        iqr_us=0.1,
-        ci_low_us=med * 0.99,
-        ci_high_us=med * 1.01,
-        n=100,
-        eager_median_us=20.0,
-        speedup_vs_eager=speedup,
-    )
-    return Evaluation(
-        status="ok",
-        compile=CompileReport(ok=True, language="triton", seconds=1.0),
-        correctness=[
-            WorkloadCorrectness(workload="bench0", passed=True, kind="ok", trials=3, max_abs_err=0.0)
-        ],
-        timings=[timing],
-        speedup_vs_eager=speedup,
-        settings=EvalSettings(seed=1, workloads=["bench0"]),
-    )
+    return evals.gpu_eval(speedup, workload="bench0", max_abs_err=0.0)
 
 
 def cpu_eval() -> Evaluation:

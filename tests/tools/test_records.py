@@ -10,14 +10,11 @@ from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.edits import apply_edits, apply_intents
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import (
-    CompileReport,
-    EvalSettings,
     Evaluation,
     IntentSpec,
     SearchConfig,
-    WorkloadCorrectness,
-    WorkloadTiming,
 )
+from tests.fixtures import evals
 
 pytestmark = pytest.mark.anyio
 
@@ -57,28 +54,7 @@ WRITES = {
 
 
 def ok_eval(speedup: float) -> Evaluation:
-    med = 10.0 / speedup
-    return Evaluation(
-        status="ok",
-        compile=CompileReport(ok=True, language="triton", seconds=1.0),
-        correctness=[WorkloadCorrectness(workload="w", passed=True, kind="ok", trials=3, max_abs_err=1e-7)],
-        timings=[
-            WorkloadTiming(
-                workload="w",
-                device="NVIDIA H200",
-                median_us=med,
-                iqr_us=0.1,
-                ci_low_us=med * 0.99,
-                ci_high_us=med * 1.01,
-                n=100,
-                eager_median_us=10.0,
-                speedup_vs_eager=speedup,
-            )
-        ],
-        speedup_vs_eager=speedup,
-        settings=EvalSettings(seed=1, workloads=["w"]),
-        seconds=2.0,
-    )
+    return evals.gpu_eval(speedup, eager_us=10.0, seconds=2.0)
 
 
 async def _build(ws: Workspace) -> dict[str, int]:

@@ -17,15 +17,12 @@ from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.edits import apply_intents
 from ksearch.worldmodel.errors import KsearchError
 from ksearch.worldmodel.models import (
-    CompileReport,
-    EvalSettings,
     Evaluation,
     IntentSpec,
     Search,
     SearchConfig,
-    WorkloadCorrectness,
-    WorkloadTiming,
 )
+from tests.fixtures import evals
 
 pytestmark = pytest.mark.anyio
 
@@ -48,28 +45,7 @@ async def ws(tmp_path: Path) -> AsyncIterator[Workspace]:
 
 
 def gpu_eval(speedup: float) -> Evaluation:
-    med = 20.0 / speedup
-    return Evaluation(
-        status="ok",
-        compile=CompileReport(ok=True, language="triton", seconds=1.0),
-        correctness=[WorkloadCorrectness(workload="w", passed=True, kind="ok", trials=3, max_abs_err=1e-3)],
-        timings=[
-            WorkloadTiming(
-                workload="w",
-                device="NVIDIA H200",
-                median_us=med,
-                iqr_us=0.1,
-                ci_low_us=med * 0.99,
-                ci_high_us=med * 1.01,
-                n=100,
-                eager_median_us=20.0,
-                speedup_vs_eager=speedup,
-            )
-        ],
-        speedup_vs_eager=speedup,
-        settings=EvalSettings(seed=1, workloads=["w"]),
-        seconds=3.0,
-    )
+    return evals.gpu_eval(speedup, max_abs_err=1e-3)
 
 
 async def _search(ws: Workspace, task: str, name: str) -> Search:
