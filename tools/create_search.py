@@ -8,6 +8,7 @@ import secrets
 from pydantic import Field
 
 from ksearch.gpu.task import TaskError
+from ksearch.gpu.tasks.facts import probe_in_background
 from ksearch.gpu.tasks.kernelbench_rules import with_precision
 from ksearch.tools.common import baseline_settings
 from ksearch.tools.errors import ToolFailure
@@ -116,8 +117,10 @@ async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettin
     # on a GPU the baselines are measured from now on, in the background: the first prompt never waits for
     # them, and the first benchmark finds them measured (or waits for the rest)
     start = getattr(await ws.gpu_sandbox(), "start_reference_times", None)
-    if start is not None:
-        start(task, baseline_settings(task, s))
+    if start is not None and start(task, baseline_settings(task, s)):
+        # with them the task's facts (one run of the reference under fake tensors, seconds on a first reading of
+        # a task such as TriMul), which the first prompt shows: it then waits for neither
+        probe_in_background(task)
     return s
 
 

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -535,6 +536,11 @@ def enabled() -> bool:
     return os.environ.get("KSEARCH_TASK_FACTS", "on").lower() not in ("0", "off", "false", "no")
 
 
+# one probe per key at a time in this process: a prompt asking while the background probe runs waits for it
+_key_locks: dict[str, threading.Lock] = {}
+_key_locks_guard = threading.Lock()
+
+
 def probe_task(task: Task, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult:
     """The raw probe for a task, from the cache or a fresh subprocess. Never raises for the task's faults."""
     key = facts_key(task)
@@ -543,6 +549,27 @@ def probe_task(task: Task, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeResult
         return hit
     if not enabled():
         return ProbeResult(key=key, error="task facts are turned off (KSEARCH_TASK_FACTS)")
+    with _key_locks_guard:
+        lock = _key_locks.setdefault(key, threading.Lock())
+    with lock:
+        hit = _read_cached(key)  # probed by another thread while this one waited
+        if hit is not None:
+            return hit
+        return _probe(task, key, timeout_s)
+
+
+def probe_in_background(task: Task) -> threading.Thread | None:
+    """Start the task's probe in a daemon thread (a search's creation on a GPU machine: the first prompt, a
+    moment later, then finds the facts derived or waits only for the rest); None when they are cached or off.
+    A daemon: a process that exits first (a CLI command) does not wait for it."""
+    if not enabled() or _read_cached(facts_key(task)) is not None:
+        return None
+    t = threading.Thread(target=probe_task, args=(task,), name=f"task-facts-{task.name}", daemon=True)
+    t.start()
+    return t
+
+
+def _probe(task: Task, key: str, timeout_s: float) -> ProbeResult:
     try:
         out = run_probe(
             ["-m", "ksearch.gpu.tasks.rt_facts", "{home}/task.json"],
@@ -592,6 +619,7 @@ __all__ = [
     "ceilings_from_measured",
     "derive_facts",
     "facts_key",
+    "probe_in_background",
     "probe_task",
     "task_facts",
 ]

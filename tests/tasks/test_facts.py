@@ -344,3 +344,32 @@ def test_a_broken_cost_leaves_the_derived_numbers_and_says_so(tmp_path: Path) ->
     w = task_facts(load_task(p)).workload("default")
     assert w is not None and w.flops == 2 * 64 * 32 * 16 and w.flops_source == "derived"
     assert "COST failed" in (w.error or "") and "division by zero" in (w.error or "")
+
+
+@pytest.mark.slow
+def test_a_background_probe_is_the_one_a_reader_waits_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(tmp_path / "facts"))
+    task = load_task(KB / "l1_row_scale.py")
+    probes: list[float] = []
+    real = facts._probe
+
+    def counted(*args: object, **kw: object) -> facts.ProbeResult:
+        probes.append(time.perf_counter())
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(facts, "_probe", counted)
+    t = facts.probe_in_background(task)
+    assert t is not None and t.daemon
+    got = facts.probe_task(task)  # asked while the background probe runs: waits for it, probes nothing itself
+    assert got.error is None and got.workloads, got.error
+    t.join(60)
+    assert len(probes) == 1
+    assert facts.probe_in_background(task) is None  # derived now: nothing to start
+    t0 = time.perf_counter()
+    assert facts.task_facts(task).dtype
+    assert time.perf_counter() - t0 < 1.0  # a prompt's reading of them is instant
+    assert len(probes) == 1
