@@ -18,8 +18,8 @@ It returns the entry symbol; the candidate calls it positionally. A failed build
 
 A Python solution of several files calls `load_python(FLASHINFER_SOLUTION, SOURCES, FLASHINFER_DEFINITION)`:
 the files are one package, its entry module imported by its dotted path, as FlashInfer-Bench's PythonBuilder
-does. Where FlashInfer-Bench's package is in use (gpu/tasks/fib_pkg.py) its own builder does it (into its cache
-under the worker's home); else ksearch writes the package into the working directory and imports it. Either way
+does. Where FlashInfer-Bench's package is in use (gpu/tasks/fib_pkg.py) its own builder does it (into its cache,
+FIB_CACHE_PATH, kept with the sandbox's compiler caches); else ksearch writes the package into the working directory and imports it. Either way
 the package is recorded against the files it came from: `own_package` tells the kernel audit that its modules'
 kernels are the candidate's own.
 """

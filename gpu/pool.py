@@ -84,12 +84,15 @@ def _group_rss(pgid: int) -> int:
 
 
 def compiler_cache_env(caches: Path) -> dict[str, str]:
-    """Where Triton, inductor, torch extensions and CuPy keep their caches: all under `caches`."""
+    """Where Triton, inductor, torch extensions, CuPy and FlashInfer-Bench's builders keep their caches: all under
+    `caches` (FlashInfer-Bench's default is under HOME, a worker's own scratch: every new worker process would
+    build a CUDA solution again, a minute each)."""
     return {
         "TRITON_CACHE_DIR": str(caches / "triton"),
         "TORCH_EXTENSIONS_DIR": str(caches / "torch_extensions"),
         "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
         "CUPY_CACHE_DIR": str(caches / "cupy"),
+        "FIB_CACHE_PATH": str(caches / "flashinfer_bench"),
     }
 
 

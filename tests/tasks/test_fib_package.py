@@ -365,3 +365,25 @@ def test_a_reference_fib_cannot_call_positionally_is_refused(tmp_path: Path, fib
         TaskError, match=r"reference: run\(a, b, alpha\) cannot take the 2 input\(s\) positionally"
     ):
         load_task(str(tmp_path / "d.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_flashinfer_bench_builds_land_in_the_shared_compiler_caches(tmp_path: Path) -> None:
+    """Not in a worker's scratch (its HOME, removed with it): a solution built once is found by the next worker."""
+    if not fib_pkg.in_use():
+        pytest.skip("needs FlashInfer-Bench's package (the fib extra)")
+    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.worldmodel.models import Candidate, EvalSettings
+
+    task = load_task(str(GEMM))
+    converted = solution_to_candidate(parse_solution(PACKAGE.read_text()), task)
+    c = Candidate.of(converted.source, converted.language)
+    sb = LocalSandbox(scratch_dir=tmp_path / "sb", call_timeout_s=120.0)
+    try:
+        ev = await sb.correctness(c, task, EvalSettings(seed=1, workloads=[task.smoke().name]))
+    finally:
+        await sb.close()
+    assert ev.status == "ok", ev.error
+    built = list((sb.shared / "flashinfer_bench").rglob("kernels.py"))
+    assert built, sorted(p.name for p in sb.shared.iterdir())
