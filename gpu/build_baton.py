@@ -17,6 +17,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
+
+# seconds this process spent building torch extensions (holding the baton) or waiting for another's build: the
+# worker reports them with each reply, so an evaluation can say how much of a step was a build
+_seconds = 0.0
+
+
+def seconds() -> float:
+    return _seconds
 
 
 class FlockBaton:
@@ -27,6 +36,7 @@ class FlockBaton:
     ) -> None:
         self.lock_file_path = lock_file_path
         self.fd: int | None = None
+        self._t0 = 0.0
 
     def _lock(self, blocking: bool) -> int | None:
         """An fd holding the flock of the file now at the path, or None (non-blocking, held elsewhere)."""
@@ -48,17 +58,23 @@ class FlockBaton:
 
     def try_acquire(self) -> bool:
         self.fd = self._lock(blocking=False)
+        self._t0 = time.perf_counter()
         return self.fd is not None
 
     def wait(self) -> None:
         """Until the holder releases the baton or dies; the build it made (or left) is then torch's to check."""
+        global _seconds
+        t0 = time.perf_counter()
         fd = self._lock(blocking=True)
         if fd is not None:
             os.close(fd)
+        _seconds += time.perf_counter() - t0
 
     def release(self) -> None:
+        global _seconds
         if self.fd is None:
             return
+        _seconds += time.perf_counter() - self._t0
         # removed while still held: a waiter on this file sees the change and locks the path's new file
         with contextlib.suppress(FileNotFoundError):  # already gone: nothing to remove
             os.remove(self.lock_file_path)

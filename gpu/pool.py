@@ -464,6 +464,9 @@ class WorkerProcess:
         self.start_timeout_s = start_timeout_s
         self.extra_env = dict(extra_env or {})
         self.inputs_s = 0.0  # host seconds its processes reported drawing inputs (every process of the slot)
+        self.build_s = (
+            0.0  # seconds its processes reported building torch extensions (or waiting for a build)
+        )
         self.spare = spare
         self.starts = 0  # processes that have served this slot
         self.spares_taken = 0  # of those, the ones a spare supplied (no cold start waited for)
@@ -516,6 +519,7 @@ class WorkerProcess:
             raise WorkerError("crash", "the worker is not running")
         reply = await self._cur.call(op, args, timeout_s)
         self.inputs_s += float(reply.get("inputs_s") or 0.0)
+        self.build_s += float(reply.get("build_s") or 0.0)
         return reply
 
     # ------------------------------------------------------------------ starting and replacing

@@ -430,7 +430,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                 run.steps[
                     "wait_for_baselines" if baselines_busy and waited >= 0.05 else "wait_for_worker"
                 ] = waited
-                drawn = w.inputs_s
+                drawn, built = w.inputs_s, w.build_s
                 if timing and not env.cpu_mode:
                     with run.step("gpu_ceilings"):
                         await self._ensure_ceilings(w, env)
@@ -465,6 +465,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                         except SandboxError as e:
                             run.flag(f"note: profiling failed: {e}")
                 run.steps["inputs"] = w.inputs_s - drawn
+                run.steps["build"] = w.build_s - built  # torch extension builds, inside load or correctness
             report = await static
             await say("done", 1.0)
             return finish(run, report, env, self.arch, profile=profile, timing=timing)

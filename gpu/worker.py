@@ -82,7 +82,7 @@ def main() -> None:
             send({"id": rid, "ok": True, "result": {}})
             break
         t0 = time.perf_counter()
-        drawn = state.inputs_s
+        drawn, built = state.inputs_s, build_baton.seconds()
         try:
             result = state.handle(op, args)
             reply: dict[str, Any] = {"id": rid, "ok": True, "result": result}
@@ -95,6 +95,7 @@ def main() -> None:
             }
         reply["seconds"] = time.perf_counter() - t0
         reply["inputs_s"] = state.inputs_s - drawn
+        reply["build_s"] = build_baton.seconds() - built
         fatal = state.fatal
         if fatal:
             reply["fatal"] = fatal

@@ -232,15 +232,23 @@ def timing_text(tm: WorkloadTiming) -> str:
     return f"median {tm.median_us:.1f} us (IQR {tm.iqr_us:.1f}, {ci}, n={tm.n})"
 
 
+# seconds spent inside the other steps (not added to them): drawing inputs, building torch extensions at run time
+INSIDE_STEPS = {"inputs": "drawing inputs", "build": "building torch extensions"}
+
+
 def seconds_text(ev: Evaluation) -> str:
     """ "took 14.2 s: correctness 6.1, timing 5.2, baselines 2.0 (drawing inputs 0.4 of them)", largest first."""
-    steps = {k: v for k, v in ev.seconds_by_step.items() if k != "inputs" and v >= 0.05}
+    steps = {k: v for k, v in ev.seconds_by_step.items() if k not in INSIDE_STEPS and v >= 0.05}
     parts = ", ".join(
         f"{k.replace('_', ' ')} {v:.1f}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1])
     )
-    drawn = ev.seconds_by_step.get("inputs", 0.0)
-    inputs = f" (drawing inputs {drawn:.1f} of them)" if drawn >= 0.05 else ""
-    return f"took {ev.seconds:.1f} s" + (f": {parts}{inputs}" if parts else "")
+    inside = [
+        f"{what} {ev.seconds_by_step[k]:.1f}"
+        for k, what in INSIDE_STEPS.items()
+        if ev.seconds_by_step.get(k, 0.0) >= 0.05
+    ]
+    of_them = f" ({', '.join(inside)} of them)" if inside else ""
+    return f"took {ev.seconds:.1f} s" + (f": {parts}{of_them}" if parts else "")
 
 
 def baseline_settings(task: Task, s: Search) -> EvalSettings:

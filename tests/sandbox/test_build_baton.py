@@ -6,6 +6,7 @@ the kernel drops when the holder dies. Real processes, really killed; then the r
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -128,3 +129,34 @@ class ModelNew(torch.nn.Module):
 async def test_the_sandbox_worker_builds_under_the_flock_baton(sandbox, affine, cand, st) -> None:  # type: ignore[no-untyped-def]
     ev = await sandbox.correctness(cand(PROBE), affine, st("small"))
     assert ev.status == "ok", ev.error
+
+
+def test_the_seconds_of_a_build_and_of_a_wait_are_counted(tmp_path: Path) -> None:
+    from ksearch.gpu import build_baton
+
+    before = build_baton.seconds()
+    b = FlockBaton(str(tmp_path / "lock"))
+    assert b.try_acquire()
+    time.sleep(0.3)
+    b.release()
+    assert 0.3 <= build_baton.seconds() - before < 2.0
+
+
+# holds torch's build baton for 0.6 s at import, as a build of an extension does (torch's name for the baton: in
+# a worker, the flock baton), then is the affine kernel
+BUILDS = PROBE.replace(
+    "# torch's extension builds in this worker use the flock baton",
+    "import os, time\nfrom torch.utils import file_baton\n_b = file_baton.FileBaton(os.path.join(os.getcwd(), 'lock'))\n"
+    "assert _b.try_acquire()\ntime.sleep(0.6)\n_b.release()\n",
+)
+
+
+@pytest.mark.anyio
+async def test_an_evaluation_says_how_long_its_builds_took(sandbox, affine, cand, st) -> None:  # type: ignore[no-untyped-def]
+    from ksearch.tools.common import seconds_text
+
+    ev = await sandbox.correctness(cand(BUILDS), affine, st("small"))
+    assert ev.status == "ok", ev.error
+    assert 0.6 <= ev.seconds_by_step.get("build", 0.0) < ev.seconds_by_step["load"] + 0.01, ev.seconds_by_step
+    said = re.search(r"building torch extensions ([\d.]+) of them", seconds_text(ev))
+    assert said is not None and float(said.group(1)) >= 0.6, seconds_text(ev)
