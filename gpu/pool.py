@@ -115,6 +115,7 @@ class _Process:
         self.link: JailLink | None = None  # its jail's limit-check socket (jailed processes only)
         self.hello: dict[str, Any] | None = None
         self.ran_candidate = False  # whether this process has loaded candidate code
+        self.candidate_id: str | None = None  # the candidate it last loaded
         self.started: asyncio.Task[None] | None = None  # its start, from `launch`
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -496,6 +497,16 @@ class WorkerProcess:
     def ran_candidate(self, value: bool) -> None:
         if self._cur is not None:
             self._cur.ran_candidate = value
+
+    @property
+    def candidate_id(self) -> str | None:
+        """The candidate the current process last loaded (None in a process that has loaded none)."""
+        return self._cur.candidate_id if self._cur is not None else None
+
+    @candidate_id.setter
+    def candidate_id(self, value: str | None) -> None:
+        if self._cur is not None:
+            self._cur.candidate_id = value
 
     @property
     def scratch(self) -> Path:

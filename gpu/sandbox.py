@@ -137,6 +137,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         dryrun_timeout_s: float = 120.0,
         compile_baseline: bool | None = None,
         spare_workers: bool | None = None,
+        fresh_per_candidate: bool | None = None,
         limits: Limits | None = None,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
@@ -172,6 +173,11 @@ class LocalSandbox(EvalSteps, Sandbox):
         # functions, a background thread, a planted inductor or Triton cache entry) can slow them.
         # Costs two worker restarts per new (task, workload, settings); the results are cached.
         self.clean_baselines = (not self.cpu_mode) if clean_baselines is None else clean_baselines
+        # Each new candidate in a process that has run no other candidate's code: a thread, a patched module or GPU
+        # work one candidate leaves behind cannot touch the next one's checks or times (the slot's spare, started
+        # ahead, takes over). On a GPU by default; on the CPU, where nothing is timed and a cold start costs
+        # seconds, when asked.
+        self.fresh_per_candidate = (not self.cpu_mode) if fresh_per_candidate is None else fresh_per_candidate
         # The torch.compile baseline on a GPU; on the CPU only when asked (tests): a CPU-compiled reference
         # says nothing about the speed of a kernel the interpreter runs.
         self.compile_baseline = (not self.cpu_mode) if compile_baseline is None else compile_baseline

@@ -113,6 +113,7 @@ class EvalSteps:
     build_timeout_s: float
     kernel_audit: bool  # profile one call per candidate: its own kernels must run
     clean_baselines: bool
+    fresh_per_candidate: bool  # a new candidate never shares a process with another one's code
     compile_baseline: bool
     cache: KVCache
     _fingerprints: dict[int, str]
@@ -182,7 +183,11 @@ class EvalSteps:
                 "source": run.candidate.source,
             },
         }
+        if self.fresh_per_candidate and w.ran_candidate and w.candidate_id != run.candidate.id:
+            with run.step("fresh_worker"):
+                await w.restart("candidate")
         w.ran_candidate = True
+        w.candidate_id = run.candidate.id
         reply = await self._call(w, run, "load", args, timeout, "loading the candidate module")
         if reply is None:
             return False
