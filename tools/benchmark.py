@@ -17,6 +17,7 @@ from ksearch.tools.common import (
     check_workloads,
     eval_settings,
     node_in,
+    refuse_without_gpu,
     resolve_candidate,
     summarize,
     task_for,
@@ -71,6 +72,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
     if node is not None and s is not None:
         # the loop's own refusal comes after the arguments' (a broken field is named first)
         refine = await _refinable(ws, s, node)
+    await refuse_without_gpu(ws, task)
     base_attempt_id, assumed = inp.base_attempt_id, ""
     try:
         cand = await resolve_candidate(ws, inp.candidate, task)

@@ -42,7 +42,9 @@ class CandidateRef(ToolIn):
         None,
         max_length=MAX_SOURCE_CHARS,
         description="Python module source defining the task's entry point: ModelNew (KernelBench and "
-        "native tasks), custom_kernel(data) (GPU MODE), run(...) (FlashInfer-Bench); get_task says which. Exactly one of `source`, `candidate_id`, `seed` or "
+        "native tasks), custom_kernel(data) (GPU MODE), run(...) (FlashInfer-Bench); the prompts and the task "
+        "resource ksearch://tasks/{name} (its `candidate_entry`) say which. Exactly one of `source`, `candidate_id`, "
+        "`seed` or "
         "`solution_json`",
     )
     candidate_id: str | None = Field(
@@ -142,6 +144,23 @@ def check_python_syntax(source: str, task: Task | None = None) -> None:
         raise ToolFailure(
             f"the candidate source does not parse as Python: line {e.lineno}, column {e.offset}: {e.msg}. {want}."
         ) from e
+
+
+def gpu_needed(task: Task) -> str | None:
+    """Why the task cannot run without a GPU (its reference or inputs pinned to CUDA), or None."""
+    needs = task.extras.get("needs_gpu")
+    return str(needs) if needs else None
+
+
+async def refuse_without_gpu(ws: Workspace, task: Task) -> None:
+    """A task that needs a GPU, on a machine without one: refused before anything is evaluated or recorded. No
+    candidate could pass there, and a failed attempt would blame the code for the machine."""
+    needs = gpu_needed(task)
+    if needs and (await (await ws.sandbox()).hardware()).cpu_mode:
+        raise ToolFailure(
+            f"this task needs a GPU ({needs}) and this machine has none: no candidate can be checked or timed "
+            "here, and nothing was recorded. Run ksearch on a machine with a GPU."
+        )
 
 
 async def task_for(ws: Workspace, search: int | str | None, task: str | None) -> tuple[Search | None, Task]:

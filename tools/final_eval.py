@@ -14,7 +14,15 @@ from ksearch.tools.common import Progress, summarize
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.models import Attempt, EvalSettings, Evaluation, FinalOutcome, Search, SearchStatus
+from ksearch.worldmodel.models import (
+    CPU_INTERPRETER,
+    Attempt,
+    EvalSettings,
+    Evaluation,
+    FinalOutcome,
+    Search,
+    SearchStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +45,7 @@ class FinalRow(ToolModel):
     attempt_id: int
     node_id: int | None
     status: str
-    speedup_vs_eager: float | None
+    speedup_vs_eager: float | None  # None where it was not timed on a GPU (the CPU interpreter)
     speedup_vs_compile: float | None
     compile_baseline: str = (
         "torch.compile"  # what speedup_vs_compile is against, e.g. "torch.compile (static, per shape)"
@@ -146,6 +154,8 @@ async def final_evaluation(
                 status=ev.status,
                 why="" if passed else _why(ev),
             )
+            # the interpreter's time against eager PyTorch on the CPU says nothing of a GPU: no speedup is stated
+            interpreted = bool(ev.timings) and ev.timings[0].device == CPU_INTERPRETER
             rows.append(
                 FinalRow(
                     attempt_id=a.id,
@@ -153,8 +163,8 @@ async def final_evaluation(
                     status=ev.status,
                     seconds=round(ev.seconds, 2),
                     seconds_by_step={k: round(v, 2) for k, v in ev.seconds_by_step.items()},
-                    speedup_vs_eager=ev.speedup_vs_eager,
-                    speedup_vs_compile=ev.speedup_vs_compile,
+                    speedup_vs_eager=None if interpreted else ev.speedup_vs_eager,
+                    speedup_vs_compile=None if interpreted else ev.speedup_vs_compile,
                     compile_baseline=ev.compile_label,
                     timing_protocol=ev.timing_protocol,
                     workloads=names,

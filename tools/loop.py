@@ -336,10 +336,16 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         )
     elif over:
         phase = "done"
+        # only a search with a result has a best kernel to read
+        read = (
+            "Read the best kernel with get_tree; "
+            if s.best_attempt_id is not None
+            else "It ended without a result (no attempt correct and timed on a GPU); "
+        )
         nxt = (
-            f"The search is over ({s.status}); its final evaluation is recorded. Read the best kernel with "
-            f"get_tree; to search further, raise its budgets with set_budgets (a spent one stops it) or reopen "
-            f"intents with edit_tree, then call select_action."
+            f"The search is over ({s.status}); its final evaluation is recorded. {read}to search further, raise "
+            f"its budgets with set_budgets (a spent one stops it) or reopen intents with edit_tree, then call "
+            f"select_action."
         )
     elif await seed_unmeasured(ws, s):
         root = await ws.store.root(s.id)

@@ -9,6 +9,7 @@ from ksearch.tools.common import (
     Progress,
     check_workloads,
     eval_settings,
+    refuse_without_gpu,
     resolve_candidate,
     summarize,
     task_for,
@@ -43,6 +44,7 @@ async def run_correctness(
 ) -> EvaluationOut:
     s, task = await task_for(ws, inp.search, inp.task)
     check_workloads(task, inp.workloads)
+    await refuse_without_gpu(ws, task)
     cand = await resolve_candidate(ws, inp.candidate, task)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     ev = await (await ws.sandbox()).evaluate(cand, task, settings, timing=False, progress=progress)

@@ -2,7 +2,8 @@
 streamable HTTP to a running `ksearch serve --http` (the search state lives in the server's database).
 
     python bench/live_host/mcpc.py info                      # server instructions, tools, prompts
-    python bench/live_host/mcpc.py call TOOL '{"arg": ...}'  # a tool call: its text, then `next`
+    python bench/live_host/mcpc.py call TOOL '{"arg": ...}'  # a tool call: its text (then `next`), then its
+                                                             # structured content
     python bench/live_host/mcpc.py prompt NAME '{"arg": ...}'
     python bench/live_host/mcpc.py read URI
 
@@ -41,7 +42,12 @@ async def main(argv: list[str]) -> int:
             if res.is_error:
                 print("ERROR: " + (res.content[0].text if res.content else ""))
                 return 1
-            print(json.dumps(res.structured_content, indent=1))
+            # what the host reads: the result's text blocks (the summary, then `next`), then its structured content
+            for part in res.content:
+                text = getattr(part, "text", None)
+                if text:
+                    print(text)
+            print("STRUCTURED:\n" + json.dumps(res.structured_content, indent=1))
             return 0
         if argv[0] == "prompt":
             got = await c.get_prompt(argv[1], {k: str(v) for k, v in args.items()})

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from ksearch.server.driver.display import Display, LiveDisplay
 from ksearch.server.driver.loop import Driver, DriverOptions, DriverResult
 from ksearch.server.driver.policies import PolicyError, default_policy_name, make_policy
+from ksearch.tools.common import refuse_without_gpu
 from ksearch.tools.create_search import CreateSearchIn, DriverSettings, create_search
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.runs import check_run_free, keep_run_options
@@ -158,6 +159,11 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
                 f"search {found.name} runs {how}, fixed when it was created; --precision {a.precision} needs a new "
                 "search (--new)"
             )
+        # a task that needs a GPU, on a machine without one: no attempt could pass, so no search is started
+        if found is not None:
+            await refuse_without_gpu(ws, ws.search_task(found))
+        elif a.task is not None:
+            await refuse_without_gpu(ws, ws.task(a.task))
         prev = found if a.resume is not None else None
         name = a.policy or (prev.config.policy if prev else None) or default_policy_name()
         a, changes = remembered(a, found)

@@ -12,6 +12,7 @@ from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
 from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
+from ksearch.tools.loop import loop_state
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
@@ -46,6 +47,8 @@ async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
     out = await final_evaluation(ws, FinalEvalIn(search="fin"), progress)
     [row] = out.rows  # the wrong attempt is never re-measured
     assert (row.attempt_id, row.node_id, row.status, row.device) == (ids[1], a.id, "ok", "cpu-interpreter")
+    # the interpreter's time is no speed: no speedup is stated (its record keeps the timing, unranked)
+    assert row.speedup_vs_eager is None and row.speedup_vs_compile is None
     # a long re-measurement says where it is, and where its seconds went
     assert said and all(m.startswith(f"candidate 1 of 1 (attempt #{ids[1]}): ") for m, _ in said)
     assert any("correctness: smoke" in m for m, _ in said) and said[-1] == (said[-1][0], 1.0)
@@ -70,6 +73,9 @@ async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
     assert verdict is not None and [(o.attempt_id, o.passed, o.status) for o in verdict.outcomes] == [
         (ids[1], True, "ok")
     ]
+    # what the loop says next points at no best kernel, as there is none (nothing was timed on a GPU)
+    state = await loop_state(ws, s.id)
+    assert "ended without a result" in state.next and "Read the best kernel" not in state.next, state.next
 
 
 async def test_a_search_without_a_correct_attempt_ends_without_a_result(

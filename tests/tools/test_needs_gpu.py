@@ -1,0 +1,60 @@
+"""A task whose reference or inputs are pinned to CUDA, on this machine without a GPU: benchmark and
+run_correctness refuse before anything runs or is recorded (no candidate could pass here: a failed attempt would
+blame the code for the machine), and `ksearch run` starts no search. Real store, real sandbox (CPU mode)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from toolkit import Snapshot
+
+from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.common import CandidateRef
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.run_correctness import RunCorrectnessIn, run_correctness
+from ksearch.tools.select_action import SelectActionIn, select_action
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.models import IntentSpec
+from tests.fixtures.cli import ksearch_cli
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
+
+CUDA_PINNED = Path(__file__).resolve().parents[1] / "tasks" / "fixtures" / "gpumode" / "cuda_pinned"
+DOUBLE = "def custom_kernel(data):\n    return data * 2\n"
+SAID = "this task needs a GPU (reference.py line 13 puts tensors on CUDA"
+
+
+async def test_benchmark_and_run_correctness_refuse_and_record_nothing(
+    ws: Workspace, snapshot: Snapshot
+) -> None:
+    s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
+    [node] = await propose_intents(ws, ProposeIntentsIn(search=s.id, intents=[IntentSpec(title="double it")]))
+    await select_action(ws, SelectActionIn(search=s.id, node_id=node.id))
+    before = await snapshot()
+    for call in (
+        benchmark(ws, BenchmarkIn(search=s.id, node_id=node.id, candidate=CandidateRef(source=DOUBLE))),
+        benchmark(ws, BenchmarkIn(search=s.id, candidate=CandidateRef(source=DOUBLE))),
+        run_correctness(ws, RunCorrectnessIn(search=s.id, candidate=CandidateRef(source=DOUBLE))),
+    ):
+        with pytest.raises(ToolFailure) as info:
+            await call
+        assert SAID in str(info.value) and "nothing was recorded" in str(info.value)
+    after = await snapshot()
+    assert after["attempts"] == before["attempts"] == [] and after == before
+
+
+@pytest.mark.slow
+def test_ksearch_run_starts_no_search_on_it(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    said = ksearch_cli(
+        tmp_path, "run", str(CUDA_PINNED), "--policy", "tuner", "--rounds", "1", "--db", str(db)
+    )
+    assert said.returncode == 2, (said.returncode, said.stdout, said.stderr)
+    assert SAID in " ".join(said.stderr.split()), said.stderr
+    if db.exists():  # opened, perhaps: then without a search in it
+        with sqlite3.connect(db) as con:
+            assert con.execute("SELECT count(*) FROM searches").fetchone() == (0,)
