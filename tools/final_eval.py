@@ -109,8 +109,8 @@ async def final_evaluation(
         bests = {n.best_attempt_id for n in await ws.store.list_nodes(s.id) if n.best_attempt_id is not None}
         atts = sorted((a for a in correct if a.id in bests), key=lambda a: a.id, reverse=True)
         chosen_by = (
-            "each intent's best correct attempt, latest first (no GPU timing exists: CPU-interpreter "
-            "timings never rank candidates)"
+            "each intent's best correct attempt (without GPU timings, its first correct one), the latest intents' "
+            "first (no GPU timing exists: CPU-interpreter timings never rank candidates)"
         )
     seen: set[str] = set()
     top = []
