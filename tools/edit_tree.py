@@ -28,12 +28,21 @@ class EditTreeIn(ToolIn):
         max_length=80,
         description="Who asks: human | llm:<model> | tuner (kept in the edit log)",
     )
+    reason: str = Field(
+        "",
+        max_length=2000,
+        description="Why these edits (a reflection, as propose_intents' and finish_intent's reason): kept in the "
+        "edit log with every edit that gives no `reason` of its own",
+    )
 
 
 async def edit_tree(ws: Workspace, inp: EditTreeIn) -> list[Node]:
     s = await ws.search(inp.search)
+    edits = [
+        e.model_copy(update={"reason": inp.reason}) if inp.reason and not e.reason else e for e in inp.edits
+    ]
     try:
-        return await apply_edits(ws.store, s.id, inp.edits, author=inp.author, round=s.round)
+        return await apply_edits(ws.store, s.id, edits, author=inp.author, round=s.round)
     except EditRejected as e:
         raise ToolFailure("no edit was applied", problems=e.problems) from e
     except ValueError as e:  # the batch as a whole was refused (e.g. a bad author), with the reason

@@ -39,17 +39,23 @@ class FinishIntentIn(ToolIn):
     """Your reflection's new intents, as propose_intents takes them (each under its parent_id, default the
     root), added after the edits"""
     reason: str = Field("", max_length=2000)
-    """Why the new intents (your reflection): kept in the edit log with each one, as propose_intents' reason"""
+    """Why (your reflection): kept in the edit log with each new intent, as propose_intents' reason, and with each
+    edit that gives no `reason` of its own"""
     author: str = Field("human", min_length=1, max_length=80)
     """Who asks: human | llm:<model> (kept in the edit log with the edits and new intents)"""
 
     @model_validator(mode="after")
     def _reason_goes_with_intents(self) -> FinishIntentIn:
-        if self.reason and not self.new_intents:
+        if self.reason and not self.new_intents and not self.edits:
             raise ValueError(
-                "reason is kept with new_intents in the edit log, and none were given: give it with new_intents, "
-                "or as the `reason` of an edit"
+                "reason is kept in the edit log with new_intents and edits, and neither was given: give it with "
+                "them (closing an intent alone logs no reason)"
             )
+        # an edit without a reason of its own is logged with the reflection's
+        self.edits = [
+            e.model_copy(update={"reason": self.reason}) if self.reason and not e.reason else e
+            for e in self.edits
+        ]
         return self
 
 

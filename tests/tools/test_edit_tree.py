@@ -117,3 +117,24 @@ def test_a_result_cannot_be_written_through_an_edit() -> None:
             EditTreeIn.model_validate({"search": "e", "edits": [{"op": "update", "node_id": 2, **smuggled}]})
     with pytest.raises(ValidationError, match="at least 1 item"):
         EditTreeIn(search="e", edits=[])
+
+
+async def test_a_reason_for_the_whole_batch_goes_with_each_edit_without_its_own(bare_ws: Workspace) -> None:
+    s, _, a, b = await _tree(bare_ws)
+    await edit_tree(
+        bare_ws,
+        EditTreeIn(
+            search="e",
+            edits=[
+                EditSpec(op="update", node_id=a.id, priority=0.9),
+                EditSpec(op="move", node_id=b.id, parent_id=a.id, reason="a variant of it"),
+            ],
+            author="llm:m",
+            reason="round 1 showed rows in registers win",
+        ),
+    )
+    logged = [(e.op, e.node_id, e.reason) for e in await bare_ws.store.list_edits(s.id)][-2:]
+    assert logged == [
+        ("update", a.id, "round 1 showed rows in registers win"),
+        ("move", b.id, "a variant of it"),
+    ]

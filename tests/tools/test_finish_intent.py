@@ -195,8 +195,11 @@ async def test_a_refused_edit_or_intent_changes_nothing_and_the_corrected_call_g
         ToolFailure, match="finish_intent changed nothing: bad author 'bob'; accepted: 'human'"
     ):
         await finish_intent(ws, FinishIntentIn(search="f", edits=[good], author="bob"))
-    with pytest.raises(ValidationError, match="reason is kept with new_intents in the edit log"):
+    with pytest.raises(ValidationError, match="reason is kept in the edit log with new_intents and edits"):
         FinishIntentIn(search="f", reason="no intents to keep it with")
+    # with edits only, the reflection is each reason-less edit's reason (an edit's own is kept)
+    told = FinishIntentIn(search="f", edits=[good, good.model_copy(update={"reason": "own"})], reason="why")
+    assert [e.reason for e in told.edits] == ["why", "own"]
     assert await snapshot() == before
     assert (await ws.store.get_node(a.id)).status.value == "active"
     out = await finish_intent(ws, FinishIntentIn(search="f", edits=[good]))  # corrected: all of it is applied
