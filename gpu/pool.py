@@ -465,9 +465,8 @@ class WorkerProcess:
         self.start_timeout_s = start_timeout_s
         self.extra_env = dict(extra_env or {})
         self.inputs_s = 0.0  # host seconds its processes reported drawing inputs (every process of the slot)
-        self.build_s = (
-            0.0  # seconds its processes reported building torch extensions (or waiting for a build)
-        )
+        # seconds its processes reported building torch extensions (or waiting for another's build)
+        self.build_s = 0.0
         self.spare = spare
         self.starts = 0  # processes that have served this slot
         self.spares_taken = 0  # of those, the ones a spare supplied (no cold start waited for)

@@ -146,16 +146,10 @@ def check_python_syntax(source: str, task: Task | None = None) -> None:
         ) from e
 
 
-def gpu_needed(task: Task) -> str | None:
-    """Why the task cannot run without a GPU (its reference or inputs pinned to CUDA), or None."""
-    needs = task.extras.get("needs_gpu")
-    return str(needs) if needs else None
-
-
 async def refuse_without_gpu(ws: Workspace, task: Task) -> None:
     """A task that needs a GPU, on a machine without one: refused before anything is evaluated or recorded. No
     candidate could pass there, and a failed attempt would blame the code for the machine."""
-    needs = gpu_needed(task)
+    needs = task.extras.get("needs_gpu")  # why: its reference or inputs pinned to CUDA
     if needs and (await (await ws.sandbox()).hardware()).cpu_mode:
         raise ToolFailure(
             f"this task needs a GPU ({needs}) and this machine has none: no candidate can be checked or timed "
