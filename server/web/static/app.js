@@ -23,6 +23,7 @@
     busy: false,
     job: null, // the id of the submission being evaluated
     file: null, // {name, text} of the file read into the kernel box
+    opening: 0, // counts selectNode calls: one a later call overtook opens no attempt
   };
 
   async function getJSON(url) {
@@ -123,11 +124,14 @@
 
   async function selectNode(id, attempt) {
     clearMsg(); // a message was about what was open before
+    const mine = ++st.opening;
     st.node = id;
     st.attempt = null;
     markSelected();
     try {
       await refreshNode(attempt === undefined);
+      // something else was opened meanwhile (a second link followed while this one loaded): the later one wins
+      if (st.opening !== mine) return;
       if (attempt !== undefined && attempt !== null) await selectAttempt(attempt);
     } catch (e) {
       $("#node").textContent = `Could not load node #${id}: ${e.message}`;
