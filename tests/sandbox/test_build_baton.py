@@ -99,30 +99,13 @@ def test_a_release_while_another_waits_hands_the_baton_on(tmp_path: Path) -> Non
     second.release()
 
 
-PROBE = """
-import torch
-import triton
-import triton.language as tl
-from torch.utils import cpp_extension
-
-# torch's extension builds in this worker use the flock baton
-assert cpp_extension.FileBaton.__name__ == "FlockBaton", cpp_extension.FileBaton
-
-
-@triton.jit
-def _affine(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0 + 1.0, mask=mask)
-
-
-class ModelNew(torch.nn.Module):
-    def forward(self, x):
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        _affine[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
-        return y
-"""
+GOOD = (Path(__file__).parent / "fixtures" / "candidates" / "good_triton.py").read_text()
+# the affine kernel, importing only where torch's extension builds in this worker use the flock baton
+PROBE = GOOD.replace(
+    "BLOCK = 64",
+    "BLOCK = 64\nfrom torch.utils import cpp_extension\n\n# torch's extension builds in this worker use the flock baton\n"
+    'assert cpp_extension.FileBaton.__name__ == "FlockBaton", cpp_extension.FileBaton\n',
+)
 
 
 @pytest.mark.anyio
