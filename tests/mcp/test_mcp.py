@@ -262,7 +262,7 @@ async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
         msg = await call_error(c, "edit_tree", {"search": "b", "edit": [{"op": "prune", "node_id": 2}]})
         assert (
             "unknown argument(s) 'edit' for tool 'edit_tree'" in msg
-            and "accepted: author, edits, search" in msg
+            and "accepted: author, edits, reason, search" in msg
         )
         msg = await call_error(c, "propose_intents", {"search": "b", "intents": [], "parent": 1, "zz": 2})
         assert "'parent', 'zz'" in msg
