@@ -36,11 +36,14 @@ class EditTreeIn(ToolIn):
     )
 
 
+def with_reason(edits: list[EditSpec], reason: str) -> list[EditSpec]:
+    """The edits, each without a reason of its own given the batch's (edit_tree's and finish_intent's)."""
+    return [e.model_copy(update={"reason": reason}) if reason and not e.reason else e for e in edits]
+
+
 async def edit_tree(ws: Workspace, inp: EditTreeIn) -> list[Node]:
     s = await ws.search(inp.search)
-    edits = [
-        e.model_copy(update={"reason": inp.reason}) if inp.reason and not e.reason else e for e in inp.edits
-    ]
+    edits = with_reason(inp.edits, inp.reason)
     try:
         return await apply_edits(ws.store, s.id, edits, author=inp.author, round=s.round)
     except EditRejected as e:

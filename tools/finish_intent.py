@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from ksearch.tools import contexts, loop
 from ksearch.tools.common import node_in
+from ksearch.tools.edit_tree import with_reason
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.loop import Applied, LoopState, RefineState
 from ksearch.tools.phase_models import UpdateContext
@@ -52,10 +53,7 @@ class FinishIntentIn(ToolIn):
                 "them (closing an intent alone logs no reason)"
             )
         # an edit without a reason of its own is logged with the reflection's
-        self.edits = [
-            e.model_copy(update={"reason": self.reason}) if self.reason and not e.reason else e
-            for e in self.edits
-        ]
+        self.edits = with_reason(self.edits, self.reason)
         return self
 
 
