@@ -345,3 +345,13 @@ def summarize(ev: Evaluation) -> str:
     lines.extend(f"flag: {f}" for f in ev.flags)
     lines.append(seconds_text(ev))
     return "\n".join(lines)
+
+
+def why_failed(ev: Evaluation) -> str:
+    """What made a candidate fail (its first failing workload, or its status and error), in a few words."""
+    bad = next((c for c in ev.correctness if not c.passed), None)
+    if bad is not None:
+        return f"{bad.workload}: {bad.kind}" + (f", {bad.message[:160]}" if bad.message else "")
+    if ev.status == "ok" and ev.pure_pytorch:
+        return "no kernel of its own ran"
+    return f"{ev.status}: {(ev.error or ', '.join(ev.flags))[:200]}"

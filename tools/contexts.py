@@ -13,7 +13,7 @@ from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
 from ksearch.gpu.tasks.facts import task_facts
 from ksearch.gpu.tasks.tunables import TunableError, read_tunables
-from ksearch.tools import loop
+from ksearch.tools import bank, loop
 from ksearch.tools.common import baseline_settings, summarize
 from ksearch.tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
 from ksearch.tools.protocols import protocol_line
@@ -176,8 +176,10 @@ async def update_context(
     rnd, _ = await loop.refine_start(ws, node)
     src, _ = await base_source(ws, s, node)
     best = await ws.store.best_attempt(s.id)
+    brief = await task_brief(ws, s)  # first: it reads the task's facts, which the bank's match uses too
+    lessons, _ = await bank.lessons_for(ws, s, "reflect")
     return UpdateContext(
-        task=await task_brief(ws, s),
+        task=brief,
         round=rnd if rnd is not None else s.round,
         intent_id=node.id,
         intent_title=node.title,
@@ -192,6 +194,7 @@ async def update_context(
         best_speedup=best.speedup if best else None,
         tunables=tunables_of(src),
         rejected=rejected or [],
+        bank=lessons,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ksearch.tools.bank_record import HUMAN, record_quietly
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
@@ -36,6 +37,9 @@ class EditTreeIn(ToolIn):
     )
 
 
+_BANKED_OPS = ("prune", "veto", "unveto", "reopen")
+
+
 def with_reason(edits: list[EditSpec], reason: str) -> list[EditSpec]:
     """The edits, each without a reason of its own given the batch's (edit_tree's and finish_intent's)."""
     return [e.model_copy(update={"reason": reason}) if reason and not e.reason else e for e in edits]
@@ -45,8 +49,13 @@ async def edit_tree(ws: Workspace, inp: EditTreeIn) -> list[Node]:
     s = await ws.search(inp.search)
     edits = with_reason(inp.edits, inp.reason)
     try:
-        return await apply_edits(ws.store, s.id, edits, author=inp.author, round=s.round)
+        done = await apply_edits(ws.store, s.id, edits, author=inp.author, round=s.round)
     except EditRejected as e:
         raise ToolFailure("no edit was applied", problems=e.problems) from e
     except ValueError as e:  # the batch as a whole was refused (e.g. a bad author), with the reason
         raise ToolFailure(str(e)) from e
+    if inp.author == HUMAN or any(e.op in _BANKED_OPS for e in edits):
+        await record_quietly(
+            ws, s.id
+        )  # a person's notes and vetoes, and prunes with their reasons, are lessons
+    return done

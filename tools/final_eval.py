@@ -10,7 +10,8 @@ from pydantic import Field
 
 from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
 from ksearch.tools import loop
-from ksearch.tools.common import Progress, summarize
+from ksearch.tools.bank_record import record_quietly
+from ksearch.tools.common import Progress, summarize, why_failed
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
@@ -152,7 +153,7 @@ async def final_evaluation(
                 candidate_id=a.candidate_id,
                 passed=passed,
                 status=ev.status,
-                why="" if passed else _why(ev),
+                why="" if passed else why_failed(ev),
             )
             # the interpreter's time against eager PyTorch on the CPU says nothing of a GPU: no speedup is stated
             interpreted = bool(ev.timings) and ev.timings[0].device == CPU_INTERPRETER
@@ -255,16 +256,6 @@ def _part(progress: Progress | None, i: int, n: int, attempt_id: int) -> Progres
     return say
 
 
-def _why(ev: Evaluation) -> str:
-    """What made a candidate fail its final evaluation, in a few words."""
-    bad = next((c for c in ev.correctness if not c.passed), None)
-    if bad is not None:
-        return f"{bad.workload}: {bad.kind}" + (f", {bad.message[:160]}" if bad.message else "")
-    if ev.status == "ok" and ev.pure_pytorch:
-        return "no kernel of its own ran"
-    return f"{ev.status}: {(ev.error or ', '.join(ev.flags))[:200]}"
-
-
 def _cpu(a: Attempt) -> bool:
     return a.evaluation is not None and a.evaluation.cpu_interpreted
 
@@ -282,7 +273,9 @@ async def end_search(ws: Workspace, s: Search, status: SearchStatus | None = Non
             f"a search cannot end {status!r}; accepted: {', '.join(get_args(EndStatus))} "
             "(or none, for the status its budgets and open intents give)"
         )
-    return await ws.store.set_search_status(s.id, status or await end_status(ws, s))
+    ended = await ws.store.set_search_status(s.id, status or await end_status(ws, s))
+    await record_quietly(ws, s.id)  # its best kernel and every finished intent, for the searches after it
+    return ended
 
 
 async def end_status(ws: Workspace, s: Search) -> SearchStatus:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pydantic import Field, model_validator
 
 from ksearch.tools import contexts, loop
+from ksearch.tools.bank_record import record_quietly
 from ksearch.tools.common import node_in
 from ksearch.tools.edit_tree import with_reason
 from ksearch.tools.errors import ToolFailure
@@ -124,6 +125,7 @@ async def end_refine(
         else None
     )
     await loop.finished(ws, s, done.node, applied)
+    await record_quietly(ws, s.id)  # what the intent taught, for the searches after this one
     return done, refine, applied
 
 

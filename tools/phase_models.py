@@ -56,11 +56,23 @@ class AttemptOutcome(Ctx):
     summary: str = ""  # compile errors / correctness diff / timings / profile, rendered as text
 
 
+class BankSetting(Ctx):
+    """Tunable settings that won on a related task (the kernel bank), for a policy's first moves."""
+
+    uid: str  # the bank entry
+    task: str
+    params: dict[str, Any]
+    speedup_vs_eager: float | None = None  # as measured there (on its device and protocol)
+    similarity: float
+
+
 class InitContext(Ctx):
     task: TaskBrief
     seed_source: str  # the plain seed candidate the search starts from ("" when the task has none)
     tunables: dict[str, list[Any]] = Field(default_factory=dict)
     tree_view: str = ""
+    bank: str = ""  # lessons from earlier searches on related tasks (tools/bank.py), "" when none
+    bank_settings: list[BankSetting] = Field(default_factory=list)  # their winning tunable settings
 
 
 class InitResult(Ctx):
@@ -118,6 +130,7 @@ class UpdateContext(Ctx):
     rejected: list[str] = Field(default_factory=list)  # problems with the previous answer, to fix
     best_speedup: float | None = None
     tunables: dict[str, list[Any]] = Field(default_factory=dict)  # the space, for policies that model it
+    bank: str = ""  # lessons from earlier searches on related tasks (tools/bank.py), "" when none
 
 
 class UpdateResult(Ctx):

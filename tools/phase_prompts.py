@@ -6,7 +6,7 @@ its model: analyse and seed, implement an intent, reflect and edit.
 
 from __future__ import annotations
 
-from ksearch.tools import contexts, loop
+from ksearch.tools import bank, contexts, loop
 from ksearch.tools.common import node_in
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.phase_models import InitContext, UpdateContext, WriteContext
@@ -51,11 +51,17 @@ async def init_context(ws: Workspace, search: int | str) -> InitContext:
     s = await ws.search(search)
     root = await ws.store.root(s.id)
     seed, _ = await contexts.base_source(ws, s, root)
+    brief = await contexts.task_brief(
+        ws, s
+    )  # first: it reads the task's facts, which the bank's match uses too
+    lessons, ranked = await bank.lessons_for(ws, s, "analyse")
     return InitContext(
-        task=await contexts.task_brief(ws, s),
+        task=brief,
         seed_source=seed,
         tunables=contexts.tunables_of(seed),
         tree_view=await contexts.tree_view(ws, s.id),
+        bank=lessons,
+        bank_settings=bank.winning_settings(ranked),
     )
 
 

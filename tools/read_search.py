@@ -16,6 +16,8 @@ from ksearch.tools.declines import Decline, declines_in
 from ksearch.tools.runs import ShownStatus, run_status
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import bank_store
+from ksearch.worldmodel.bank_store import BankUse
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import Attempt, Candidate, Edit, FinalVerdict, LLMCall, Node, Search
 from ksearch.worldmodel.store import LLMTotals
@@ -23,6 +25,7 @@ from ksearch.worldmodel.store import LLMTotals
 __all__ = [
     "AttemptBase",
     "AttemptRecord",
+    "BankUse",  # the type of SearchSnapshot.bank_uses
     "Decline",  # the type of SearchSnapshot.declines
     "LLMTotals",  # the type of SearchSnapshot.llm_totals, for the faces that name it
     "SearchSnapshot",
@@ -58,6 +61,8 @@ class SearchSnapshot(ToolModel):
     """What the final evaluation did to the search's best (with `history`; None before it ran)"""
     candidates: dict[str, Candidate] = Field(default_factory=dict)
     """Candidate id -> candidate, for every attempt's candidate (with `sources`)"""
+    bank_uses: list[BankUse] = Field(default_factory=list)
+    """The kernel-bank entries its analyse and reflect prompts showed, in the order first shown"""
 
 
 class AttemptBase(ToolModel):
@@ -122,6 +127,7 @@ async def read_search(
     )
     edits = await store.list_edits(s.id)
     snap.declines = declines_in(edits)
+    snap.bank_uses = await bank_store.uses(store, s.id)
     if history:
         calls = await store.list_llm_calls(s.id)
         if not llm_text:

@@ -7,6 +7,8 @@ starts a worker, and the process that hosts the tools never imports torch.
 from __future__ import annotations
 
 import asyncio
+import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,12 @@ from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.kernelbench_rules import with_precision
 from ksearch.tools.records import Records
+from ksearch.worldmodel.errors import SchemaError
 from ksearch.worldmodel.models import Search
 from ksearch.worldmodel.store import Store
+
+BANK_ENV = "KSEARCH_BANK"
+"""A shared kernel bank (a ksearch database file) for every face, when `--bank` is not given."""
 
 
 class StoreCache:
@@ -33,19 +39,56 @@ class StoreCache:
 
 
 class Workspace:
-    def __init__(self, store: Store, sandbox: Sandbox | None = None, *, n_workers: int | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        sandbox: Sandbox | None = None,
+        *,
+        n_workers: int | None = None,
+        bank: Path | None = None,
+    ) -> None:
         self.store = store  # the tools' own door: reads and writes
         self.records = Records(store)  # the faces' door: reads only (writes go through the tools' operations)
         self._sandbox = sandbox
         self._n_workers = n_workers
         self._lock = asyncio.Lock()
         self._tasks: dict[str, Task] = {}
+        # the kernel bank: this database's own, or a shared file named by `bank` or KSEARCH_BANK (opened on use)
+        named = (
+            bank if bank is not None else (Path(os.environ[BANK_ENV]) if os.environ.get(BANK_ENV) else None)
+        )
+        self.bank_path: Path | None = named
+        self._bank: Store | None = None
 
     @classmethod
     async def open(
-        cls, db: Path, *, sandbox: Sandbox | None = None, n_workers: int | None = None
+        cls,
+        db: Path,
+        *,
+        sandbox: Sandbox | None = None,
+        n_workers: int | None = None,
+        bank: Path | None = None,
     ) -> Workspace:
-        return cls(await Store.open(db), sandbox, n_workers=n_workers)
+        return cls(await Store.open(db), sandbox, n_workers=n_workers, bank=bank)
+
+    async def bank(self) -> Store:
+        """The store the kernel bank lives in: this database, or the shared bank file (created if missing)."""
+        if self.bank_path is None or self.bank_path.resolve() == self.store.path.resolve():
+            return self.store
+        async with self._lock:
+            if self._bank is None:
+                if self.bank_path.is_dir():
+                    raise SchemaError(
+                        f"the bank {self.bank_path} is a directory; name a file (created if missing)"
+                    )
+                try:
+                    self._bank = await Store.open(self.bank_path)
+                except sqlite3.DatabaseError as e:
+                    raise SchemaError(
+                        f"the bank {self.bank_path} is not a ksearch database ({e}); --bank names a ksearch database "
+                        "file (created if missing); a JSON export goes in with `ksearch bank import FILE`"
+                    ) from e
+            return self._bank
 
     async def sandbox(self) -> Sandbox:
         async with self._lock:
@@ -84,6 +127,8 @@ class Workspace:
     async def close(self) -> None:
         if self._sandbox is not None:
             await self._sandbox.close()
+        if self._bank is not None:
+            await self._bank.close()
         await self.store.close()
 
     async def __aenter__(self) -> Workspace:

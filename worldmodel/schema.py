@@ -181,7 +181,39 @@ _V5: tuple[str, ...] = (
         SELECT id, NULL, '', NULL, updated_at, updated_at FROM searches WHERE status = 'running'""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+# v6: the kernel bank (worldmodel/bank.py): lessons kept across searches. An entry is stored whole as JSON with the
+# columns it is looked up by; a forgotten entry leaves its uid behind so that recording its search again does not
+# bring it back; `bank_uses` is which entries a search's prompts showed (the entries may live in another file).
+_V6: tuple[str, ...] = (
+    """CREATE TABLE bank_entries (
+        uid TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('intent', 'best', 'note')),
+        source_db TEXT NOT NULL,
+        source_search_id INTEGER NOT NULL,
+        task TEXT NOT NULL,
+        entry TEXT NOT NULL CHECK (json_valid(entry)),
+        recorded_at TEXT NOT NULL
+    )""",
+    """CREATE INDEX bank_by_source ON bank_entries (source_db, source_search_id)""",
+    """CREATE TABLE bank_forgotten (
+        uid TEXT PRIMARY KEY,
+        reason TEXT NOT NULL DEFAULT '',
+        forgotten_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE bank_uses (
+        search_id INTEGER NOT NULL REFERENCES searches(id),
+        uid TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        round INTEGER NOT NULL,
+        similarity REAL NOT NULL,
+        why TEXT NOT NULL DEFAULT '',
+        title TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (search_id, uid, phase, round)
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -40,6 +40,15 @@ NewDbOption = Annotated[
     ),
 ]
 
+BANK_HELP = (
+    "A shared kernel bank: a ksearch database file (created if missing) whose entries every search reads and "
+    "writes. Default: the entries of the --db database's own searches."
+)
+BankOption = Annotated[
+    Path | None,
+    typer.Option("--bank", envvar="KSEARCH_BANK", show_envvar=True, help=BANK_HELP, show_default=False),
+]
+
 # The bearer token of the HTTP faces (`serve --http`, `ui`); the rule is in ksearch.server.access.
 TokenOption = Annotated[
     str | None,
@@ -79,6 +88,12 @@ def print_table(table: Table) -> None:
         return
     wide = console.measure(table, options=console.options.update_width(1 << 20)).maximum
     Console(file=console.file, width=max(console.width, wide), highlight=False).print(table)
+
+
+def use_bank(bank: Path | None) -> None:
+    """Every workspace this process opens uses `bank` (the faces read KSEARCH_BANK)."""
+    if bank is not None:
+        os.environ["KSEARCH_BANK"] = str(bank)
 
 
 def default_db() -> Path:

@@ -42,7 +42,19 @@ def _plain_help() -> None:
 
 def _register() -> None:
     # Each area owns one module and adds its commands to the app.
-    from ksearch.server.cli import budget, exporting, kernels, loop, run, sandbox, steer, tasks, tree, ui
+    from ksearch.server.cli import (
+        bank,
+        budget,
+        exporting,
+        kernels,
+        loop,
+        run,
+        sandbox,
+        steer,
+        tasks,
+        tree,
+        ui,
+    )
     from ksearch.server.cli import compile as compile_cli
 
     run.register(app)
@@ -56,6 +68,7 @@ def _register() -> None:
     ui.register(app)
     sandbox.register(app)
     compile_cli.register(app)
+    bank.register(app)
 
 
 def _quit(signum: int, _frame: object) -> None:

@@ -9,7 +9,17 @@ from typing import Annotated
 
 import typer
 
-from ksearch.server.cli.common import DEFAULT_DB, NewDbOption, TokenOption, console, fail, refusals, say
+from ksearch.server.cli.common import (
+    DEFAULT_DB,
+    BankOption,
+    NewDbOption,
+    TokenOption,
+    console,
+    fail,
+    refusals,
+    say,
+    use_bank,
+)
 from ksearch.worldmodel.errors import KsearchError, StoreBusy
 from ksearch.worldmodel.models import COMPILE_MODES, KERNELBENCH_PRECISIONS, LANGUAGES, TIMING_PROTOCOLS
 
@@ -102,6 +112,7 @@ def run(
         bool, typer.Option("--verbose", "-v", help="Round lines with the whole selection score")
     ] = False,
     db: NewDbOption = DEFAULT_DB,
+    bank: BankOption = None,
 ) -> None:
     """Run the three-phase search loop (select → refine → update) on a task, then a final evaluation.
 
@@ -110,6 +121,8 @@ def run(
     """
     from ksearch.server.cli.interrupt import Interrupted, run_stoppable
     from ksearch.server.driver.run_main import RunArgs, run_main
+
+    use_bank(bank)
     from ksearch.worldmodel.models import Search
 
     if (task is None) == (resume is None):
@@ -201,8 +214,10 @@ def serve(
         ),
     ] = False,
     db: NewDbOption = DEFAULT_DB,
+    bank: BankOption = None,
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
+    use_bank(bank)
     from ksearch.server.access import http_access
     from ksearch.server.mcp.server import serve as _serve
 

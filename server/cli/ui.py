@@ -10,6 +10,7 @@ import typer
 
 from ksearch.server.cli.common import (
     DEFAULT_DB,
+    BankOption,
     DbOption,
     TokenOption,
     console,
@@ -17,6 +18,7 @@ from ksearch.server.cli.common import (
     refusals,
     run_async,
     tell,
+    use_bank,
 )
 from ksearch.worldmodel.errors import NotFound
 
@@ -38,9 +40,11 @@ def ui(
     ] = "127.0.0.1",
     token: TokenOption = None,
     db: DbOption = DEFAULT_DB,
+    bank: BankOption = None,
 ) -> None:
     """A local web page: the tree live, each attempt's code, diff and numbers, the score over rounds, and
     steering controls (add intent, priority, pin, veto, prune) that go through the same tools as the CLI."""
+    use_bank(bank)
     import uvicorn
 
     from ksearch.server.access import http_access

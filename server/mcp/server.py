@@ -7,12 +7,9 @@ with its description and bounds. This process never imports torch: GPU work runs
 
 from __future__ import annotations
 
-import functools
 import inspect
-import json
 import logging
 import sys
-import urllib.parse
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,8 +17,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
@@ -34,8 +30,10 @@ from ksearch.server.mcp.args import RefuseUnknownArguments
 from ksearch.server.mcp.http import serve_http
 from ksearch.server.mcp.order import InOrder
 from ksearch.server.mcp.record import HostRecorder
+from ksearch.server.mcp.resources import id_of, ref_of, refusals, register_resources
 from ksearch.server.mcp.stdio_input import HostLines
 from ksearch.server.mcp.text import text_of
+from ksearch.tools.bank import QueryBankIn, QueryBankOut, query_bank
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.budgets import SetBudgetsIn, SetBudgetsOut, set_budgets
 from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
@@ -344,6 +342,17 @@ class KsearchServer:
             _annotations(True, idempotent=True),
         )
         t(
+            "query_bank",
+            "The kernel bank: what earlier searches learned (intents with their measured outcome and its device and "
+            "protocol, failures and why, people's notes and vetoes, best kernels with their code). `search` or "
+            "`task`: the entries related to it, ranked, with why; `entry`: one entry whole (its code); `text`: "
+            "entries with these words. The analyse and reflect prompts show the most related ones already.",
+            QueryBankIn,
+            QueryBankOut,
+            query_bank,
+            _annotations(True, idempotent=True),
+        )
+        t(
             "run_search",
             "Start ksearch's built-in driver on a search in the background (select, refine, "
             "update rounds). Optionally follow its progress for wait_s seconds.",
@@ -357,105 +366,7 @@ class KsearchServer:
     # ------------------------------------------------------------------ resources
 
     def _register_resources(self) -> None:
-        mcp = self.mcp
-
-        async def _tree_text(search: str) -> str:
-            out = await get_tree(await self.ws(), GetTreeIn(search=_ref(search), format="text"))
-            return out.text or ""
-
-        async def _tree_json(search: str) -> str:
-            out = await get_tree(await self.ws(), GetTreeIn(search=_ref(search), format="json"))
-            return json.dumps(out.tree)
-
-        async def _node(search: str, node_id: str) -> str:
-            ws = await self.ws()
-            s = await ws.search(_ref(search))
-            node = await ws.records.get_node(_id(node_id, "node id"))
-            if node.search_id != s.id:
-                raise ValueError(f"node {node_id} is not in search {s.name!r}")
-            attempts = await ws.records.list_attempts(s.id, node.id)
-            return json.dumps(
-                {
-                    "node": node.model_dump(mode="json"),
-                    "attempts": [
-                        {
-                            "id": a.id,
-                            "candidate_id": a.candidate_id,
-                            "status": a.evaluation.status if a.evaluation else None,
-                            "speedup_vs_eager": a.speedup,
-                        }
-                        for a in attempts
-                    ],
-                }
-            )
-
-        async def _attempt(attempt_id: str) -> str:
-            ws = await self.ws()
-            a = await ws.records.get_attempt(_id(attempt_id, "attempt id"))
-            cand = await ws.records.get_candidate(a.candidate_id)
-            return json.dumps(
-                {"attempt": a.model_dump(mode="json"), "language": cand.language, "source": cand.source}
-            )
-
-        async def _task(name: str) -> str:
-            ws = await self.ws()
-            # a built-in name, or a task path percent-encoded into one URI segment (as create_search takes)
-            task = ws.task(urllib.parse.unquote(name))
-            ref = task.source_path
-            src = ref.read_text() if ref.is_file() else ""
-            return json.dumps(
-                {
-                    "task": task.model_dump(mode="json", exclude={"seeds"}),
-                    "reference_source": src,
-                    "seed_languages": sorted(task.seeds),
-                }
-            )
-
-        json_type = "application/json"
-        for uri, name, mime, description, fn in (
-            (
-                "ksearch://searches/{search}/tree",
-                "tree",
-                "text/plain",
-                "A search's tree as the compact text view",
-                _tree_text,
-            ),
-            (
-                "ksearch://searches/{search}/tree.json",
-                "tree_json",
-                json_type,
-                "A search's tree as JSON",
-                _tree_json,
-            ),
-            (
-                "ksearch://searches/{search}/nodes/{node_id}",
-                "node",
-                json_type,
-                "One node with its attempts",
-                _node,
-            ),
-            (
-                "ksearch://attempts/{attempt_id}",
-                "attempt",
-                json_type,
-                "An attempt's source and evaluation",
-                _attempt,
-            ),
-            (
-                "ksearch://tasks/{name}",
-                "task",
-                json_type,
-                "A task: workloads, tolerance, reference source. {name}: a built-in task name, or a task "
-                "file's path percent-encoded (e.g. %2Fhome%2Fme%2Fproblem.py)",
-                _task,
-            ),
-        ):
-            # The task template takes a path, as create_search does (a file that is not a task is refused
-            # by the loader), so its parameter is exempt from the SDK's path-traversal check.
-            security = ResourceSecurity(exempt_params={"name"}) if name == "task" else None
-            mcp.resource(uri, name=name, mime_type=mime, description=description, security=security)(
-                _refusals(fn)
-            )
+        register_resources(self.mcp, self.ws)
 
     # ------------------------------------------------------------------ prompts
 
@@ -491,58 +402,30 @@ class KsearchServer:
         from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
 
         async def p_analyse(search: str) -> str:
-            return await analyse_kernel(await self.ws(), _ref(search))
+            return await analyse_kernel(await self.ws(), ref_of(search))
 
         async def p_implement(search: str, node_id: str = "") -> str:
-            nid = _id(node_id, "node id") if node_id else None
-            return await implement_intent(await self.ws(), _ref(search), nid)
+            nid = id_of(node_id, "node id") if node_id else None
+            return await implement_intent(await self.ws(), ref_of(search), nid)
 
         async def p_reflect(search: str, node_id: str = "") -> str:
-            nid = _id(node_id, "node id") if node_id else None
-            return await reflect_and_edit(await self.ws(), _ref(search), nid)
+            nid = id_of(node_id, "node id") if node_id else None
+            return await reflect_and_edit(await self.ws(), ref_of(search), nid)
 
         self.mcp.prompt(
             "analyse_kernel",
             description="Phase 0: analyse the kernel and seed the tree with "
             "first intents (what ksearch's driver asks its model)",
-        )(_refusals(p_analyse, prompt=True))
+        )(refusals(p_analyse, prompt=True))
         self.mcp.prompt(
             "implement_intent",
             description="Phase 2: implement the intent being refined (or node_id), from the code it builds "
             "on and the evaluator's feedback on its last attempt",
-        )(_refusals(p_implement, prompt=True))
+        )(refusals(p_implement, prompt=True))
         self.mcp.prompt(
             "reflect_and_edit",
             description="Phase 3: reflect on the intent finished last (or node_id) and edit the tree",
-        )(_refusals(p_reflect, prompt=True))
-
-
-def _ref(search: str) -> int | str:
-    return int(search) if search.isdecimal() else search
-
-
-def _id(value: str, what: str) -> int:
-    if not value.isdecimal():
-        raise ValueError(f"{what} must be a whole number, got {value[:80]!r}")
-    return int(value)
-
-
-def _refusals(fn: Callable[..., Awaitable[str]], *, prompt: bool = False) -> Callable[..., Awaitable[str]]:
-    """A resource's or prompt's refusal reaches the client with its message (the framework would replace
-    it with a generic "error creating resource" / "internal server error")."""
-
-    @functools.wraps(fn)
-    async def read(**params: str) -> str:
-        try:
-            return await fn(**params)
-        except (KsearchError, ValueError) as e:
-            # a plain ValueError is a malformed argument (a node id that is no number); ksearch's own refusals
-            # (an unknown search, a task that cannot be loaded) say the resource is not there
-            if prompt or not isinstance(e, KsearchError):
-                raise MCPError(code=INVALID_PARAMS, message=str(e)) from e
-            raise ResourceNotFoundError(str(e)) from e
-
-    return read
+        )(refusals(p_reflect, prompt=True))
 
 
 def build_server(db: Path, *, n_workers: int | None = None, record: Path | None = None) -> KsearchServer:

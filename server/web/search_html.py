@@ -87,12 +87,38 @@ def summary(view: SearchView) -> Markup:
             ),
         ),
         ("device", device or "–"),
+        ("bank", bank_used(view)),
         (
             "spend",
             f"{view.llm.tokens_in + view.llm.tokens_out:,} tokens · ${view.llm.usd:.2f} · {view.llm.calls} LLM calls",
         ),
     ]
     return stats(items)
+
+
+def bank_used(view: SearchView) -> Markup | str:
+    """The kernel-bank entries the search's prompts showed: each once, with its best similarity and why."""
+    seen: dict[str, tuple[float, str, str, set[str]]] = {}
+    for u in view.bank_uses:
+        score, title, why, phases = seen.get(u.uid, (0.0, u.title, u.why, set()))
+        phases.add(u.phase)
+        seen[u.uid] = (max(score, u.similarity), title, why if u.similarity >= score else u.why, phases)
+    if not seen:
+        return "no entry from earlier searches was shown to this search"
+    items = [
+        h(
+            "li",
+            {"title": why},
+            f"{uid} {title[:80]} (similarity {score:.2f}; {', '.join(sorted(phases))})",
+        )
+        for uid, (score, title, why, phases) in seen.items()
+    ]
+    return join(
+        [
+            f"{len(seen)} entries from earlier searches shown to its prompts:",
+            h("ul", {"class": "bank"}, join(items)),
+        ]
+    )
 
 
 def chart(view: SearchView) -> Markup:

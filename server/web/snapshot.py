@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ksearch.tools.read_search import (
     AttemptBase,
+    BankUse,
     Decline,
     LLMTotals,
     SearchSnapshot,
@@ -52,6 +53,7 @@ class SearchView:
     version: str
     shown_status: ShownStatus  # `interrupted` for a search left `running` by a run that died
     declines: list[Decline] = field(default_factory=list)  # intents a policy declined, oldest first
+    bank_uses: list[BankUse] = field(default_factory=list)  # kernel-bank entries its prompts showed
     by_id: dict[int, Node] = field(default_factory=dict)
     children: dict[int | None, list[Node]] = field(default_factory=dict)
     attempt_by_id: dict[int, Attempt] = field(default_factory=dict)
@@ -130,6 +132,7 @@ def view_of(snap: SearchSnapshot) -> SearchView:
         version=snap.version,
         shown_status=snap.status,
         declines=snap.declines,
+        bank_uses=snap.bank_uses,
     )
 
 

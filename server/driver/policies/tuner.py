@@ -128,6 +128,7 @@ class TunerPolicy(Policy):
             )
             for p, n, v in picks
         ]
+        intents = self._bank_intents(ctx, space, seed_cfg) + intents
         size = math.prod(len(ordered(a)) for a in space.values())
         lines = "\n".join(
             f"- {n}: " + ", ".join(f"[{v!r}]" if v == seed_cfg[n] else repr(v) for v in ordered(a))
@@ -144,6 +145,41 @@ class TunerPolicy(Policy):
             "the best values."
         )
         return InitResult(analysis=analysis, intents=intents)
+
+    @staticmethod
+    def _bank_intents(ctx: InitContext, space: dict[str, list[Any]], seed_cfg: Config) -> list[IntentSpec]:
+        """The settings that won on the nearest related tasks (the kernel bank), restricted to this seed's declared
+        space, as the first moves: a head start, measured here before it counts."""
+        out: list[IntentSpec] = []
+        seen: list[Config] = []
+        for b in ctx.bank_settings:
+            moved = {
+                k: v
+                for k, v in b.params.items()
+                if k in space and any(repr(v) == repr(a) for a in space[k]) and repr(v) != repr(seed_cfg[k])
+            }
+            if not moved or moved in seen:
+                continue
+            seen.append(moved)
+            won = (
+                f"{b.speedup_vs_eager:.3g}x vs eager there" if b.speedup_vs_eager else "a measured gain there"
+            )
+            out.append(
+                IntentSpec(
+                    title=f"start from the setting that won on {b.task} (bank {b.uid}): {fmt_cfg(moved)}",
+                    rationale=(
+                        f"The kernel bank's most related task ({b.task}, similarity {b.similarity:.2f}) won with "
+                        f"these values ({won}); measured here before it counts."
+                    ),
+                    priority=0.97,
+                    difficulty=1,
+                    params={**seed_cfg, **moved},
+                    notes=f"from bank entry {b.uid}",
+                )
+            )
+            if len(out) == 2:
+                break
+        return out
 
     # ------------------------------------------------------------------ write_code
 
