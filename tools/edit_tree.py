@@ -54,7 +54,7 @@ async def edit_tree(ws: Workspace, inp: EditTreeIn) -> list[Node]:
         raise ToolFailure("no edit was applied", problems=e.problems) from e
     except ValueError as e:  # the batch as a whole was refused (e.g. a bad author), with the reason
         raise ToolFailure(str(e)) from e
-    if inp.author == HUMAN or any(e.op in _BANKED_OPS for e in edits):
+    if any(e.op in _BANKED_OPS or (inp.author == HUMAN and e.notes is not None) for e in edits):
         await record_quietly(
             ws, s.id
         )  # a person's notes and vetoes, and prunes with their reasons, are lessons

@@ -55,7 +55,7 @@ OutcomeKind = Literal[
 ]
 
 
-class BankError(KsearchError, ValueError):
+class BankError(ValueError, KsearchError):
     """A bank file or entry that cannot be used, with the reason and what is accepted."""
 
 

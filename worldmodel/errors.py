@@ -17,6 +17,7 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── EditRejected                   ksearch.worldmodel.errors  (ValueError)
     ├── StoreBusy                      ksearch.worldmodel.errors  (sqlite3.OperationalError)
     ├── SchemaError                    ksearch.worldmodel.errors  (RuntimeError)
+    ├── BankError                      ksearch.worldmodel.bank    (ValueError)
     ├── TaskError                      ksearch.gpu.task           (ValueError)
     │   └── ProbeFailed                ksearch.gpu.tasks.probe
     ├── TunableError                   ksearch.gpu.tasks.tunables (ValueError)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +15,20 @@ from ksearch.server.cli.common import BankOption, DbOption, default_db, run_asyn
 from ksearch.server.cli.steer import workspace
 from ksearch.tools import bank as bank_ops
 from ksearch.tools.bank_record import record_search
+from ksearch.tools.workspace import Workspace
+
+
+@contextlib.asynccontextmanager
+async def bank_workspace(db: Path, bank: Path | None) -> AsyncIterator[Workspace]:
+    """The workspace a bank command works in: the --db database; with --bank and no database there, the bank
+    file itself (a shared bank needs no project database to be read, exported, imported or pruned)."""
+    if bank is not None and not await asyncio.to_thread(db.exists):
+        async with await Workspace.open(bank) as ws:
+            yield ws
+        return
+    async with workspace(db) as ws:
+        yield ws
+
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -30,7 +47,7 @@ def register(app: typer.Typer) -> None:
         use_bank(bank)
 
         async def go() -> None:
-            async with workspace(db) as ws:
+            async with bank_workspace(db, bank) as ws:
                 entries = list(reversed(await bank_ops.list_bank(ws)))
                 if as_json:
                     say(json.dumps([e.model_dump(mode="json") for e in entries], indent=1))
@@ -52,7 +69,7 @@ def register(app: typer.Typer) -> None:
         use_bank(bank)
 
         async def go() -> None:
-            async with workspace(db) as ws:
+            async with bank_workspace(db, bank) as ws:
                 out = await bank_ops.query_bank(ws, bank_ops.QueryBankIn(entry=entry))
                 say(out.hits[0].entry.model_dump_json(indent=1) if as_json else out.text)
 
@@ -100,7 +117,7 @@ def register(app: typer.Typer) -> None:
         use_bank(bank)
 
         async def go() -> None:
-            async with workspace(db) as ws:
+            async with bank_workspace(db, bank) as ws:
                 gone = await bank_ops.forget_entries(ws, entries, reason)
                 say(f"forgot {len(gone)} entries: {', '.join(gone)}")
 
@@ -116,7 +133,7 @@ def register(app: typer.Typer) -> None:
         use_bank(bank)
 
         async def go() -> None:
-            async with workspace(db) as ws:
+            async with bank_workspace(db, bank) as ws:
                 n = await bank_ops.export_bank(ws, path)
                 say(f"wrote {n} entries to {path}")
 
@@ -133,7 +150,7 @@ def register(app: typer.Typer) -> None:
         use_bank(bank)
 
         async def go() -> None:
-            async with workspace(db) as ws:
+            async with bank_workspace(db, bank) as ws:
                 done = await bank_ops.import_bank(ws, path)
                 skipped = (
                     f"; {len(done.skipped_forgotten)} left out (forgotten here: {', '.join(done.skipped_forgotten)})"
