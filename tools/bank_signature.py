@@ -26,14 +26,15 @@ _WORDS: dict[str, tuple[str, ...]] = {
     "convolution": ("conv", "conv1d", "conv2d", "conv3d", "convolution", "conv_transpose", "convtranspose"),
     "gemm": ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "einsum", "gemm", "gemv", "dot", "trimul"),
     "norm": ("layer_norm", "layernorm", "rms_norm", "rmsnorm", "group_norm", "groupnorm", "batch_norm",
-             "batchnorm", "instance_norm", "instancenorm", "norm"),
+             "batchnorm", "instance_norm", "instancenorm", "norm", "normalize"),
     "softmax": ("softmax", "log_softmax", "logsoftmax", "cross_entropy", "crossentropy"),
     "scan": ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "scan", "prefixsum", "prefix_sum"),
     "reduction": ("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "prod",
                   "logsumexp", "vector_norm", "nll_loss", "reduce", "histogram"),
 }  # fmt: skip
 _ACTIVATIONS = ("relu", "gelu", "silu", "sigmoid", "tanh", "swiglu", "swish", "hardswish", "hardtanh", "elu",
-                "leaky_relu", "softplus", "mish", "selu", "dropout", "clamp", "hardsigmoid")  # fmt: skip
+                "leaky_relu", "softplus", "mish", "selu", "dropout", "hardsigmoid", "relu6")  # fmt: skip
+# (`clamp` is left out: clamp_min(eps) guards a division in norms, it is not an activation)
 _ARITHMETIC = ("add", "sub", "mul", "div", "exp", "log", "pow", "sqrt", "rsqrt", "abs", "neg", "where",
                "maximum", "minimum", "fma", "affine", "scale")  # fmt: skip
 _ROW_REDUCTIONS = ("norm", "softmax")  # each is a reduction along a row as well

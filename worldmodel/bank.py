@@ -145,6 +145,11 @@ WEIGHTS: dict[str, float] = {"patterns": 0.45, "dtype": 0.2, "scale": 0.15, "bou
 RELATED_MIN = 0.55
 """Below this similarity an entry is not shown for a task."""
 _HALF_FLOATS = {"float16", "bfloat16"}
+_FLOATS = {"float16", "bfloat16", "float32", "float64"}
+
+
+def _family(ecosystem: str) -> str:
+    return "kernelbench" if ecosystem == "native" else ecosystem
 
 
 class Match(Strict):
@@ -176,8 +181,9 @@ def similarity(a: TaskSignature, b: TaskSignature) -> Match:
     if a.dtype == b.dtype and a.dtype != "unknown":
         parts["dtype"] = 1.0
         why.append(f"same dtype {_short(a.dtype)}")
-    else:
-        parts["dtype"] = 0.5 if {a.dtype, b.dtype} <= _HALF_FLOATS else 0.0
+    else:  # a lesson on one float type half holds for its 16-bit sibling, a little for another width
+        floats = {a.dtype, b.dtype} <= _FLOATS
+        parts["dtype"] = 0.5 if {a.dtype, b.dtype} <= _HALF_FLOATS else 0.25 if floats else 0.0
         why.append(f"dtype {_short(b.dtype)} (this task {_short(a.dtype)})")
     if a.scale is not None and b.scale is not None:
         d = abs(a.scale - b.scale)
@@ -192,7 +198,8 @@ def similarity(a: TaskSignature, b: TaskSignature) -> Match:
         why.append(
             f"same bound ({a.bound})" if a.bound == b.bound else f"{b.bound}-bound (this task {a.bound})"
         )
-    parts["ecosystem"] = 1.0 if a.ecosystem == b.ecosystem else 0.0
+    # ksearch's own tasks and KernelBench's take the same candidate (a ModelNew module): one family
+    parts["ecosystem"] = 1.0 if _family(a.ecosystem) == _family(b.ecosystem) else 0.0
     score = sum(WEIGHTS[k] * v for k, v in parts.items())
     return Match(score=round(score, 3), why=why)
 
