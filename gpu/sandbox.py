@@ -21,6 +21,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,11 @@ CACHE_VERSION = "v2"
 def gpus_visible() -> bool:
     """Whether nvidia-smi lists a GPU this process may use (KSEARCH_CPU_MODE=1: never)."""
     return bool(_query_gpus()[0])
+
+
+def visible_gpus() -> list[str]:
+    """The ids of the GPUs this process may use (as CUDA_VISIBLE_DEVICES names them); [] without one."""
+    return _query_gpus()[0]
 
 
 def _query_gpus() -> tuple[list[str], str | None, str | None]:
@@ -139,6 +145,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         spare_workers: bool | None = None,
         fresh_per_candidate: bool | None = None,
         limits: Limits | None = None,
+        only_gpus: Sequence[str] | None = None,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
         try:
@@ -151,6 +158,15 @@ class LocalSandbox(EvalSteps, Sandbox):
         self.cpu_mode = (not gpus) if cpu_mode is None else cpu_mode
         if not self.cpu_mode and not gpus:
             raise SandboxError("GPU mode was requested but no GPU is visible (nvidia-smi lists none)")
+        if only_gpus is not None and not self.cpu_mode:
+            unknown = [g for g in only_gpus if g not in gpus]
+            if unknown:
+                raise SandboxError(
+                    f"GPU {', '.join(unknown)} is not visible to this process; visible: {', '.join(gpus) or 'none'}"
+                )
+            gpus = [
+                g for g in gpus if g in only_gpus
+            ]  # a suite's slot: this sandbox's workers on these GPUs only
         slots: list[str | None] = [None] if self.cpu_mode else list(gpus)
         if n_workers is not None:
             if n_workers < 1:

@@ -46,11 +46,15 @@ class Workspace:
         *,
         n_workers: int | None = None,
         bank: Path | None = None,
+        gpus: list[str] | None = None,
     ) -> None:
         self.store = store  # the tools' own door: reads and writes
         self.records = Records(store)  # the faces' door: reads only (writes go through the tools' operations)
         self._sandbox = sandbox
         self._n_workers = n_workers
+        self._gpus = (
+            gpus  # the GPUs this workspace's sandbox may use (a suite's slot); None: every visible one
+        )
         self._lock = asyncio.Lock()
         self._tasks: dict[str, Task] = {}
         # the kernel bank: this database's own, or a shared file named by `bank` or KSEARCH_BANK (opened on use)
@@ -68,8 +72,9 @@ class Workspace:
         sandbox: Sandbox | None = None,
         n_workers: int | None = None,
         bank: Path | None = None,
+        gpus: list[str] | None = None,
     ) -> Workspace:
-        return cls(await Store.open(db), sandbox, n_workers=n_workers, bank=bank)
+        return cls(await Store.open(db), sandbox, n_workers=n_workers, bank=bank, gpus=gpus)
 
     async def bank(self) -> Store:
         """The store the kernel bank lives in: this database, or the shared bank file (created if missing)."""
@@ -93,7 +98,9 @@ class Workspace:
     async def sandbox(self) -> Sandbox:
         async with self._lock:
             if self._sandbox is None:
-                self._sandbox = LocalSandbox(n_workers=self._n_workers, cache=StoreCache(self.store))
+                self._sandbox = LocalSandbox(
+                    n_workers=self._n_workers, cache=StoreCache(self.store), only_gpus=self._gpus
+                )
             return self._sandbox
 
     async def gpu_sandbox(self) -> Sandbox | None:

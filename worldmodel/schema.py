@@ -213,7 +213,30 @@ _V6: tuple[str, ...] = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# v7: suites (worldmodel/suites.py): many searches under one command. A suite's tasks are rows in the order given,
+# each with its search once one is started and its status, so a stopped suite resumes where it stopped.
+_V7: tuple[str, ...] = (
+    """CREATE TABLE suites (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        config TEXT NOT NULL CHECK (json_valid(config)),
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE suite_tasks (
+        suite_id INTEGER NOT NULL REFERENCES suites(id),
+        idx INTEGER NOT NULL,
+        task TEXT NOT NULL,
+        search_id INTEGER REFERENCES searches(id),
+        status TEXT NOT NULL DEFAULT 'pending'
+            CHECK (status IN ('pending', 'running', 'done', 'failed', 'refused')),
+        error TEXT NOT NULL DEFAULT '',
+        started_at TEXT,
+        ended_at TEXT,
+        PRIMARY KEY (suite_id, idx)
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -51,6 +51,7 @@ def _register() -> None:
         run,
         sandbox,
         steer,
+        suite,
         tasks,
         tree,
         ui,
@@ -69,6 +70,7 @@ def _register() -> None:
     sandbox.register(app)
     compile_cli.register(app)
     bank.register(app)
+    suite.register(app)
 
 
 def _quit(signum: int, _frame: object) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import shlex
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
@@ -116,6 +117,12 @@ class _Lane:
     title: str
     phase: Phase
     attempts: int = 0
+
+
+def log_console(path: Path) -> Console:
+    """A console that appends plain lines to a log file (a suite's task), never wrapped."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Console(file=path.open("a", encoding="utf-8"), width=400, color_system=None, soft_wrap=True)
 
 
 class Display:

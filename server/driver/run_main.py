@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ksearch.server.driver.display import Display, LiveDisplay
+from ksearch.server.driver.display import Display, LiveDisplay, log_console
 from ksearch.server.driver.loop import Driver, DriverOptions, DriverResult
 from ksearch.server.driver.policies import PolicyError, default_policy_name, make_policy
 from ksearch.tools.common import refuse_without_gpu
@@ -47,6 +47,8 @@ class RunArgs(BaseModel):
     plain: bool = True
     verbose: bool = False  # round lines with the whole selection score
     db: Path
+    gpus: list[str] | None = None  # the GPUs its sandbox may use (a suite's slot); None: every visible one
+    log: Path | None = None  # the run's plain lines go to this file instead of the terminal (a suite's task)
 
 
 async def _find(ws: Workspace, a: RunArgs) -> Search | None:
@@ -133,7 +135,7 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
     `on_search` is told the search as soon as it is found or created (so an interrupted run can say
     how to resume it)."""
     a.db.parent.mkdir(parents=True, exist_ok=True)
-    ws = await Workspace.open(a.db)
+    ws = await Workspace.open(a.db, gpus=a.gpus)
     try:
         found = await _find(ws, a)
         if found is not None and a.compile_mode and a.compile_mode != found.config.compile_mode:
@@ -172,6 +174,7 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
             policy = make_policy(name, model=a.model, base_url=a.base_url, replay=a.replay, record=a.record)
         except ValueError as e:  # make_policy's refusal of a name, model or file
             raise PolicyError(str(e)) from e
+        logged = log_console(a.log) if a.log is not None else None
         try:
             s = found or await _create(ws, a, name)
             if found is not None:
@@ -181,6 +184,8 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
             if on_search is not None:
                 on_search(s)
             display: Display = Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)
+            if logged is not None:
+                display = Display(logged, verbose=a.verbose)
             if found is not None:
                 display.resuming(found, explicit=a.resume is not None)
             opts = DriverOptions(
@@ -195,5 +200,7 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
             return await Driver(ws, policy, display, opts).run(s.id)
         finally:
             await policy.aclose()
+            if logged is not None:
+                logged.file.close()
     finally:
         await ws.close()

@@ -1,0 +1,160 @@
+"""`ksearch suite`: many searches under one command (run, resume, status with KernelBench's fast_p, list)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ksearch.server.cli.common import DEFAULT_DB, DbOption, NewDbOption, fail, refusals, run_async, say, tell
+from ksearch.server.cli.steer import workspace
+from ksearch.tools.suites import SuiteBudgets, SuiteIn, list_suites, report_text, suite_report
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        help="Suites: many searches under one command (a KernelBench level folder, a FlashInfer-Trace dataset, "
+        "GPU MODE problem folders, a list of tasks or a file naming them), one per slot at a time.",
+        no_args_is_help=True,
+    )
+    app.add_typer(sub, name="suite")
+
+    @sub.command("run")
+    def run(
+        sources: Annotated[
+            list[str] | None,
+            typer.Argument(help="Tasks, task folders, level folders, datasets, or .txt files naming them"),
+        ] = None,
+        name: Annotated[str | None, typer.Option(help="The new suite's name")] = None,
+        resume: Annotated[
+            str | None, typer.Option("--resume", help="Continue this suite (name or id)")
+        ] = None,
+        parallel: Annotated[
+            int | None,
+            typer.Option(min=1, max=64, help="Searches at once (default: one per visible GPU; 1 on a CPU)"),
+        ] = None,
+        policy: Annotated[
+            str | None, typer.Option(help="anthropic | openai | tuner (default as `ksearch run`)")
+        ] = None,
+        model: Annotated[str | None, typer.Option(help="Model name for anthropic/openai")] = None,
+        base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint")] = None,
+        language: Annotated[str, typer.Option(help="triton | cuda | cpp_ext")] = "triton",
+        rounds: Annotated[int | None, typer.Option(min=1, help="Rounds per task")] = None,
+        attempts: Annotated[int | None, typer.Option(min=1, help="Attempts per task")] = None,
+        wall: Annotated[float | None, typer.Option(min=1, help="Wall seconds per task")] = None,
+        tokens: Annotated[int | None, typer.Option(min=1, help="Model tokens per task")] = None,
+        usd: Annotated[float | None, typer.Option(min=0.0, help="Model spend per task, USD")] = None,
+        suite_wall: Annotated[
+            float | None, typer.Option("--suite-wall", min=1, help="Wall seconds, whole suite")
+        ] = None,
+        suite_tokens: Annotated[
+            int | None, typer.Option("--suite-tokens", min=1, help="Tokens, whole suite")
+        ] = None,
+        suite_usd: Annotated[
+            float | None, typer.Option("--suite-usd", min=0.0, help="USD, whole suite")
+        ] = None,
+        stagnation: Annotated[int | None, typer.Option(min=1, help="As `ksearch run --stagnation`")] = None,
+        max_attempts: Annotated[
+            int | None, typer.Option("--max-attempts", min=1, help="Attempts per intent")
+        ] = None,
+        timing_protocol: Annotated[
+            str | None, typer.Option("--timing-protocol", help="ksearch | gpumode | kernelbench | flashinfer")
+        ] = None,
+        no_final: Annotated[
+            bool, typer.Option("--no-final", help="Skip each search's final evaluation")
+        ] = False,
+        db: NewDbOption = DEFAULT_DB,
+    ) -> None:
+        """Run a new suite, or resume one (`--resume NAME`): done tasks are not run again, a task left running
+        continues its search, a failed one is tried again. Ctrl-C stops it; nothing committed is lost."""
+        from ksearch.server.cli.interrupt import Interrupted, run_stoppable
+        from ksearch.server.driver.suite import SuiteRunArgs, run_suite
+
+        if (resume is None) == (not sources):
+            raise fail("give the suite's sources (with --name), or --resume NAME to continue one; not both")
+        if usd == 0 or suite_usd == 0:
+            raise fail("a money budget of 0 runs nothing; give a positive --usd / --suite-usd, or none")
+        run_opts: dict[str, Any] = {
+            k: v
+            for k, v in {
+                "policy": policy,
+                "model": model,
+                "base_url": base_url,
+                "language": language,
+                "stagnation": stagnation,
+                "max_attempts": max_attempts,
+                "timing_protocol": timing_protocol,
+                "final": False if no_final else None,
+            }.items()
+            if v is not None
+        }
+        with refusals():
+            new = None
+            if sources:
+                if name is None:
+                    raise fail("a new suite needs --name")
+                budgets = SuiteBudgets(
+                    rounds=rounds,
+                    attempts=attempts,
+                    wall_s=wall,
+                    tokens=tokens,
+                    usd=usd,
+                    suite_wall_s=suite_wall,
+                    suite_tokens=suite_tokens,
+                    suite_usd=suite_usd,
+                )
+                new = SuiteIn(name=name, sources=sources, budgets=budgets, parallel=parallel, run=run_opts)
+            args = SuiteRunArgs(db=db, suite=new, resume=resume)
+        try:
+            suite = run_stoppable(
+                run_suite(args, tell),
+                stopping="stopping: abandoning the attempts in flight and saving the suite",
+                hint=lambda: "",
+            )
+        except Interrupted as e:
+            say(f"stopped: interrupted ({e}); resume with `ksearch suite run --resume {name or resume}`")
+            raise typer.Exit(e.code) from None
+        say(run_async(_report_text(db, suite.name)))
+
+    @sub.command("status")
+    def status(
+        suite: Annotated[str, typer.Argument(help="Suite name or id")],
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """Per task: its search, status, the best's correctness and speedups vs eager and torch.compile (in its
+        protocol); then the suite's fast_p (KernelBench's definition) vs both."""
+
+        async def go() -> str:
+            async with workspace(db) as ws:
+                r = await suite_report(ws, suite)
+                return json.dumps(r.model_dump(mode="json"), indent=1) if as_json else report_text(r)
+
+        say(run_async(go()))
+
+    @sub.command("list")
+    def list_(db: DbOption = DEFAULT_DB) -> None:
+        """The suites in this database, with how far each got."""
+
+        async def go() -> str:
+            async with workspace(db) as ws:
+                out = []
+                for s in await list_suites(ws):
+                    n = {
+                        st: sum(1 for t in s.tasks if t.status == st)
+                        for st in ("done", "running", "failed", "refused")
+                    }
+                    out.append(
+                        f"{s.name}: {len(s.tasks)} tasks ({n['done']} done, {n['running']} running, {n['failed']} failed, "
+                        f"{n['refused']} refused)"
+                    )
+                return "\n".join(out) or "no suite yet (`ksearch suite run --name NAME TASKS...` starts one)"
+
+        say(run_async(go()))
+
+
+async def _report_text(db: Path, name: str) -> str:
+    async with workspace(db) as ws:
+        return report_text(await suite_report(ws, name))

@@ -1,0 +1,168 @@
+"""Run a suite: its tasks' searches through the built-in driver, as many at once as it has slots.
+
+A slot is one visible GPU (that search's sandbox runs its workers on that GPU alone) or, without a GPU, one CPU
+interpreter worker. Each task runs `run_main` as `ksearch run` would (its search is created once, then resumed),
+writing its plain log to `<db folder>/suites/<suite>/<idx>.log`; the suite's records are written by this one
+process. A stopped suite resumes where it stopped: done tasks are not run again, a task left running continues
+its search. Whole-suite budgets stop new tasks from starting once spent; per-task budgets are each search's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ksearch.server.driver.run_main import RunArgs, run_main
+from ksearch.tools.suites import (
+    Suite,
+    SuiteIn,
+    SuiteTask,
+    create_suite,
+    default_slots,
+    get_suite,
+    mark,
+    suite_report,
+)
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.errors import KsearchError
+
+Say = Callable[[str], None]
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class SuiteRunArgs(BaseModel):
+    db: Path
+    suite: SuiteIn | None = None  # a new suite
+    resume: str | None = None  # or an existing one, by name or id
+
+
+def search_name(suite: Suite, t: SuiteTask) -> str:
+    return f"{suite.name}.{t.idx:03d}.{_SAFE.sub('-', Path(t.task).stem)[:40]}"
+
+
+def _run_args(suite: Suite, t: SuiteTask, db: Path, slot: str | None, spent: tuple[int, float]) -> RunArgs:
+    c = suite.config
+    b: dict[str, Any] = c.get("budgets", {})
+    tokens = b.get("tokens")
+    if b.get("suite_tokens") is not None:
+        left = max(1, b["suite_tokens"] - spent[0])
+        tokens = min(tokens, left) if tokens else left
+    usd = b.get("usd")
+    if b.get("suite_usd") is not None:
+        left_usd = max(0.0, b["suite_usd"] - spent[1])
+        usd = min(usd, left_usd) if usd else left_usd
+    common: dict[str, Any] = {
+        "db": db,
+        "plain": True,
+        "rounds": b.get("rounds"),
+        "attempts": b.get("attempts"),
+        "wall": b.get("wall_s"),
+        "tokens": tokens,
+        "usd": usd or None,
+        "gpus": [slot] if slot is not None else None,
+        "log": db.parent / "suites" / suite.name / f"{t.idx:03d}.log",
+        **c.get("run", {}),
+    }
+    if t.search_id is not None:
+        return RunArgs(resume=str(t.search_id), **common)
+    return RunArgs(task=t.task, new=True, name=search_name(suite, t), **common)
+
+
+async def _spent(ws: Workspace, suite: Suite) -> tuple[int, float]:
+    tokens, usd = 0, 0.0
+    for t in suite.tasks:
+        if t.search_id is not None:
+            tot = await ws.records.llm_totals(t.search_id)
+            tokens += tot.tokens_in + tot.tokens_out
+            usd += tot.usd
+    return tokens, usd
+
+
+def _spent_out(suite: Suite, spent: tuple[int, float], started: float) -> str:
+    b = suite.config.get("budgets", {})
+    if b.get("suite_wall_s") is not None and time.monotonic() - started >= b["suite_wall_s"]:
+        return f"the suite's wall budget ({b['suite_wall_s']:g} s) is spent"
+    if b.get("suite_tokens") is not None and spent[0] >= b["suite_tokens"]:
+        return f"the suite's token budget ({b['suite_tokens']}) is spent"
+    if b.get("suite_usd") is not None and spent[1] >= b["suite_usd"]:
+        return f"the suite's money budget (${b['suite_usd']:g}) is spent"
+    return ""
+
+
+async def run_suite(a: SuiteRunArgs, say: Say) -> Suite:
+    """Run (or resume) a suite to its end, saying each task's start and end; returns the suite as it ended."""
+
+    a.db.parent.mkdir(parents=True, exist_ok=True)
+    async with await Workspace.open(a.db) as ws:
+        if a.suite is not None:
+            suite = await create_suite(ws, a.suite)
+            refused = [t for t in suite.tasks if t.status == "refused"]
+            say(f"suite {suite.name}: {len(suite.tasks)} tasks, {len(refused)} refused")
+            for t in refused:
+                say(f"  refused {t.task}: {t.error[:300]}")
+        else:
+            assert a.resume is not None
+            suite = await get_suite(ws, a.resume)
+            left = [t for t in suite.tasks if t.status in ("pending", "running", "failed")]
+            say(f"suite {suite.name}: resuming, {len(left)} of {len(suite.tasks)} tasks left")
+        slots: asyncio.Queue[str | None] = asyncio.Queue()
+        kinds = default_slots(suite.config.get("parallel"))
+        for k in kinds:
+            slots.put_nowait(k)
+        say(f"slots: {', '.join(f'GPU {k}' if k is not None else 'CPU' for k in kinds)}")
+        started = time.monotonic()
+        stop = ""
+
+        async def one(t: SuiteTask) -> None:
+            nonlocal stop
+            slot = await slots.get()
+            try:
+                current = await get_suite(ws, suite.id)
+                stop = stop or _spent_out(current, await _spent(ws, current), started)
+                if stop:
+                    return
+                task = current.tasks[t.idx]
+                if (
+                    task.search_id is None
+                ):  # started by a run that was stopped before it could say which search
+                    name = search_name(current, task)
+                    known = [x for x in await ws.records.list_searches() if x.name == name]
+                    if known:
+                        task = task.model_copy(update={"search_id": known[0].id})
+                args = _run_args(current, task, a.db, slot, await _spent(ws, current))
+                await mark(ws, suite.id, t.idx, "running")
+                where = f"GPU {slot}" if slot is not None else "CPU"
+                say(f"start {t.idx:>3} {Path(t.task).name} on {where}")
+
+                try:
+                    res = await run_main(args)
+                except KsearchError as e:
+                    await mark(ws, suite.id, t.idx, "failed", error=str(e)[:2000])
+                    say(f"failed {t.idx:>3} {Path(t.task).name}: {str(e)[:200]}")
+                    return
+                await mark(ws, suite.id, t.idx, "done", search_id=res.search_id)
+                best = (
+                    f"{res.best_speedup_vs_eager:.2f}x vs eager"
+                    if res.best_speedup_vs_eager
+                    else "no GPU-timed best"
+                )
+                say(
+                    f"done  {t.idx:>3} {Path(t.task).name}: {res.stop_reason}; {best} ({res.attempts} attempts)"
+                )
+            finally:
+                slots.put_nowait(slot)
+
+        todo = [t for t in suite.tasks if t.status in ("pending", "running", "failed")]
+        await asyncio.gather(*(one(t) for t in todo))
+        if stop:
+            say(f"stopped: {stop}; `ksearch suite run --resume {suite.name}` runs the tasks left")
+        return await get_suite(ws, suite.id)
+
+
+__all__ = ["SuiteRunArgs", "run_suite", "suite_report"]
