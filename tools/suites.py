@@ -278,11 +278,13 @@ def report_text(r: SuiteReport) -> str:
         f"{r.refused} refused; {r.correct} correct, {r.timed} timed on a GPU"
     ]
     for row in r.rows:
-        what = (
-            row.error[:120]
-            if row.status in ("failed", "refused")
-            else (
-                f"{'correct' if row.correct else 'no correct attempt'}; {_x(row.speedup_vs_eager)} vs eager, "
+        if row.status in ("failed", "refused"):
+            what = row.error[:120]
+        elif row.speedup_vs_eager is None:
+            what = "correct, not timed on a GPU" if row.correct else "no correct attempt yet"
+        else:
+            what = (
+                f"{'correct' if row.correct else 'not correct'}; {_x(row.speedup_vs_eager)} vs eager, "
                 f"{_x(row.speedup_vs_compile)} vs torch.compile"
                 + (
                     f" (attempt #{row.attempt_id}, {row.protocol} protocol, {row.device})"
@@ -290,7 +292,6 @@ def report_text(r: SuiteReport) -> str:
                     else ""
                 )
             )
-        )
         lines.append(
             f"  {row.idx:>3} {Path(row.task).name[:40]:<40} {row.status:<8} {row.search or '-':<24} {what}"
         )
