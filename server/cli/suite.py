@@ -107,15 +107,16 @@ def register(app: typer.Typer) -> None:
                 )
                 new = SuiteIn(name=name, sources=sources, budgets=budgets, parallel=parallel, run=run_opts)
             args = SuiteRunArgs(db=db, suite=new, resume=resume)
-        try:
-            suite = run_stoppable(
-                run_suite(args, tell),
-                stopping="stopping: abandoning the attempts in flight and saving the suite",
-                hint=lambda: "",
-            )
-        except Interrupted as e:
-            say(f"stopped: interrupted ({e}); resume with `ksearch suite run --resume {name or resume}`")
-            raise typer.Exit(e.code) from None
+        with refusals():  # a refusal (an unknown suite, a busy database) exits 2 (1) with its reason
+            try:
+                suite = run_stoppable(
+                    run_suite(args, tell),
+                    stopping="stopping: abandoning the attempts in flight and saving the suite",
+                    hint=lambda: "",
+                )
+            except Interrupted as e:
+                say(f"stopped: interrupted ({e}); resume with `ksearch suite run --resume {name or resume}`")
+                raise typer.Exit(e.code) from None
         say(run_async(_report_text(db, suite.name)))
 
     @sub.command("status")

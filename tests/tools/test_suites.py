@@ -1,0 +1,130 @@
+"""Suites over a real store: what sources name (level folders, GPU MODE problem folders, FlashInfer-Trace datasets,
+list files), refusals kept with their reasons, and the result table's fast_p, exactly as KernelBench defines it
+(`score.fastp`: correct and speedup > p, over every task)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.suites import (
+    SuiteIn,
+    SuiteRow,
+    create_suite,
+    expand,
+    fast_p,
+    list_suites,
+    mark,
+    report_text,
+    suite_report,
+)
+from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.errors import Conflict
+from ksearch.worldmodel.models import SearchConfig
+from tests.fixtures import evals
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+KB_SCORE = ROOT / ".ext" / "kb" / "src" / "kernelbench" / "score.py"
+PROBLEM = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(64, 64)]\n\n\ndef get_init_inputs():\n    return []\n"
+
+
+def _rows(spec: list[tuple[bool, float | None]]) -> list[SuiteRow]:
+    return [
+        SuiteRow(idx=i, task=f"t{i}", status="done", correct=c, speedup_vs_eager=s)
+        for i, (c, s) in enumerate(spec)
+    ]
+
+
+def test_fast_p_is_kernelbench_s_correct_and_strictly_faster_over_every_task() -> None:
+    rows = _rows([(True, 2.5), (True, 1.0), (True, 1.2), (False, 3.0), (True, None), (False, None)])
+    assert (
+        fast_p(rows, 0.0, "eager") == 3 / 6
+    )  # correct with a speedup; the untimed and the incorrect count in n
+    assert fast_p(rows, 1.0, "eager") == 2 / 6  # 1.0 is not faster than 1
+    assert fast_p(rows, 1.5, "eager") == 1 / 6 and fast_p(rows, 2.0, "eager") == 1 / 6
+    assert fast_p([], 1.0, "eager") == 0.0
+
+
+@pytest.mark.skipif(not KB_SCORE.is_file(), reason="needs KernelBench's copy at .ext/kb")
+def test_fast_p_agrees_with_kernelbench_s_own_code() -> None:
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("kb_score", KB_SCORE)
+    assert spec is not None and spec.loader is not None
+    kb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kb)
+    speeds = [2.5, 1.0, 1.2, 3.0, 0.7, 1.5]
+    correct = [True, True, True, False, True, True]
+    rows = _rows(list(zip(correct, speeds, strict=True)))
+    for p in (0.0, 1.0, 1.5, 2.0):
+        theirs = kb.fastp(np.array(correct), np.array(speeds), np.ones(len(speeds)), len(speeds), p)
+        assert fast_p(rows, p, "eager") == pytest.approx(theirs)
+
+
+def test_sources_expand_to_level_folders_problem_folders_datasets_and_list_files(tmp_path: Path) -> None:
+    level = tmp_path / "level1"
+    level.mkdir()
+    for n in ("2_relu.py", "1_relu.py", "_helper.py", "notes.md"):
+        (level / n).write_text(PROBLEM)
+    gm = tmp_path / "gpumode"
+    for n in ("b_prob", "a_prob"):
+        (gm / n).mkdir(parents=True)
+        (gm / n / "task.yml").write_text("files: []\n")
+    ds = tmp_path / "trace"
+    (ds / "definitions" / "gemm").mkdir(parents=True)
+    (ds / "definitions" / "gemm" / "g1.json").write_text("{}")
+    lst = tmp_path / "tasks.txt"
+    lst.write_text("# my suite\nsoftmax\nlevel1/1_relu.py   # a file beside the list\n\n")
+    assert [Path(t).name for t in expand(str(level))] == ["1_relu.py", "2_relu.py"]
+    assert [Path(t).name for t in expand(str(gm))] == ["a_prob", "b_prob"]
+    assert [Path(t).name for t in expand(str(ds))] == ["g1.json"]
+    assert [Path(t).name for t in expand(str(lst))] == ["softmax", "1_relu.py"]
+    assert expand("softmax") == ["softmax"]
+
+
+async def test_a_suite_keeps_refused_tasks_with_their_reasons_and_refuses_when_none_loads(
+    bare_ws: Workspace, tmp_path: Path
+) -> None:
+    bad = tmp_path / "broken.py"
+    bad.write_text("def nothing(:\n")
+    s = await create_suite(
+        bare_ws, SuiteIn(name="s1", sources=["softmax", str(bad), str(tmp_path / "gone.py")])
+    )
+    assert [t.status for t in s.tasks] == ["pending", "refused", "refused"]
+    assert "no such task file" in s.tasks[2].error and s.tasks[1].error
+    with pytest.raises(Conflict, match="--resume s1"):
+        await create_suite(bare_ws, SuiteIn(name="s1", sources=["softmax"]))
+    with pytest.raises(ToolFailure, match=r"no task of .* can be loaded, so no suite was made"):
+        await create_suite(bare_ws, SuiteIn(name="s2", sources=[str(bad)]))
+    with pytest.raises(ToolFailure, match="bad suite name"):
+        await create_suite(bare_ws, SuiteIn(name="-x", sources=["softmax"]))
+    assert [x.name for x in await list_suites(bare_ws)] == ["s1"]
+
+
+async def test_the_table_takes_each_search_s_best_and_states_fast_p_only_for_gpu_timings(
+    bare_ws: Workspace,
+) -> None:
+    store = bare_ws.store
+    s = await create_suite(
+        bare_ws, SuiteIn(name="kb", sources=["softmax", "row_sum", "layernorm", "rmsnorm"])
+    )
+    report = await suite_report(bare_ws, "kb")
+    assert report.fast_p_eager is None and "no fast_p is stated" in report.note  # nothing timed yet
+    for idx, (task, speedup) in enumerate([("softmax", 2.4), ("row_sum", 1.3), ("layernorm", 0.8)]):
+        search = await store.create_search(f"kb.{idx}", task, SearchConfig())
+        cand = await store.put_candidate(f"# kernel {idx}\n", "triton")
+        await store.record_attempt(search.id, None, cand.id, evals.gpu_eval(speedup), round=0, author="llm:m")
+        await mark(bare_ws, s.id, idx, "done", search_id=search.id)
+    await mark(bare_ws, s.id, 3, "failed", error="the policy could not go on")
+    r = await suite_report(bare_ws, "kb")
+    assert (r.done, r.failed, r.correct, r.timed) == (3, 1, 3, 3)
+    assert r.fast_p_eager == {"fast_0": 0.75, "fast_1": 0.5, "fast_1.5": 0.25, "fast_2": 0.25}
+    assert r.fast_p_compile is not None  # the fixtures time no torch.compile baseline: none faster than it
+    assert r.fast_p_compile == {"fast_0": 0.0, "fast_1": 0.0, "fast_1.5": 0.0, "fast_2": 0.0}
+    text = report_text(r)
+    assert "2.40x vs eager" in text and "NVIDIA H200" in text and "the policy could not go on" in text
+    assert "fast_p vs eager:         fast_0 0.75, fast_1 0.50, fast_1.5 0.25, fast_2 0.25" in text
