@@ -10,6 +10,7 @@ point: it counts only once this search measures it.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -62,9 +63,16 @@ def entry_line(r: Ranked) -> str:
     title = f'"{e.title}"' if e.kind != "best" else e.title
     params = f" params {e.params}" if e.params else ""
     lines = [f"{head}: {title}{params}", f"  {measured_words(e)}"]
-    notes = e.notes.strip().replace("\n", " / ")
-    if notes:
-        lines.append(f"  notes: {notes[:300]}{'...' if len(notes) > 300 else ''}")
+    mine, _, reflection = e.notes.partition("\nreflection: ")
+    ids = f"; #N are search {e.source.search!r}'s node and attempt ids" if re.search(r"#\d", e.notes) else ""
+    for label, text in (("notes", mine.strip()), ("reflection after it", reflection.strip())):
+        if text:
+            flat = " ".join(text.split())
+            lines.append(
+                f"  {label}{ids if label == 'notes' else ''}: {flat[:400]}{'...' if len(flat) > 400 else ''}"
+            )
+    if e.code:
+        lines.append(f"  code: {e.language}, {len(e.code.splitlines())} lines (show the entry for it)")
     if e.credited:
         lines.append(f"  credited: {', '.join(e.credited)}")
     lines.append(f"  related: similarity {r.match.score:.2f} ({'; '.join(r.match.why)})")
@@ -78,8 +86,8 @@ def lessons_text(ranked: list[Ranked], total: int) -> str:
     head = (
         f"{len(ranked)} of the bank's {total} entries, related to this task by op pattern, dtype, size, bound and "
         "ecosystem. They were measured in other searches, on the device and protocol each names: a kernel taken "
-        "from here is a starting point, measured again before it counts. `query_bank` with an entry's uid shows "
-        "it whole (its code, when it has one)."
+        "from here is a starting point, measured again before it counts. An entry's uid shows it whole, its code "
+        "included (`query_bank` with `entry` over MCP, `ksearch bank show UID` on the command line)."
     )
     return head + "\n" + "\n".join(entry_line(r) for r in ranked)
 

@@ -82,10 +82,14 @@ def failed_outcome(attempts: list[Attempt]) -> BankOutcome:
     return BankOutcome(kind=kind, detail=f"{len(attempts)} attempts ({spread}); last: {why_failed(last)}")
 
 
-def _reflection(node: Node, nodes: dict[int, Node], edits: list[Edit]) -> str:
-    """The reasons given with the edits on an intent and the intents proposed under it after it ran."""
+def _reflection(node: Node, nodes: dict[int, Node], edits: list[Edit], rounds: set[int]) -> str:
+    """The reasons given, in the rounds the intent was refined in (its reflection follows in the same round), with
+    the edits on it and the intents proposed under it: an earlier round's edit of it (a re-base, a new priority)
+    was a reflection on another intent."""
     said: list[str] = []
     for e in edits:
+        if e.round not in rounds:
+            continue
         # its own insert's reason is why it was proposed (its rationale says that), not what it taught
         on_it = (e.node_id == node.id and e.op != "insert") or (
             e.op == "insert" and e.node_id in nodes and nodes[e.node_id].parent_id == node.id
@@ -141,9 +145,8 @@ async def entries_of(ws: Workspace, s: Search, sig: TaskSignature, db: str) -> l
             base_id = best.base_attempt_id if best.base_attempt_id is not None else n.base_attempt_id
             outcome = closed_outcome(best, attempts.get(base_id) if base_id is not None else None)
             best_id = best.id
-            if (
-                outcome.kind == "gain"
-            ):  # the code of what worked: a starting point, measured again before it counts
+            # the code of what worked (or was correct where nothing was timed): a starting point, measured again
+            if outcome.kind in ("gain", "correct"):
                 cand = await ws.store.get_candidate(best.candidate_id)
                 code, language = cand.source, cand.language
         elif n.status == "failed":
@@ -166,7 +169,8 @@ async def entries_of(ws: Workspace, s: Search, sig: TaskSignature, db: str) -> l
                 )
             )
             continue
-        reflection = _reflection(n, nodes, edits)
+        refined = {a.round for a in attempts.values() if a.node_id == n.id}
+        reflection = _reflection(n, nodes, edits, refined)
         out.append(
             BankEntry(
                 uid=entry_uid(db, s.id, "intent", n.id),

@@ -230,13 +230,14 @@ class Ranked(Strict):
 def rank(
     sig: TaskSignature, entries: list[BankEntry], *, limit: int = 8, min_score: float = RELATED_MIN
 ) -> list[Ranked]:
-    """The entries related to a task with signature `sig`, best first (ties: the newer, then by uid)."""
+    """The entries related to a task with signature `sig`, best first."""
     out = []
     for e in entries:
         m = similarity(sig, e.signature)
         if m.score >= min_score:
             out.append(Ranked(entry=e, match=m, rank=round(m.score * (1.0 + value(e)), 4)))
-    out.sort(key=lambda r: (-r.rank, -r.entry.recorded_at.timestamp(), r.entry.uid))
+    # ties: the earlier idea of its search first (a refinement reads better after what it refines), then by uid
+    out.sort(key=lambda r: (-r.rank, r.entry.source.search_id, r.entry.source.node_id or 0, r.entry.uid))
     return out[:limit]
 
 

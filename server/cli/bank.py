@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
         use_bank(bank)
 
         async def go() -> None:
-            async with workspace(db) as ws:
+            async with bank_workspace(db, bank) if for_search is None else workspace(db) as ws:
                 inp = bank_ops.QueryBankIn(
                     task=task, search=for_search, text=" ".join(words or []) or None, limit=limit
                 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ksearch.tools.bank import QueryBankOut
 from ksearch.tools.common import seconds_text
 from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.worldmodel.models import CPU_INTERPRETER, compile_label
@@ -17,6 +18,8 @@ def text_of(out: Any, structured: Any) -> str:
     its JSON."""
     if isinstance(out, EvaluationOut):
         return "\n".join(evaluation_lines(out))
+    if isinstance(out, QueryBankOut):  # the entries in words; the records stay in the structured result
+        return out.text
     return json.dumps(structured, indent=2)
 
 

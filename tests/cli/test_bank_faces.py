@@ -52,6 +52,12 @@ async def test_ksearch_bank_lists_shows_searches_exports_imports_and_forgets(tmp
     shared = tmp_path / "team.db"
     imp = ksearch_cli(tmp_path, "bank", "import", str(out), "--bank", str(shared))
     assert imp.returncode == 0 and "5 added, 0 updated" in imp.stdout, imp.stderr
+    # a teammate with the shared bank alone (no project database) reads and searches it
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    alone = ksearch_cli(elsewhere, "bank", "search", "--task", "cross_entropy", "--bank", str(shared))
+    assert alone.returncode == 0 and "related: similarity" in alone.stdout, alone.stderr
+    assert "ksearch bank show UID" in alone.stdout
     gone = ksearch_cli(
         tmp_path, "bank", "forget", gain["uid"], "--reason", "measured on old code", "--db", str(db)
     )
@@ -87,6 +93,10 @@ async def test_an_mcp_host_queries_the_bank_and_reads_its_resources(tmp_path: Pa
 
         await record_search(ws, "sm")
     async with stdio_client(db) as c:
+        said = (await c.call_tool("query_bank", {"search": "xent"})).content[0].text
+        assert (
+            said.startswith("3 of the bank's 5 entries") or "of the bank's 5 entries" in said.splitlines()[0]
+        ), said
         related = await call(c, "query_bank", {"search": "xent"})
         assert related["signature"]["task"] == "cross_entropy" and len(related["hits"]) >= 3
         assert all(h["why"] for h in related["hits"]) and related["total"] == 5

@@ -64,6 +64,9 @@ def test_replayed_searches_fill_the_bank_and_a_related_search_is_shown_their_les
     )  # every finished intent of the driver's run, recorded as it ended
     assert all(e["signature"]["patterns"] == ["norm", "reduction"] for e in intents)
     assert all(e["outcome"]["kind"] for e in intents)
+    # without a GPU nothing is timed, but a closed intent's correct code still goes with it: a starting point
+    closed = [e for e in intents if e["outcome"]["kind"] == "correct"]
+    assert closed and all(e["code"] and "ModelNew" in e["code"] for e in closed)
 
     _replay(tmp_path, db, L2, "l2_normalize")
     shown = _rows(db, "SELECT DISTINCT b.uid, b.phase FROM bank_uses b WHERE b.search_id = 2")

@@ -86,6 +86,14 @@ async def softmax_search(ws: Workspace, name: str = "sm") -> dict[str, int]:
     await apply_edits(
         store, s.id, [{"op": "prune", "node_id": exp2.id, "reason": "exp is not the bottleneck"}], "llm:m", 2
     )
+    # an edit of the rows intent in round 0, before it ran: a reflection on something else, not on it
+    await apply_edits(
+        store,
+        s.id,
+        [{"op": "update", "node_id": rows.id, "priority": 0.9, "reason": "ranked first at the start"}],
+        "llm:m",
+        0,
+    )
     # a person's veto goes through the tool: it is credited and recorded into the bank at once
     await edit_tree(
         ws,
@@ -113,6 +121,7 @@ async def test_a_search_s_records_become_entries_with_outcomes_device_and_protoc
     assert gain.outcome.kind == "gain" and 1.45 < gain.outcome.gain < 1.55
     assert gain.outcome.gain_ci[0] > 1.0 and gain.outcome.device == "NVIDIA H200" and gain.outcome.protocol
     assert gain.code and "BLOCK_N = 4096" in gain.code and "registers were the win" in gain.notes
+    assert "ranked first at the start" not in gain.notes
     assert gain.signature.patterns == ["reduction", "softmax"]
     failed = got["use tl.dot for the row sums"].outcome
     assert failed.kind == "compile_error" and "tl.dot needs 16x16 tiles" in failed.detail
