@@ -33,7 +33,12 @@ class BenchmarkIn(MeasuredJob):
     node_id: int | None = Field(
         None, ge=1, description="Intent this candidate implements: records the attempt there"
     )
-    base_attempt_id: int | None = Field(None, ge=1, description="Attempt whose code this one modifies")
+    base_attempt_id: int | None = Field(
+        None,
+        ge=1,
+        description="Attempt whose code this one modifies (default: of the phase's correct code, the one its source is "
+        "closest to; the result says which it assumed)",
+    )
     profile: bool = Field(False, description="Also run Nsight Compute on the first workload (GPU only)")
     author: str = Field(
         "human",

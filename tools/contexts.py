@@ -161,6 +161,7 @@ async def write_context(
         base_attempt_id=base.id if base else None,
         base_summary=summarize(base.evaluation) if base and base.evaluation else "",
         feedback=summarize(last.evaluation) if last and last.evaluation else "",
+        feedback_attempt_id=last.id if last else None,
         attempt_index=refine.attempts,
         attempt_cap=refine.cap,
         tunables=tunables_of(src),

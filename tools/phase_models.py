@@ -92,6 +92,7 @@ class WriteContext(Ctx):
     base_attempt_id: int | None = None  # the attempt base_source is the code of (None: the seed, or nothing)
     base_summary: str = ""  # its measured numbers
     feedback: str = ""  # from the previous attempt on this intent ("" on the first)
+    feedback_attempt_id: int | None = None  # the attempt `feedback` is about (its id in the search)
     attempt_index: int = 0  # 0-based within this refine phase
     attempt_cap: int = 0  # at most this many attempts in the phase (0: not stated)
     tunables: dict[str, list[Any]] = Field(default_factory=dict)

@@ -190,7 +190,9 @@ def fields_for(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) ->
             base_summary=clip(ctx.base_summary.strip(), SUMMARY_LIMIT),
             feedback=clip(ctx.feedback.strip(), FEEDBACK_LIMIT),
             attempt_number=str(ctx.attempt_index + 1),
-            previous_attempt=str(ctx.attempt_index),
+            # "2 (attempt #9)": its place in this refine phase and its id in the search, never one for the other
+            previous_attempt=str(ctx.attempt_index)
+            + (f" (attempt #{ctx.feedback_attempt_id})" if ctx.feedback_attempt_id is not None else ""),
             tunables=fmt_tunables(ctx.tunables),
         )
     else:

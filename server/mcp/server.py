@@ -325,7 +325,7 @@ class KsearchServer:
             "torch.compile, roofline fraction). With `search`, every call records an attempt; with node_id "
             "(a claimed intent) it is attempt k of that intent's refine phase and the result says whether to "
             "write another implementation or to reflect; base_attempt_id names the attempt whose code this "
-            "one modifies (default: the phase's best so far).",
+            "one modifies (default: of the phase's correct code, the one its source is closest to; the result says which).",
             BenchmarkIn,
             EvaluationOut,
             benchmark,

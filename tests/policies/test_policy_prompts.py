@@ -64,9 +64,13 @@ def test_sections_follow_the_context() -> None:
     _, user = render_prompt("write_code", first)
     assert "What the evaluator said" not in user and "Fix what the feedback shows" not in user
     assert "attempt 1)" in user
-    later = first.model_copy(update={"feedback": "compile error at line 12", "attempt_index": 2})
+    later = first.model_copy(
+        update={"feedback": "compile error at line 12", "attempt_index": 2, "feedback_attempt_id": 9}
+    )
     _, user = render_prompt("write_code", later)
-    assert "What the evaluator said about attempt 2 of this intent\ncompile error at line 12" in user
+    assert (
+        "What the evaluator said about this intent's attempt 2 (attempt #9)\ncompile error at line 12" in user
+    )
     assert "Fix what the feedback shows" in user and "attempt 3)" in user
     # Source is inserted verbatim: its own braces and blank lines are kept.
     assert SEED.rstrip() in user
