@@ -48,6 +48,7 @@ from ksearch.tools.list_searches import list_searches
 from ksearch.tools.now_doing import now_doing
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.read_search import read_attempt
+from ksearch.tools.suites import list_suites, suite_report
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError, NotFound, StoreBusy
 from ksearch.worldmodel.models import EditSpec, IntentSpec, Node
@@ -232,11 +233,28 @@ def build_app(
     async def searches(request: Request) -> Response:
         """The list of searches, reachable whatever search the UI was started on (the banner links here)."""
         rows = await list_searches(state.ws)  # a search whose run died reads as interrupted
+        suites = [
+            (x.name, f"{len(x.tasks)} tasks, {sum(t.status == 'done' for t in x.tasks)} done")
+            for x in await list_suites(state.ws)
+        ]
         return HTMLResponse(
             pages.searches_page(
-                [(r.id, r.name, r.task, r.status, r.round, r.attempts, r.best_speedup_vs_eager) for r in rows]
+                [
+                    (r.id, r.name, r.task, r.status, r.round, r.attempts, r.best_speedup_vs_eager)
+                    for r in rows
+                ],
+                suites,
             )
         )
+
+    async def suite(request: Request) -> Response:
+        """A suite's table, each task's search linked to its page."""
+        try:
+            report = await suite_report(state.ws, request.path_params["ref"])
+        except NotFound as e:
+            return HTMLResponse(pages.not_found_page(str(e)), 404)
+        ids = {r.name: r.id for r in await list_searches(state.ws)}
+        return HTMLResponse(pages.suite_page(report, ids))
 
     async def page(request: Request) -> Response:
         try:
@@ -387,6 +405,7 @@ def build_app(
     routes = [
         Route("/", g(index)),
         Route("/searches", g(searches)),
+        Route("/suites/{ref}", g(suite)),
         Route("/s/{ref}", g(page)),
         Route("/api/searches", g(api_searches)),
         Route("/api/s/{ref}/version", g(api_version)),

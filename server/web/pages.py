@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ksearch.server.web.html import Markup, h
+from ksearch.server.web.html import Markup, h, join
 from ksearch.server.web.parts import speed, status_badge, table
 from ksearch.server.web.search_html import chart, summary, tree
 from ksearch.server.web.snapshot import SearchView
 from ksearch.tools.submit_kernel import MAX_SOURCE_BYTES
+from ksearch.tools.suites import SuiteReport
 
 STYLE_PATH = "/static/style.css"
 SCRIPT_PATH = "/static/app.js"
@@ -287,8 +288,11 @@ def live_page(view: SearchView, first: FirstView, doing: str = "") -> Markup:
     return document(f"{name} · ksearch", Markup(f'<link rel="stylesheet" href="{STYLE_PATH}">'), body)
 
 
-def searches_page(rows: list[tuple[int, str, str, str, int, int, float | None]]) -> Markup:
-    """The index: one row per search (id, name, task, status, round, attempts, best speedup)."""
+def searches_page(
+    rows: list[tuple[int, str, str, str, int, int, float | None]], suites: list[tuple[str, str]] | None = None
+) -> Markup:
+    """The index: one row per search (id, name, task, status, round, attempts, best speedup), and the suites
+    (name, how far it got) linked to their pages."""
     listing = table(
         ["id", "search", "task", "status", "round", "attempts", "best vs eager"],
         [
@@ -311,8 +315,90 @@ def searches_page(rows: list[tuple[int, str, str, str, int, int, float | None]])
             {"class": "panel"},
             listing if rows else h("p", None, "No searches in this database yet."),
         ),
+        *(
+            [
+                h(
+                    "section",
+                    {"class": "panel", "id": "suites"},
+                    h("h2", None, "Suites"),
+                    h(
+                        "ul",
+                        None,
+                        join(
+                            [
+                                h("li", None, h("a", {"href": f"/suites/{n}"}, n), f" {what}")
+                                for n, what in suites
+                            ]
+                        ),
+                    ),
+                )
+            ]
+            if suites
+            else []
+        ),
     )
     return document("ksearch", Markup(f'<link rel="stylesheet" href="{STYLE_PATH}">'), body)
+
+
+def suite_page(r: SuiteReport, ids: dict[str, int]) -> Markup:
+    """A suite: one row per task (its search linked, its status, the best's correctness and speedups), then the
+    suite's fast_p (KernelBench's definition) vs eager and vs torch.compile. `ids`: search name -> id."""
+    rows = []
+    for row in r.rows:
+        search: Markup | str = (
+            h("a", {"href": f"/s/{ids[row.search]}"}, row.search) if row.search and row.search in ids else "–"
+        )
+        said = (
+            row.error[:160]
+            if row.status in ("failed", "refused")
+            else ("correct" if row.correct else "no correct attempt yet")
+        )
+        rows.append(
+            [
+                str(row.idx),
+                row.task.rsplit("/", 1)[-1],
+                search,
+                row.status,
+                said,
+                speed(row.speedup_vs_eager),
+                speed(row.speedup_vs_compile),
+                row.protocol or "–",
+                row.device or "–",
+            ]
+        )
+    listing = table(
+        ["#", "task", "search", "status", "result", "vs eager", "vs torch.compile", "protocol", "device"],
+        rows,
+        "suite",
+    )
+    head = (
+        f"{r.tasks} tasks: {r.done} done, {r.running} running, {r.pending} pending, {r.failed} failed, "
+        f"{r.refused} refused; {r.correct} correct, {r.timed} timed on a GPU"
+    )
+    fast = [
+        h("p", None, f"fast_p vs {vs}: " + ", ".join(f"{k} {v:.2f}" for k, v in got.items()))
+        for vs, got in (("eager", r.fast_p_eager), ("torch.compile", r.fast_p_compile))
+        if got is not None
+    ]
+    body = h(
+        "body",
+        None,
+        h(
+            "header",
+            {"class": "topbar"},
+            h("a", {"href": SEARCHES_PATH, "class": "home"}, "ksearch"),
+            h("h1", None, f"Suite {r.suite}"),
+        ),
+        h(
+            "section",
+            {"class": "panel"},
+            h("p", None, head),
+            listing,
+            *fast,
+            h("p", {"class": "muted"}, r.note),
+        ),
+    )
+    return document(f"suite {r.suite}", Markup(f'<link rel="stylesheet" href="{STYLE_PATH}">'), body)
 
 
 def not_found_page(message: str) -> Markup:

@@ -128,3 +128,23 @@ async def test_the_table_takes_each_search_s_best_and_states_fast_p_only_for_gpu
     text = report_text(r)
     assert "2.40x vs eager" in text and "NVIDIA H200" in text and "the policy could not go on" in text
     assert "fast_p vs eager:         fast_0 0.75, fast_1 0.50, fast_1.5 0.25, fast_2 0.25" in text
+
+
+async def test_the_page_shows_a_suite_and_links_each_search(bare_ws: Workspace, tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from ksearch.server.web.app import build_app
+
+    s = await create_suite(bare_ws, SuiteIn(name="web", sources=["softmax", str(tmp_path / "gone.py")]))
+    search = await bare_ws.store.create_search("web.000.softmax", "softmax", SearchConfig())
+    cand = await bare_ws.store.put_candidate("# k\n", "triton")
+    await bare_ws.store.record_attempt(search.id, None, cand.id, evals.gpu_eval(1.7), round=0, author="llm:m")
+    await mark(bare_ws, s.id, 0, "done", search_id=search.id)
+    with TestClient(build_app(bare_ws.store.path, host="testserver")) as client:  # the name the client sends
+        index = client.get("/searches").text
+        assert 'href="/suites/web"' in index and "2 tasks, 1 done" in index
+        page = client.get("/suites/web").text
+        assert f'href="/s/{search.id}"' in page and "no such task file" in page
+        assert "fast_p vs eager: fast_0 0.50, fast_1 0.50, fast_1.5 0.50, fast_2 0.00" in page
+        missing = client.get("/suites/nope")
+        assert missing.status_code == 404 and "no suite" in missing.text
