@@ -27,7 +27,7 @@ from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import suites as suite_store
-from ksearch.worldmodel.errors import NotFound
+from ksearch.worldmodel.errors import KsearchError, NotFound
 from ksearch.worldmodel.suites import Suite, SuiteTask, SuiteTaskStatus
 
 __all__ = [
@@ -305,3 +305,54 @@ def report_text(r: SuiteReport) -> str:
     if r.note:
         lines.append(r.note)
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------ export
+
+
+class SuiteExported(ToolModel):
+    idx: int
+    task: str
+    path: str | None = None
+    """The file written, in the task's owner's format"""
+    skipped: str = ""
+    """Why nothing was written for it"""
+
+
+async def export_suite(ws: Workspace, ref: int | str, folder: Path) -> list[SuiteExported]:
+    """Each task's best kernel in its owner's format, into `folder`: a FlashInfer-Bench Solution JSON, a GPU MODE
+    `NNN-TASK/submission.py`, or a KernelBench `ModelNew` file. A task without a kernel to write (none correct and
+    timed, refused, not run) is listed with the reason."""
+    from ksearch.tools.export_kernel import ExportKernelIn, export_kernel
+    from ksearch.tools.solutions import export_solution
+
+    suite = await get_suite(ws, ref)
+    await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
+    out: list[SuiteExported] = []
+    for t in suite.tasks:
+        row = SuiteExported(idx=t.idx, task=t.task)
+        out.append(row)
+        if t.search_id is None:
+            row.skipped = t.error or f"not run ({t.status})"
+            continue
+        s = await ws.search(t.search_id)
+        style = ws.search_task(s).style
+        try:
+            if style == "flashinfer":
+                sol = await export_solution(ws, s.id)
+                path, text = folder / f"{t.idx:03d}-{sol.name}.json", sol.solution_json
+            else:
+                fmt = "submission" if style == "gpumode" else "kernelbench"
+                k = await export_kernel(ws, ExportKernelIn(search=s.id, format=fmt))
+                sub = folder / f"{t.idx:03d}-{Path(t.task).stem}" if fmt == "submission" else folder
+                await asyncio.to_thread(sub.mkdir, parents=True, exist_ok=True)
+                path, text = (
+                    sub / (k.filename if fmt == "submission" else f"{t.idx:03d}-{k.filename}"),
+                    k.text,
+                )
+        except KsearchError as e:
+            row.skipped = str(e)
+            continue
+        await asyncio.to_thread(path.write_text, text)
+        row.path = str(path)
+    return out

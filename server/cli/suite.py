@@ -10,7 +10,7 @@ import typer
 
 from ksearch.server.cli.common import DEFAULT_DB, DbOption, NewDbOption, fail, refusals, run_async, say, tell
 from ksearch.server.cli.steer import workspace
-from ksearch.tools.suites import SuiteBudgets, SuiteIn, list_suites, report_text, suite_report
+from ksearch.tools.suites import SuiteBudgets, SuiteIn, export_suite, list_suites, report_text, suite_report
 
 
 def register(app: typer.Typer) -> None:
@@ -132,6 +132,27 @@ def register(app: typer.Typer) -> None:
             async with workspace(db) as ws:
                 r = await suite_report(ws, suite)
                 return json.dumps(r.model_dump(mode="json"), indent=1) if as_json else report_text(r)
+
+        say(run_async(go()))
+
+    @sub.command("export")
+    def export(
+        suite: Annotated[str, typer.Argument(help="Suite name or id")],
+        folder: Annotated[Path, typer.Argument(help="Where to write the kernels (created if missing)")],
+        db: DbOption = DEFAULT_DB,
+    ) -> None:
+        """Each task's best kernel in its owner's format: a FlashInfer-Bench Solution JSON, a GPU MODE
+        submission.py, a KernelBench ModelNew file; a task without one is listed with the reason."""
+
+        async def go() -> str:
+            async with workspace(db) as ws:
+                rows = await export_suite(ws, suite, folder)
+            wrote = sum(1 for r in rows if r.path)
+            lines = [f"wrote {wrote} of {len(rows)} tasks' kernels to {folder}"]
+            lines += [
+                f"  {r.idx:>3} {Path(r.task).name}: {r.path or 'skipped: ' + r.skipped[:200]}" for r in rows
+            ]
+            return "\n".join(lines)
 
         say(run_async(go()))
 

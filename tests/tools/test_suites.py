@@ -148,3 +148,27 @@ async def test_the_page_shows_a_suite_and_links_each_search(bare_ws: Workspace, 
         assert "fast_p vs eager: fast_0 0.50, fast_1 0.50, fast_1.5 0.50, fast_2 0.00" in page
         missing = client.get("/suites/nope")
         assert missing.status_code == 404 and "no suite" in missing.text
+
+
+async def test_a_suite_exports_each_task_s_kernel_in_its_owner_s_format(
+    bare_ws: Workspace, tmp_path: Path
+) -> None:
+    from ksearch.tools.suites import export_suite
+
+    problem = tmp_path / "1_relu.py"
+    problem.write_text(PROBLEM)
+    s = await create_suite(
+        bare_ws, SuiteIn(name="ex", sources=[str(problem), "softmax", str(tmp_path / "gone.py")])
+    )
+    timed = await bare_ws.store.create_search("ex.000.1_relu", str(problem), SearchConfig())
+    kernel = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)\n"
+    cand = await bare_ws.store.put_candidate(kernel, "triton")
+    await bare_ws.store.record_attempt(timed.id, None, cand.id, evals.gpu_eval(1.2), round=0, author="llm:m")
+    await mark(bare_ws, s.id, 0, "done", search_id=timed.id)
+    untimed = await bare_ws.store.create_search("ex.001.softmax", "softmax", SearchConfig())
+    await mark(bare_ws, s.id, 1, "done", search_id=untimed.id)
+    rows = await export_suite(bare_ws, "ex", tmp_path / "out")
+    assert rows[0].path is not None and "class ModelNew" in Path(rows[0].path).read_text()
+    assert Path(rows[0].path).name.startswith("000-") and "ksearch" in Path(rows[0].path).read_text()
+    assert rows[1].path is None and "no best kernel to export yet" in rows[1].skipped
+    assert rows[2].path is None and "no such task file" in rows[2].skipped
