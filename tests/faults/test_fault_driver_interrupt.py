@@ -180,8 +180,10 @@ def test_a_killed_run_reads_as_interrupted_everywhere_until_resumed(
 
 def test_a_live_run_is_not_taken_over(tmp_path: Path, env: dict[str, str]) -> None:
     db = tmp_path / "k.db"
-    # rounds enough that the run is still going when the second one starts (each evaluation takes a second)
-    run = Run(tmp_path, db, env, *["50" if a == "4" else a for a in RUN])
+    # still going when the second one starts and long after, on a loaded machine too: 50 rounds of up to 8 attempts
+    # each (the tuner's 20 settings at one attempt each took about as long as the second command on 4 test workers)
+    longer = {"4": "50", "2": "8", "1": "8"}  # --rounds, --max-attempts, --stagnation
+    run = Run(tmp_path, db, env, *[longer.get(a, a) for a in RUN])
     try:
         run.wait_line("round ")
         (s,) = _searches(db, env)
