@@ -176,6 +176,13 @@ async def update_context(
     attempt it was built on, the same "vs base" everywhere), the tree, the open intents and the search's best."""
     rnd, _ = await loop.refine_start(ws, node)
     src, _ = await base_source(ws, s, node)
+    phase = await loop.phase_attempts(ws, node)
+    # the space the intent's own code declares now (its last correct attempt's, else its last one's), not its base's:
+    # an attempt may declare other tunables than the code it was built on
+    latest = next(
+        (a for a in reversed(phase) if a.evaluation and a.evaluation.correct), phase[-1] if phase else None
+    )
+    declared = tunables_of((await ws.store.get_candidate(latest.candidate_id)).source) if latest else {}
     best = await ws.store.best_attempt(s.id)
     brief = await task_brief(ws, s)  # first: it reads the task's facts, which the bank's match uses too
     lessons, _ = await bank.lessons_for(ws, s, "reflect")
@@ -187,13 +194,13 @@ async def update_context(
         intent_status=node.status.value,
         intent_params=node.params,
         prediction=node.expected_speedup,
-        outcomes=[await built_on(ws, a) for a in await loop.phase_attempts(ws, node)],
+        outcomes=[await built_on(ws, a) for a in phase],
         history=await history(ws, s.id),
         tree_view=await tree_view(ws, s.id),
         open_intents=open_intents(nodes := await ws.store.list_nodes(s.id)),
         node_titles={n.id: ROOT_TITLE if n.kind == "root" else n.title for n in nodes},
         best_speedup=best.speedup if best else None,
-        tunables=tunables_of(src),
+        tunables=declared or tunables_of(src),
         rejected=rejected or [],
         bank=lessons,
     )
