@@ -95,6 +95,13 @@ def _spent_out(suite: Suite, spent: tuple[int, float], started: float) -> str:
     return ""
 
 
+async def _tally(ws: Workspace, suite_id: int) -> str:
+    """Where the suite stands, for the head of each progress line: `[2/5 done, 1 running, 0 failed]`."""
+    tasks = (await get_suite(ws, suite_id)).tasks
+    n = {st: sum(1 for t in tasks if t.status == st) for st in ("done", "running", "failed")}
+    return f"[{n['done']}/{len(tasks)} done, {n['running']} running, {n['failed']} failed]"
+
+
 async def run_suite(a: SuiteRunArgs, say: Say) -> Suite:
     """Run (or resume) a suite to its end, saying each task's start and end; returns the suite as it ended."""
 
@@ -138,13 +145,13 @@ async def run_suite(a: SuiteRunArgs, say: Say) -> Suite:
                 args = _run_args(current, task, a.db, slot, await _spent(ws, current))
                 await mark(ws, suite.id, t.idx, "running")
                 where = f"GPU {slot}" if slot is not None else "CPU"
-                say(f"start {t.idx:>3} {Path(t.task).name} on {where}")
+                say(f"{await _tally(ws, suite.id)} start {t.idx:>3} {Path(t.task).name} on {where}")
 
                 try:
                     res = await run_main(args)
                 except KsearchError as e:
                     await mark(ws, suite.id, t.idx, "failed", error=str(e)[:2000])
-                    say(f"failed {t.idx:>3} {Path(t.task).name}: {str(e)[:200]}")
+                    say(f"{await _tally(ws, suite.id)} failed {t.idx:>3} {Path(t.task).name}: {str(e)[:200]}")
                     return
                 await mark(ws, suite.id, t.idx, "done", search_id=res.search_id)
                 best = (
@@ -153,7 +160,8 @@ async def run_suite(a: SuiteRunArgs, say: Say) -> Suite:
                     else "no GPU-timed best"
                 )
                 say(
-                    f"done  {t.idx:>3} {Path(t.task).name}: {res.stop_reason}; {best} ({res.attempts} attempts)"
+                    f"{await _tally(ws, suite.id)} done  {t.idx:>3} {Path(t.task).name}: {res.stop_reason}; {best} "
+                    f"({res.attempts} attempts)"
                 )
             finally:
                 slots.put_nowait(slot)

@@ -40,6 +40,9 @@ def test_a_suite_stops_at_its_budget_and_resumes_where_it_stopped(tmp_path: Path
     again = ksearch_cli(tmp_path, "suite", "run", "--resume", "cpu", "--db", str(db))
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming, 1 of 3 tasks left" in again.stderr
+    assert (
+        "[2/3 done, 0 running, 0 failed] done    1 row_sum" in again.stderr
+    )  # where the suite stands, each line
     after = _attempts(db)
     assert after["cpu.000.softmax"] == done_first["cpu.000.softmax"]  # the done task was not run again
     assert after["cpu.001.row_sum"] >= 1
