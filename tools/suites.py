@@ -69,6 +69,9 @@ class SuiteIn(ToolIn):
     parallel: int | None = Field(
         None, ge=1, le=64, description="Searches at once (default: one per visible GPU, 1 on a CPU)"
     )
+    gpus: list[str] | None = Field(
+        None, description="The GPUs to use (ids as nvidia-smi lists them); default: every visible one"
+    )
     run: dict[str, Any] = Field(default_factory=dict, description="The search options every task runs with")
 
 
@@ -115,10 +118,16 @@ def check(task: str) -> str:
     return ""
 
 
-def default_slots(parallel: int | None) -> list[str | None]:
-    """The slots searches run in: one per visible GPU (each search's sandbox on that GPU alone), or `parallel` CPU
-    slots without a GPU (1 by default: the interpreter takes the cores)."""
+def default_slots(parallel: int | None, only: list[str] | None = None) -> list[str | None]:
+    """The slots searches run in: one per visible GPU (each search's sandbox on that GPU alone; `only`: these GPUs),
+    or `parallel` CPU slots without a GPU (1 by default: the interpreter takes the cores)."""
     gpus = visible_gpus()
+    if only is not None:
+        unknown = [g for g in only if g not in gpus]
+        if unknown:
+            seen = ", ".join(gpus) if gpus else "none (this machine has no GPU this process may use)"
+            raise ToolFailure(f"GPU {', '.join(unknown)} is not visible here; visible GPUs: {seen}")
+        gpus = [g for g in gpus if g in only]
     if gpus:
         if parallel is not None and parallel > len(gpus):
             raise ToolFailure(
@@ -143,7 +152,15 @@ async def create_suite(ws: Workspace, inp: SuiteIn) -> Suite:
     if not any(not why for _, why in checked):
         shown = "; ".join(f"{t}: {why}" for t, why in checked[:5])
         raise ToolFailure(f"no task of {', '.join(inp.sources)} can be loaded, so no suite was made: {shown}")
-    config = {"budgets": inp.budgets.model_dump(exclude_none=True), "parallel": inp.parallel, "run": inp.run}
+    default_slots(
+        inp.parallel, inp.gpus
+    )  # a GPU that is not there, or too many slots: refused before anything is made
+    config = {
+        "budgets": inp.budgets.model_dump(exclude_none=True),
+        "parallel": inp.parallel,
+        "gpus": inp.gpus,
+        "run": inp.run,
+    }
     return await suite_store.create_suite(ws.store, inp.name, config, checked)
 
 

@@ -35,6 +35,10 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option(min=1, max=64, help="Searches at once (default: one per visible GPU; 1 on a CPU)"),
         ] = None,
+        gpus: Annotated[
+            str | None,
+            typer.Option("--gpus", help="Comma-separated GPU ids to use (default: every visible one)"),
+        ] = None,
         policy: Annotated[
             str | None, typer.Option(help="anthropic | openai | tuner (default as `ksearch run`)")
         ] = None,
@@ -105,7 +109,10 @@ def register(app: typer.Typer) -> None:
                     suite_tokens=suite_tokens,
                     suite_usd=suite_usd,
                 )
-                new = SuiteIn(name=name, sources=sources, budgets=budgets, parallel=parallel, run=run_opts)
+                chosen = [g.strip() for g in gpus.split(",") if g.strip()] if gpus is not None else None
+                new = SuiteIn(
+                    name=name, sources=sources, budgets=budgets, parallel=parallel, gpus=chosen, run=run_opts
+                )
             args = SuiteRunArgs(db=db, suite=new, resume=resume)
         with refusals():  # a refusal (an unknown suite, a busy database) exits 2 (1) with its reason
             try:

@@ -119,7 +119,7 @@ async def run_suite(a: SuiteRunArgs, say: Say) -> Suite:
             left = [t for t in suite.tasks if t.status in ("pending", "running", "failed")]
             say(f"suite {suite.name}: resuming, {len(left)} of {len(suite.tasks)} tasks left")
         slots: asyncio.Queue[str | None] = asyncio.Queue()
-        kinds = default_slots(suite.config.get("parallel"))
+        kinds = default_slots(suite.config.get("parallel"), suite.config.get("gpus"))
         for k in kinds:
             slots.put_nowait(k)
         say(f"slots: {', '.join(f'GPU {k}' if k is not None else 'CPU' for k in kinds)}")

@@ -63,5 +63,10 @@ def test_a_suite_needs_its_sources_or_a_suite_to_resume(tmp_path: Path) -> None:
         tmp_path, "suite", "run", "softmax", "--name", "x", "--rounds", "0", "--db", str(tmp_path / "k.db")
     )
     assert r.returncode == 2 and "--rounds" in r.stderr
+    r = ksearch_cli(
+        tmp_path, "suite", "run", "softmax", "--name", "x", "--gpus", "7", "--db", str(tmp_path / "k.db")
+    )
+    assert r.returncode == 2 and "GPU 7 is not visible here; visible GPUs: " in r.stderr, r.stderr
+    assert "no suite yet" in ksearch_cli(tmp_path, "suite", "list", "--db", str(tmp_path / "k.db")).stdout
     r = ksearch_cli(tmp_path, "suite", "run", "--resume", "nope", "--db", str(tmp_path / "k.db"))
     assert r.returncode == 2 and "no suite 'nope'" in r.stderr
