@@ -29,7 +29,7 @@ from ksearch.worldmodel.bank_store import BankUse, Imported
 from ksearch.worldmodel.models import Search
 
 PROMPT_LIMIT = 6  # entries a prompt shows
-Phase = Literal["analyse", "reflect"]
+Phase = Literal["analyse", "reflect", "implement"]
 
 
 def _num(x: float | None, unit: str = "x") -> str:
@@ -103,26 +103,51 @@ async def related(
     return rank(sig, entries, limit=limit), len(entries)
 
 
+async def _record(ws: Workspace, s: Search, shown: list[Ranked], phase: Phase) -> None:
+    """Remember which entries a search's prompt showed (its page lists them)."""
+    uses = [
+        BankUse(
+            uid=r.entry.uid,
+            phase=phase,
+            round=s.round,
+            similarity=r.match.score,
+            why="; ".join(r.match.why),
+            title=r.entry.title,
+        )
+        for r in shown
+    ]
+    await bank_store.record_uses(ws.store, s.id, uses)
+
+
 async def lessons_for(ws: Workspace, s: Search, phase: Phase) -> tuple[str, list[Ranked]]:
     """The lessons section for a search's prompt, recorded as used by it."""
     me = (await bank_store.db_uid(ws.store), s.id)
     ranked, total = await related(ws, await search_signature(ws, s), exclude=me)
-    await bank_store.record_uses(
-        ws.store,
-        s.id,
-        [
-            BankUse(
-                uid=r.entry.uid,
-                phase=phase,
-                round=s.round,
-                similarity=r.match.score,
-                why="; ".join(r.match.why),
-                title=r.entry.title,
-            )
-            for r in ranked
-        ],
-    )
+    await _record(ws, s, ranked, phase)
     return lessons_text(ranked, total), ranked
+
+
+KERNELS_LIMIT = 3  # related kernels an implement prompt names
+
+
+async def kernels_for(ws: Workspace, s: Search) -> str:
+    """For the implement prompt: the related entries that carry a kernel's code, one line each (recorded as shown)."""
+    me = (await bank_store.db_uid(ws.store), s.id)
+    ranked, _ = await related(ws, await search_signature(ws, s), exclude=me, limit=20)
+    with_code = [r for r in ranked if r.entry.code][:KERNELS_LIMIT]
+    if not with_code:
+        return ""
+    await _record(ws, s, with_code, "implement")
+    lines = [
+        f"- [{r.entry.uid}] {r.entry.signature.task} ({r.entry.language}): {r.entry.title[:100]} — "
+        f"{measured_words(r.entry)}; similarity {r.match.score:.2f}"
+        for r in with_code
+    ]
+    return (
+        "Kernels of related tasks, measured elsewhere on the device and protocol each names: a starting point to read "
+        "or adapt, measured here before it counts. Show one whole with `query_bank` (`entry`) over MCP or `ksearch "
+        "bank show UID`.\n" + "\n".join(lines)
+    )
 
 
 def winning_settings(ranked: list[Ranked]) -> list[BankSetting]:

@@ -151,6 +151,7 @@ async def write_context(
         src = (await ws.store.get_candidate(base.candidate_id)).source
     phase = await loop.phase_attempts(ws, node)
     last = phase[-1] if phase else None
+    kernels = await bank.kernels_for(ws, s)
     return WriteContext(
         task=brief or await task_brief(ws, s),
         intent_id=node.id,
@@ -162,6 +163,7 @@ async def write_context(
         base_summary=summarize(base.evaluation) if base and base.evaluation else "",
         feedback=summarize(last.evaluation) if last and last.evaluation else "",
         feedback_attempt_id=last.id if last else None,
+        bank=kernels,
         attempt_index=refine.attempts,
         attempt_cap=refine.cap,
         tunables=tunables_of(src),

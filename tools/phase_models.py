@@ -93,6 +93,7 @@ class WriteContext(Ctx):
     base_summary: str = ""  # its measured numbers
     feedback: str = ""  # from the previous attempt on this intent ("" on the first)
     feedback_attempt_id: int | None = None  # the attempt `feedback` is about (its id in the search)
+    bank: str = ""  # related kernels with code from earlier searches (tools/bank.py), "" when none
     attempt_index: int = 0  # 0-based within this refine phase
     attempt_cap: int = 0  # at most this many attempts in the phase (0: not stated)
     tunables: dict[str, list[Any]] = Field(default_factory=dict)

@@ -172,7 +172,7 @@ def _task_fields(t: TaskBrief) -> dict[str, str]:
 def fields_for(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) -> dict[str, str]:
     f = _task_fields(ctx.task)
     f["tree_view"] = ctx.tree_view.strip()
-    f["bank"] = ctx.bank.strip() if isinstance(ctx, (InitContext, UpdateContext)) else ""
+    f["bank"] = ctx.bank.strip()
     if isinstance(ctx, InitContext):
         f["seed_source"] = ctx.seed_source.rstrip()
         f["tunables"] = fmt_tunables(ctx.tunables)

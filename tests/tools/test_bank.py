@@ -18,7 +18,7 @@ from ksearch.server.web.snapshot import load_view
 from ksearch.tools import bank
 from ksearch.tools.bank_record import record_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
-from ksearch.tools.phase_prompts import analyse_kernel, init_context
+from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, init_context
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.bank import BankEntry
 from ksearch.worldmodel.edits import apply_edits, apply_intents
@@ -150,6 +150,18 @@ async def test_a_related_search_reads_the_lessons_and_an_unrelated_one_does_not(
     assert "no entry" in str(bank_used(await load_view(ws, other.id)))
     uses = await bank.bank_uses(ws, related.id)
     assert {u.phase for u in uses} == {"analyse"} and all(u.similarity >= 0.55 for u in uses)
+    # writing code, the model is pointed at the related kernels that carry code (the gain's, and the best)
+    (intent,) = await apply_intents(
+        ws.store, related.id, [IntentSpec(title="one row per program")], "llm:m", 1
+    )
+    await ws.store.set_node_status(intent.id, "active")
+    writing = await implement_intent(ws, related.id, intent.id)
+    assert "## Related kernels from earlier searches (the kernel bank)" in writing
+    assert "one row per program, row in registers" in writing and "ksearch bank show UID" in writing
+    assert "implement" in {u.phase for u in await bank.bank_uses(ws, related.id)}
+    other_intent = (await apply_intents(ws.store, other.id, [IntentSpec(title="tile it")], "llm:m", 1))[0]
+    await ws.store.set_node_status(other_intent.id, "active")
+    assert "kernel bank" not in await implement_intent(ws, other.id, other_intent.id)
 
 
 async def test_the_tuner_starts_from_the_setting_that_won_on_the_nearest_task(ws: Workspace) -> None:
