@@ -288,6 +288,16 @@ def live_page(view: SearchView, first: FirstView, doing: str = "") -> Markup:
     return document(f"{name} · ksearch", Markup(f'<link rel="stylesheet" href="{STYLE_PATH}">'), body)
 
 
+def topbar(title: str) -> Markup:
+    """The list pages' header: the link home and the page's title."""
+    return h(
+        "header",
+        {"class": "topbar"},
+        h("a", {"href": SEARCHES_PATH, "class": "home"}, "ksearch"),
+        h("h1", None, title),
+    )
+
+
 def searches_page(
     rows: list[tuple[int, str, str, str, int, int, float | None]], suites: list[tuple[str, str]] | None = None
 ) -> Markup:
@@ -304,12 +314,7 @@ def searches_page(
     body = h(
         "body",
         None,
-        h(
-            "header",
-            {"class": "topbar"},
-            h("a", {"href": SEARCHES_PATH, "class": "home"}, "ksearch"),
-            h("h1", None, "Searches"),
-        ),
+        topbar("Searches"),
         h(
             "section",
             {"class": "panel"},
@@ -383,12 +388,7 @@ def suite_page(r: SuiteReport, ids: dict[str, int]) -> Markup:
     body = h(
         "body",
         None,
-        h(
-            "header",
-            {"class": "topbar"},
-            h("a", {"href": SEARCHES_PATH, "class": "home"}, "ksearch"),
-            h("h1", None, f"Suite {r.suite}"),
-        ),
+        topbar(f"Suite {r.suite}"),
         h(
             "section",
             {"class": "panel"},
