@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from ksearch.gpu.sandbox import visible_gpus
+from ksearch.gpu.sandbox_api import SandboxError
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks import load_task
 from ksearch.tools.errors import ToolFailure
@@ -71,6 +73,11 @@ class SuiteIn(ToolIn):
     )
     gpus: list[str] | None = Field(
         None, description="The GPUs to use (ids as nvidia-smi lists them); default: every visible one"
+    )
+    ray: str | None = Field(
+        None,
+        description="A Ray cluster (auto | HOST:PORT) whose GPUs run the searches, one sandbox actor per GPU "
+        "(--gpus then names actor indices)",
     )
     run: dict[str, Any] = Field(default_factory=dict, description="The search options every task runs with")
 
@@ -137,6 +144,43 @@ def default_slots(parallel: int | None, only: list[str] | None = None) -> list[s
     return [None] * (parallel or 1)
 
 
+async def ray_slots(
+    address: str, parallel: int | None, only: list[str] | None, say: Callable[[str], None]
+) -> list[tuple[str, str]]:
+    """The slots of a suite on a Ray cluster: (actor index, where it runs) per sandbox actor, one per GPU of the
+    cluster (`only`: these actor indices; `parallel`: at most this many). Joins the cluster and places the actors
+    first, so an unreachable address is refused before anything is written; the actors' faults go to `say`."""
+    from ksearch.gpu.ray_sandbox import shared_pool
+
+    try:
+        actors = await shared_pool(address, on_event=lambda m: say(f"ray: {m}")).start()
+    except SandboxError as e:
+        raise ToolFailure(str(e)) from None
+    slots = [(str(a.index), a.label()) for a in actors]
+    if only is not None:
+        unknown = [g for g in only if g not in {s for s, _ in slots}]
+        if unknown:
+            raise ToolFailure(
+                f"Ray actor {', '.join(unknown)} does not exist: the cluster's pool has actors 0 to {len(slots) - 1}"
+            )
+        slots = [s for s in slots if s[0] in only]
+    if parallel is not None and parallel > len(slots):
+        raise ToolFailure(
+            f"--parallel {parallel}: the Ray cluster has {len(slots)} GPU(s); at most {len(slots)}"
+        )
+    return slots[: parallel or len(slots)]
+
+
+async def close_ray() -> None:
+    """End this process's Ray sandbox actors (a suite's end, or Ctrl-C)."""
+    import sys
+
+    if "ksearch.gpu.ray_sandbox" in sys.modules:  # never imports Ray for a suite that did not use it
+        from ksearch.gpu.ray_sandbox import close_pools
+
+        await close_pools()
+
+
 async def create_suite(ws: Workspace, inp: SuiteIn) -> Suite:
     """A new suite: its sources expanded and every task loaded once (refusals kept with their reasons)."""
     if not _NAME.match(inp.name):
@@ -152,13 +196,15 @@ async def create_suite(ws: Workspace, inp: SuiteIn) -> Suite:
     if not any(not why for _, why in checked):
         shown = "; ".join(f"{t}: {why}" for t, why in checked[:5])
         raise ToolFailure(f"no task of {', '.join(inp.sources)} can be loaded, so no suite was made: {shown}")
-    default_slots(
-        inp.parallel, inp.gpus
-    )  # a GPU that is not there, or too many slots: refused before anything is made
+    if inp.ray is None:
+        default_slots(
+            inp.parallel, inp.gpus
+        )  # a GPU that is not there, or too many slots: refused before anything is made
     config = {
         "budgets": inp.budgets.model_dump(exclude_none=True),
         "parallel": inp.parallel,
         "gpus": inp.gpus,
+        "ray": inp.ray,
         "run": inp.run,
     }
     return await suite_store.create_suite(ws.store, inp.name, config, checked)

@@ -47,6 +47,7 @@ class Workspace:
         n_workers: int | None = None,
         bank: Path | None = None,
         gpus: list[str] | None = None,
+        ray: str | None = None,
     ) -> None:
         self.store = store  # the tools' own door: reads and writes
         self.records = Records(store)  # the faces' door: reads only (writes go through the tools' operations)
@@ -55,6 +56,7 @@ class Workspace:
         self._gpus = (
             gpus  # the GPUs this workspace's sandbox may use (a suite's slot); None: every visible one
         )
+        self._ray = ray  # a Ray cluster's address: the sandbox is its pool of actors (gpus: actor indices)
         self._lock = asyncio.Lock()
         self._tasks: dict[str, Task] = {}
         # the kernel bank: this database's own, or a shared file named by `bank` or KSEARCH_BANK (opened on use)
@@ -73,8 +75,9 @@ class Workspace:
         n_workers: int | None = None,
         bank: Path | None = None,
         gpus: list[str] | None = None,
+        ray: str | None = None,
     ) -> Workspace:
-        return cls(await Store.open(db), sandbox, n_workers=n_workers, bank=bank, gpus=gpus)
+        return cls(await Store.open(db), sandbox, n_workers=n_workers, bank=bank, gpus=gpus, ray=ray)
 
     async def bank(self) -> Store:
         """The store the kernel bank lives in: this database, or the shared bank file (created if missing)."""
@@ -97,6 +100,14 @@ class Workspace:
 
     async def sandbox(self) -> Sandbox:
         async with self._lock:
+            if self._sandbox is None and self._ray is not None:
+                from ksearch.gpu.ray_sandbox import RaySandbox, shared_pool
+
+                ray_sb = RaySandbox(
+                    shared_pool(self._ray), [int(g) for g in self._gpus] if self._gpus else None
+                )
+                await ray_sb.start()  # joins the cluster and places the actors: errors say why here
+                self._sandbox = ray_sb
             if self._sandbox is None:
                 self._sandbox = LocalSandbox(
                     n_workers=self._n_workers, cache=StoreCache(self.store), only_gpus=self._gpus
@@ -106,7 +117,7 @@ class Workspace:
     async def gpu_sandbox(self) -> Sandbox | None:
         """The sandbox where it runs on a GPU (started if need be); None on a machine without one, where nothing
         is started (background GPU work has nothing to do there)."""
-        if self._sandbox is None and not await asyncio.to_thread(gpus_visible):
+        if self._sandbox is None and self._ray is None and not await asyncio.to_thread(gpus_visible):
             return None
         sb = await self.sandbox()
         return None if getattr(sb, "cpu_mode", True) else sb

@@ -49,6 +49,13 @@ BankOption = Annotated[
     typer.Option("--bank", envvar="KSEARCH_BANK", show_envvar=True, help=BANK_HELP, show_default=False),
 ]
 
+# A Ray cluster whose GPUs run the candidates (`pip install 'ksearch[ray]'`): one sandbox actor per GPU.
+RAY_HELP = (
+    "Run candidates on a Ray cluster: `auto` (the one `ray start --head` runs on this machine) or a head's "
+    "HOST:PORT; one jailed sandbox actor per GPU of the cluster, the database stays here (needs ksearch[ray])"
+)
+RayOption = Annotated[str | None, typer.Option("--ray", help=RAY_HELP, show_default=False)]
+
 # The bearer token of the HTTP faces (`serve --http`, `ui`); the rule is in ksearch.server.access.
 TokenOption = Annotated[
     str | None,

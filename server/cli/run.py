@@ -13,6 +13,7 @@ from ksearch.server.cli.common import (
     DEFAULT_DB,
     BankOption,
     NewDbOption,
+    RayOption,
     TokenOption,
     console,
     fail,
@@ -113,6 +114,7 @@ def run(
     ] = False,
     db: NewDbOption = DEFAULT_DB,
     bank: BankOption = None,
+    ray: RayOption = None,
 ) -> None:
     """Run the three-phase search loop (select → refine → update) on a task, then a final evaluation.
 
@@ -163,6 +165,7 @@ def run(
         plain=plain or not sys.stdout.isatty(),
         verbose=verbose,
         db=db,
+        ray=ray,
     )
     searched: list[Search] = []
 
@@ -215,6 +218,7 @@ def serve(
     ] = False,
     db: NewDbOption = DEFAULT_DB,
     bank: BankOption = None,
+    ray: RayOption = None,
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
     use_bank(bank)
@@ -224,4 +228,4 @@ def serve(
     with refusals():  # exit 2 with the refusal's message
         # the token rule is checked before anything is opened or bound; the jail rule before binding
         access = http_access(host, token, "ksearch serve") if http else None
-        _serve(db, http=access, port=port, record=record, allow_unjailed=allow_unjailed)
+        _serve(db, http=access, port=port, record=record, allow_unjailed=allow_unjailed, ray=ray)

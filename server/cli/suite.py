@@ -8,7 +8,17 @@ from typing import Annotated, Any
 
 import typer
 
-from ksearch.server.cli.common import DEFAULT_DB, DbOption, NewDbOption, fail, refusals, run_async, say, tell
+from ksearch.server.cli.common import (
+    DEFAULT_DB,
+    DbOption,
+    NewDbOption,
+    RayOption,
+    fail,
+    refusals,
+    run_async,
+    say,
+    tell,
+)
 from ksearch.server.cli.steer import workspace
 from ksearch.tools.suites import SuiteBudgets, SuiteIn, export_suite, list_suites, report_text, suite_report
 
@@ -39,6 +49,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--gpus", help="Comma-separated GPU ids to use (default: every visible one)"),
         ] = None,
+        ray: RayOption = None,
         policy: Annotated[
             str | None, typer.Option(help="anthropic | openai | tuner (default as `ksearch run`)")
         ] = None,
@@ -111,9 +122,15 @@ def register(app: typer.Typer) -> None:
                 )
                 chosen = [g.strip() for g in gpus.split(",") if g.strip()] if gpus is not None else None
                 new = SuiteIn(
-                    name=name, sources=sources, budgets=budgets, parallel=parallel, gpus=chosen, run=run_opts
+                    name=name,
+                    sources=sources,
+                    budgets=budgets,
+                    parallel=parallel,
+                    gpus=chosen,
+                    ray=ray,
+                    run=run_opts,
                 )
-            args = SuiteRunArgs(db=db, suite=new, resume=resume)
+            args = SuiteRunArgs(db=db, suite=new, resume=resume, ray=ray)
         with refusals():  # a refusal (an unknown suite, a busy database) exits 2 (1) with its reason
             try:
                 suite = run_stoppable(

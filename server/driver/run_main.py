@@ -48,6 +48,9 @@ class RunArgs(BaseModel):
     verbose: bool = False  # round lines with the whole selection score
     db: Path
     gpus: list[str] | None = None  # the GPUs its sandbox may use (a suite's slot); None: every visible one
+    ray: str | None = (
+        None  # a Ray cluster (auto | HOST:PORT): candidates run on its actors (gpus: actor indices)
+    )
     log: Path | None = None  # the run's plain lines go to this file instead of the terminal (a suite's task)
 
 
@@ -135,8 +138,12 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
     `on_search` is told the search as soon as it is found or created (so an interrupted run can say
     how to resume it)."""
     a.db.parent.mkdir(parents=True, exist_ok=True)
-    ws = await Workspace.open(a.db, gpus=a.gpus)
+    ws = await Workspace.open(a.db, gpus=a.gpus, ray=a.ray)
     try:
+        if a.ray is not None:
+            await (
+                ws.sandbox()
+            )  # joins the cluster first: an unreachable one is refused before a search is made
         found = await _find(ws, a)
         if found is not None and a.compile_mode and a.compile_mode != found.config.compile_mode:
             raise ToolFailure(

@@ -23,10 +23,12 @@ from ksearch.tools.suites import (
     Suite,
     SuiteIn,
     SuiteTask,
+    close_ray,
     create_suite,
     default_slots,
     get_suite,
     mark,
+    ray_slots,
     suite_report,
 )
 from ksearch.tools.workspace import Workspace
@@ -40,13 +42,18 @@ class SuiteRunArgs(BaseModel):
     db: Path
     suite: SuiteIn | None = None  # a new suite
     resume: str | None = None  # or an existing one, by name or id
+    ray: str | None = (
+        None  # a Ray cluster for its searches (a resumed suite: default, the one it was made with)
+    )
 
 
 def search_name(suite: Suite, t: SuiteTask) -> str:
     return f"{suite.name}.{t.idx:03d}.{_SAFE.sub('-', Path(t.task).stem)[:40]}"
 
 
-def _run_args(suite: Suite, t: SuiteTask, db: Path, slot: str | None, spent: tuple[int, float]) -> RunArgs:
+def _run_args(
+    suite: Suite, t: SuiteTask, db: Path, slot: str | None, spent: tuple[int, float], ray: str | None = None
+) -> RunArgs:
     c = suite.config
     b: dict[str, Any] = c.get("budgets", {})
     tokens = b.get("tokens")
@@ -66,6 +73,7 @@ def _run_args(suite: Suite, t: SuiteTask, db: Path, slot: str | None, spent: tup
         "tokens": tokens,
         "usd": usd or None,
         "gpus": [slot] if slot is not None else None,
+        "ray": ray,
         "log": db.parent / "suites" / suite.name / f"{t.idx:03d}.log",
         **c.get("run", {}),
     }
@@ -106,6 +114,17 @@ async def run_suite(a: SuiteRunArgs, say: Say) -> Suite:
     """Run (or resume) a suite to its end, saying each task's start and end; returns the suite as it ended."""
 
     a.db.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return await _run_suite(a, say)
+    finally:
+        await close_ray()  # the actors' work ends with the suite (Ctrl-C included)
+
+
+async def _run_suite(a: SuiteRunArgs, say: Say) -> Suite:
+    ray = a.ray or (a.suite.ray if a.suite is not None else None)
+    ray_where: dict[str, str] = {}
+    if ray is not None and a.suite is not None:  # an unreachable cluster is refused before the suite is made
+        ray_where = dict(await ray_slots(ray, a.suite.parallel, a.suite.gpus, say))
     async with await Workspace.open(a.db) as ws:
         if a.suite is not None:
             suite = await create_suite(ws, a.suite)
@@ -116,13 +135,26 @@ async def run_suite(a: SuiteRunArgs, say: Say) -> Suite:
         else:
             assert a.resume is not None
             suite = await get_suite(ws, a.resume)
+            ray = a.ray or suite.config.get("ray")
+            if ray is not None:
+                ray_where = dict(
+                    await ray_slots(ray, suite.config.get("parallel"), suite.config.get("gpus"), say)
+                )
             left = [t for t in suite.tasks if t.status in ("pending", "running", "failed")]
             say(f"suite {suite.name}: resuming, {len(left)} of {len(suite.tasks)} tasks left")
         slots: asyncio.Queue[str | None] = asyncio.Queue()
-        kinds = default_slots(suite.config.get("parallel"), suite.config.get("gpus"))
+        kinds: list[str | None] = (
+            list(ray_where)
+            if ray is not None
+            else default_slots(suite.config.get("parallel"), suite.config.get("gpus"))
+        )
         for k in kinds:
             slots.put_nowait(k)
-        say(f"slots: {', '.join(f'GPU {k}' if k is not None else 'CPU' for k in kinds)}")
+
+        def where(k: str | None) -> str:
+            return ray_where[k] if k in ray_where else f"GPU {k}" if k is not None else "CPU"
+
+        say(f"slots: {', '.join(where(k) for k in kinds)}")
         started = time.monotonic()
         stop = ""
 
@@ -142,10 +174,9 @@ async def run_suite(a: SuiteRunArgs, say: Say) -> Suite:
                     known = [x for x in await ws.records.list_searches() if x.name == name]
                     if known:
                         task = task.model_copy(update={"search_id": known[0].id})
-                args = _run_args(current, task, a.db, slot, await _spent(ws, current))
+                args = _run_args(current, task, a.db, slot, await _spent(ws, current), ray)
                 await mark(ws, suite.id, t.idx, "running")
-                where = f"GPU {slot}" if slot is not None else "CPU"
-                say(f"{await _tally(ws, suite.id)} start {t.idx:>3} {Path(t.task).name} on {where}")
+                say(f"{await _tally(ws, suite.id)} start {t.idx:>3} {Path(t.task).name} on {where(slot)}")
 
                 try:
                     res = await run_main(args)

@@ -106,9 +106,12 @@ def _flat_signature(model: type[BaseModel]) -> list[inspect.Parameter]:
 class KsearchServer:
     """Holds the workspace (opened on first use) and registers everything on an MCPServer."""
 
-    def __init__(self, db: Path, *, n_workers: int | None = None, record: Path | None = None) -> None:
+    def __init__(
+        self, db: Path, *, n_workers: int | None = None, record: Path | None = None, ray: str | None = None
+    ) -> None:
         self.db = db.resolve()
         self.n_workers = n_workers
+        self.ray = ray  # a Ray cluster: every search this server runs spreads its candidates over its actors
         # The host's decisions as a replay file for `ksearch run --policy replay` (server/mcp/record.py).
         self.recorder = HostRecorder(record) if record is not None else None
         self._ws: Workspace | None = None
@@ -123,7 +126,7 @@ class KsearchServer:
 
     async def ws(self) -> Workspace:
         if self._ws is None:
-            self._ws = await Workspace.open(self.db, n_workers=self.n_workers)
+            self._ws = await Workspace.open(self.db, n_workers=self.n_workers, ray=self.ray)
         return self._ws
 
     async def close(self) -> None:
@@ -428,8 +431,10 @@ class KsearchServer:
         )(refusals(p_reflect, prompt=True))
 
 
-def build_server(db: Path, *, n_workers: int | None = None, record: Path | None = None) -> KsearchServer:
-    return KsearchServer(db, n_workers=n_workers, record=record)
+def build_server(
+    db: Path, *, n_workers: int | None = None, record: Path | None = None, ray: str | None = None
+) -> KsearchServer:
+    return KsearchServer(db, n_workers=n_workers, record=record, ray=ray)
 
 
 async def _run_stdio(ks: KsearchServer) -> None:
@@ -446,10 +451,11 @@ def serve(
     port: int = 8765,
     record: Path | None = None,
     allow_unjailed: bool = False,
+    ray: str | None = None,
 ) -> None:
     """stdio, or streamable HTTP under `http`'s token rule (server/mcp/http.py)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    ks = build_server(db, record=record)
+    ks = build_server(db, record=record, ray=ray)
 
     async def run() -> None:
         try:
