@@ -166,3 +166,28 @@ def test_bad_clusters_and_actor_indices_are_refused_before_anything_is_written(
     r = ksearch_cli(tmp_path, "run", "softmax", "--ray", "127.0.0.1:9", "--rounds", "1", "--db", str(db))
     assert r.returncode == 2 and "nothing answers there" in r.stderr, r.stderr[-2000:]
     assert not _searches(db)  # no search was made
+
+
+def test_an_mcp_servers_benchmarks_run_on_the_clusters_actors(cluster: Any, tmp_path: Path) -> None:
+    from mcp.client import Client
+
+    from ksearch.gpu.ray_sandbox import close_pools
+    from ksearch.server.mcp.server import KsearchServer
+
+    async def go() -> tuple[dict[str, Any], list[int]]:
+        ks = KsearchServer(tmp_path / "k.db", ray=cluster.address)
+        try:
+            async with Client(ks.mcp) as c:
+                await c.call_tool("create_search", {"task": "row_sum", "name": "s"})
+                res = await c.call_tool("benchmark", {"search": "s", "node_id": 1, "candidate": {"seed": True}})
+                assert not res.is_error, res.content
+                sb = await (await ks.ws()).sandbox()
+                busy_ever = [len(a.shipped) for a in sb.pool.actors]  # type: ignore[attr-defined]
+                return dict(res.structured_content or {}), busy_ever
+        finally:
+            await ks.close()
+            await close_pools()
+
+    out, shipped = asyncio.run(go())
+    assert out["evaluation"]["status"] == "ok", out
+    assert sum(shipped) == 1  # the task's files went to the one actor that evaluated the seed
