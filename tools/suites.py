@@ -23,6 +23,7 @@ from pydantic import Field
 
 from ksearch.gpu.sandbox import visible_gpus
 from ksearch.gpu.sandbox_api import SandboxError
+from ksearch.gpu.smi import query_gpus
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks import load_task
 from ksearch.tools.errors import ToolFailure
@@ -142,6 +143,30 @@ def default_slots(parallel: int | None, only: list[str] | None = None) -> list[s
             )
         return list(gpus[: parallel or len(gpus)])
     return [None] * (parallel or 1)
+
+
+def gpu_use(gpus: list[str]) -> str:
+    """`GPU 0 97 %, 41 GiB; GPU 1 …` for these GPUs, as nvidia-smi reads them now ("" without it)."""
+    rows = query_gpus("index,utilization.gpu,memory.used")
+    return "; ".join(
+        f"GPU {r[0]} {r[1]} busy, {float(r[2].split()[0]) / 1024:.1f} GiB"
+        for r in rows
+        if len(r) >= 3 and r[0] in gpus and r[2].split()[0].replace(".", "").isdecimal()
+    )
+
+
+async def progress_line(ws: Workspace, suite_id: int, gpus: list[str]) -> str:
+    """The running tasks with their best so far, and the slots' GPU use: the suite's periodic progress line."""
+    suite = await get_suite(ws, suite_id)
+    parts = []
+    for t in suite.tasks:
+        if t.status != "running" or t.search_id is None:
+            continue
+        best = await ws.records.best_attempt(t.search_id)
+        sp = best.speedup if best is not None else None
+        parts.append(f"{Path(t.task).name} {f'{sp:.2f}x' if sp else 'no GPU-timed best yet'}")
+    use = gpu_use(gpus) if gpus else ""
+    return f"running: {', '.join(parts) or 'none'}" + (f" | {use}" if use else "")
 
 
 async def ray_slots(

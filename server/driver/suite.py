@@ -28,6 +28,7 @@ from ksearch.tools.suites import (
     default_slots,
     get_suite,
     mark,
+    progress_line,
     ray_slots,
     suite_report,
 )
@@ -42,9 +43,9 @@ class SuiteRunArgs(BaseModel):
     db: Path
     suite: SuiteIn | None = None  # a new suite
     resume: str | None = None  # or an existing one, by name or id
-    ray: str | None = (
-        None  # a Ray cluster for its searches (a resumed suite: default, the one it was made with)
-    )
+    # a Ray cluster for its searches (a resumed suite: by default, the one it was made with)
+    ray: str | None = None
+    progress_every_s: float = 60.0  # a line with each running task's best so far and the GPUs' use
 
 
 def search_name(suite: Suite, t: SuiteTask) -> str:
@@ -197,8 +198,21 @@ async def _run_suite(a: SuiteRunArgs, say: Say) -> Suite:
             finally:
                 slots.put_nowait(slot)
 
+        async def ticker() -> None:
+            local_gpus = [
+                k for k in kinds if k is not None and ray is None
+            ]  # a cluster's: on Ray's dashboard
+            while True:
+                await asyncio.sleep(a.progress_every_s)
+                line = await progress_line(ws, suite.id, local_gpus)
+                say(f"{await _tally(ws, suite.id)} {line}")
+
         todo = [t for t in suite.tasks if t.status in ("pending", "running", "failed")]
-        await asyncio.gather(*(one(t) for t in todo))
+        tick = asyncio.create_task(ticker())
+        try:
+            await asyncio.gather(*(one(t) for t in todo))
+        finally:
+            tick.cancel()
         if stop:
             say(f"stopped: {stop}; `ksearch suite run --resume {suite.name}` runs the tasks left")
         return await get_suite(ws, suite.id)

@@ -5,6 +5,7 @@ list files), refusals kept with their reasons, and the result table's fast_p, ex
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from ksearch.tools.suites import (
     fast_p,
     list_suites,
     mark,
+    progress_line,
     report_text,
     suite_report,
 )
@@ -128,6 +130,30 @@ async def test_the_table_takes_each_search_s_best_and_states_fast_p_only_for_gpu
     text = report_text(r)
     assert "2.40x vs eager" in text and "NVIDIA H200" in text and "the policy could not go on" in text
     assert "fast_p vs eager:         fast_0 0.75, fast_1 0.50, fast_1.5 0.25, fast_2 0.25" in text
+
+
+async def test_the_progress_line_names_each_running_task_s_best_and_the_slots_gpu_use(
+    bare_ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nvidia-smi cannot run without a GPU: a stand-in on PATH prints what the real one prints for this query
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\nprintf '0, 97 %%, 41984 MiB\\n1, 3 %%, 512 MiB\\n2, 0 %%, 0 MiB\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    store = bare_ws.store
+    s = await create_suite(bare_ws, SuiteIn(name="p", sources=["softmax", "row_sum", "layernorm"]))
+    for idx, speedup in [(0, 2.4), (1, None)]:
+        search = await store.create_search(f"p.{idx}", ["softmax", "row_sum"][idx], SearchConfig())
+        if speedup is not None:
+            cand = await store.put_candidate("# kernel\n", "triton")
+            await store.record_attempt(search.id, None, cand.id, evals.gpu_eval(speedup), round=0, author="llm:m")
+        await mark(bare_ws, s.id, idx, "running", search_id=search.id)
+    line = await progress_line(bare_ws, s.id, ["0", "1"])
+    assert line == (
+        "running: softmax 2.40x, row_sum no GPU-timed best yet | GPU 0 97 % busy, 41.0 GiB; GPU 1 3 % busy, 0.5 GiB"
+    )
+    assert await progress_line(bare_ws, s.id, []) == "running: softmax 2.40x, row_sum no GPU-timed best yet"
 
 
 async def test_the_page_shows_a_suite_and_links_each_search(bare_ws: Workspace, tmp_path: Path) -> None:
