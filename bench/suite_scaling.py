@@ -1,0 +1,114 @@
+"""How a suite scales with its slots: candidates evaluated per minute on 1, 2, 4 … GPUs (or Ray actors).
+
+Runs the same suite (the tuner policy, fixed rounds and attempts, no final evaluation) once per slot count, each in
+a fresh database, as a user would (`ksearch suite run … --gpus 0,1`), and reads the attempts it recorded:
+
+    python bench/suite_scaling.py --tasks .ext/kb/KernelBench/level1 --limit 8 --slots 1,2,4 \
+        --out bench/results/suite-scaling-h200.json
+    python bench/suite_scaling.py ... --ray auto          # the same through a Ray cluster's actors
+    python bench/suite_scaling.py --tasks softmax,row_sum --slots 1,2 --cpu   # CPU slots (--parallel), a dry run
+
+Candidates per minute = attempts recorded / the suite's wall time. Speedup = that rate over the 1-slot rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tasks(spec: str, limit: int) -> list[str]:
+    p = Path(spec)
+    if p.is_dir():
+        return [str(f) for f in sorted(p.glob("*.py"), key=lambda f: (len(f.name), f.name))][:limit]
+    return [t for t in spec.split(",") if t][:limit]
+
+
+def _attempts(db: Path) -> tuple[int, int]:
+    con = sqlite3.connect(db)
+    try:
+        n, ok = con.execute(
+            "SELECT count(*), coalesce(sum(status = 'ok'), 0) FROM attempts WHERE author != 'seed'"
+        ).fetchone()
+        return int(n), int(ok)
+    finally:
+        con.close()
+
+
+def run_once(tasks: list[str], slots: int, a: argparse.Namespace, work: Path) -> dict[str, Any]:
+    db = work / f"slots{slots}.db"
+    cmd = [sys.executable, "-m", "ksearch.server.cli", "suite", "run", *tasks, "--name", f"s{slots}",
+           "--policy", "tuner", "--rounds", str(a.rounds), "--max-attempts", str(a.max_attempts), "--no-final",
+           "--db", str(db)]  # fmt: skip
+    if a.ray:
+        cmd += ["--ray", a.ray, "--gpus", ",".join(str(i) for i in range(slots))]
+    elif a.cpu:
+        cmd += ["--parallel", str(slots)]
+    else:
+        cmd += ["--gpus", ",".join(str(i) for i in range(slots))]
+    t0 = time.monotonic()
+    p = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    wall = time.monotonic() - t0
+    (work / f"slots{slots}.log").write_text(p.stderr + p.stdout)
+    if p.returncode != 0:
+        raise SystemExit(f"suite with {slots} slots failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    n, ok = _attempts(db)
+    return {"slots": slots, "wall_s": round(wall, 1), "attempts": n, "correct": ok,
+            "per_min": round(n / (wall / 60), 2)}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", required=True, help="a folder of task files, or comma-separated tasks")
+    ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--slots", default="1,2,4")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-attempts", type=int, default=3)
+    ap.add_argument("--ray", help="a Ray cluster's address: its actors are the slots")
+    ap.add_argument("--cpu", action="store_true", help="CPU interpreter slots (--parallel), no GPU")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args(argv)
+    tasks = _tasks(a.tasks, a.limit)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ksearch-scaling-") as tmp:
+        for n in [int(x) for x in a.slots.split(",")]:
+            rows.append(run_once(tasks, n, a, Path(tmp)))
+            print(json.dumps(rows[-1]), flush=True)
+            if a.out:
+                logs = a.out.parent / "logs"
+                logs.mkdir(parents=True, exist_ok=True)
+                (logs / f"{a.out.stem}-slots{n}.log").write_text((Path(tmp) / f"slots{n}.log").read_text())
+    base = rows[0]["per_min"]
+    for r in rows:
+        r["speedup_over_first"] = round(r["per_min"] / base, 2) if base else None
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                         text=True).stdout.split("\n")[0] if not a.cpu else "cpu"  # fmt: skip
+    doc = {
+        "what": "candidates evaluated per minute by one suite (tuner policy) on 1, 2, 4 … slots",
+        "device": smi,
+        "backend": "ray" if a.ray else ("cpu" if a.cpu else "local"),
+        "tasks": tasks,
+        "rounds": a.rounds,
+        "max_attempts": a.max_attempts,
+        "rows": rows,
+    }
+    if a.out:
+        a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
