@@ -131,6 +131,8 @@ async def full_flow(c: Client) -> None:
     root = next(n["id"] for n in tree["tree"]["nodes"] if n["kind"] == "root")
     seeded = await call(c, "benchmark", {"search": "flow", "node_id": root, "candidate": {"seed": True}})
     assert seeded["evaluation"]["status"] == "ok" and seeded["refine"] is None
+    # its structured `next` is the loop's, as its text's last block says (it has none of its own)
+    assert seeded["next"].startswith("Phase 1 (select)") or "select_action" in seeded["next"], seeded["next"]
     sel = await call(c, "select_action", {"search": "flow"})
     assert sel["node"]["id"] == nodes[0]["id"], sel
     assert sel["claimed"] and sel["round"] == 1 and sel["base_attempt_id"] == seeded["attempt_id"]
