@@ -640,6 +640,30 @@ def suite_time(r: Results) -> str:
 
 # -------------------------------------------------------------------------------------------- the registry
 
+
+def row_bank_pairs(r: Results) -> str:
+    """Model-driven searches of a task with the kernel bank (holding a related task's search) and without."""
+    data = r.json("bank-pairs-h200.json")
+
+    def arm(a: dict[str, Any]) -> str:
+        f = a["first_within_5pct"]
+        reach = f"candidate {f['n']} of {len(a['candidates'])}" if f else "never"
+        best = f"{_x(a['best_speedup'])} vs eager" if a["best_speedup"] else "no GPU-timed best"
+        return f"best {best}, within 5% of it at {reach}"
+
+    parts = [
+        f"{p['first']} then {p['second']}: with the bank {arm(p['arms']['with'])}; without {arm(p['arms']['without'])}"
+        for p in data["pairs"]
+    ]
+    if not parts:
+        raise FiguresError("bank-pairs-h200.json: no pair")
+    return _row(
+        "a model as MCP host on a task, with a kernel bank holding a related task's search and without",
+        "; ".join(parts),
+        "`bench/bank_pairs.py` → `bank-pairs-h200.json`; account in `docs/kernel-bank-trial.md`",
+    )
+
+
 REGIONS: dict[str, Callable[[Results], str]] = {
     "quickstart-time": quickstart_time,
     "suite-time": suite_time,
@@ -668,6 +692,7 @@ REGIONS: dict[str, Callable[[Results], str]] = {
     "row-flashinfer": row_flashinfer,
     "row-trimul-search": row_trimul_search,
     "row-jail-gpu": row_jail_gpu,
+    "row-bank-pairs": row_bank_pairs,
 }
 
 # Numbers outside the regions that are not measurements: each phrase, and why it may stand as written.
