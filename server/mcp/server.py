@@ -210,8 +210,9 @@ class KsearchServer:
                 nxt = ""
         if nxt:
             content.append(TextContent(type="text", text=f"next: {nxt}"))
+            # a tool without a next of its own: its structured `next` says the same as its text
             if isinstance(structured, dict) and structured.get("next") == "":
-                structured["next"] = nxt  # a tool without a next of its own: its structured `next` says the same
+                structured["next"] = nxt
         return CallToolResult(content=content, structured_content=structured)
 
     def _register_tools(self) -> None:

@@ -119,7 +119,8 @@ def test_an_actor_killed_mid_evaluation_has_its_evaluation_rerun_on_another(clus
         await pool.start()
         sb = RaySandbox(pool, [0])
         job = asyncio.create_task(sb.evaluate(cand, task, EvalSettings(seed=3, workloads=["smoke"])))
-        await asyncio.sleep(4)  # the evaluation is under way on actor 0 (its worker started, the import sleeping)
+        # the evaluation is under way on actor 0 (its worker started, the import sleeping)
+        await asyncio.sleep(4)
         assert pool.actors[0].busy == 1
         ray.kill(pool.actors[0].handle)
         ev = await job
@@ -179,7 +180,9 @@ def test_an_mcp_servers_benchmarks_run_on_the_clusters_actors(cluster: Any, tmp_
         try:
             async with Client(ks.mcp) as c:
                 await c.call_tool("create_search", {"task": "row_sum", "name": "s"})
-                res = await c.call_tool("benchmark", {"search": "s", "node_id": 1, "candidate": {"seed": True}})
+                res = await c.call_tool(
+                    "benchmark", {"search": "s", "node_id": 1, "candidate": {"seed": True}}
+                )
                 assert not res.is_error, res.content
                 sb = await (await ks.ws()).sandbox()
                 busy_ever = [len(a.shipped) for a in sb.pool.actors]  # type: ignore[attr-defined]

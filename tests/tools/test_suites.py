@@ -147,7 +147,9 @@ async def test_the_progress_line_names_each_running_task_s_best_and_the_slots_gp
         search = await store.create_search(f"p.{idx}", ["softmax", "row_sum"][idx], SearchConfig())
         if speedup is not None:
             cand = await store.put_candidate("# kernel\n", "triton")
-            await store.record_attempt(search.id, None, cand.id, evals.gpu_eval(speedup), round=0, author="llm:m")
+            await store.record_attempt(
+                search.id, None, cand.id, evals.gpu_eval(speedup), round=0, author="llm:m"
+            )
         await mark(bare_ws, s.id, idx, "running", search_id=search.id)
     line = await progress_line(bare_ws, s.id, ["0", "1"])
     assert line == (
