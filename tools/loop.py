@@ -327,11 +327,11 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     over = s.status == "done" or (s.status == "stopped" and final_done)
     reflecting_on: int | None = None
     if over and reopened and not budget.exhausted:
-        # a person reopened intents (or added some) after the end: the search can go on
+        # intents left unclaimed at the end, or reopened or added after it, with budget left: the search can go on
         phase: Phase = "select"
         ids = ", ".join(f"#{i}" for i in reopened[:10])
         nxt = (
-            f"The search was over ({s.status}), but intents are open again ({ids}): call select_action "
+            f"The search was over ({s.status}) with intents open ({ids}) and budget left: call select_action "
             f"(search={name!r}) to search further; a new final_evaluation is due at its end."
         )
     elif over:

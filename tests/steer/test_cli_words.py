@@ -71,8 +71,8 @@ def test_status_select_and_refusals_speak_ksearch_commands(ks: Ks, tmp_path: Pat
 def test_every_tool_name_the_loop_advises_has_its_command() -> None:
     texts = [
         "Refine of intent #3 is over: cap. Call finish_intent (search='s', node_id=3) to close it.",
-        "The search was over (done), but intents are open again (#4): call select_action (search='s') to search "
-        "further; a new final_evaluation is due at its end.",
+        "The search was over (done) with intents open (#4) and budget left: call select_action (search='s') to "
+        "search further; a new final_evaluation is due at its end.",
         "get_tree; to search further, raise its budgets with set_budgets (a spent one stops it) or reopen intents "
         "with edit_tree, then call select_action.",
         "node 4 is vetoed; only an open, unvetoed intent can be claimed (edit_tree op=reopen / unveto first)",

@@ -122,7 +122,7 @@ async def test_an_intent_reopened_after_the_end_lets_the_search_go_on(
     assert (await loop_state(bare_ws, s.id)).phase == "done"
     await edit_tree(bare_ws, EditTreeIn(search="s", edits=[EditSpec(op="reopen", node_id=a.id)]))
     state = await loop_state(bare_ws, s.id)
-    assert state.phase == "select" and f"intents are open again (#{a.id})" in state.next
+    assert state.phase == "select" and f"with intents open (#{a.id}) and budget left" in state.next
     assert "a new final_evaluation is due at its end" in state.next
     sel = await select_action(bare_ws, SelectActionIn(search="s"))
     assert sel.claimed and sel.node is not None and sel.node.id == a.id
