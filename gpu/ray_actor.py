@@ -98,9 +98,6 @@ class SandboxActor:
             self._tasks[key] = task
         return self._tasks[key]
 
-    async def has_task(self, key: str) -> bool:
-        return key in self._tasks
-
     async def run(
         self, op: str, task_key: str, ship: TaskShipment | None, args: dict[str, Any]
     ) -> dict[str, Any]:

@@ -137,12 +137,15 @@ def default_slots(parallel: int | None, only: list[str] | None = None) -> list[s
             raise ToolFailure(f"GPU {', '.join(unknown)} is not visible here; visible GPUs: {seen}")
         gpus = [g for g in gpus if g in only]
     if gpus:
-        if parallel is not None and parallel > len(gpus):
-            raise ToolFailure(
-                f"--parallel {parallel}: this machine has {len(gpus)} visible GPU(s); at most {len(gpus)}"
-            )
-        return list(gpus[: parallel or len(gpus)])
+        return list(_at_most(gpus, parallel, "this machine has {n} visible GPU(s)"))
     return [None] * (parallel or 1)
+
+
+def _at_most(slots: list[Any], parallel: int | None, have: str) -> list[Any]:
+    """The first `parallel` slots (all by default); more than there are is refused, saying what there is."""
+    if parallel is not None and parallel > len(slots):
+        raise ToolFailure(f"--parallel {parallel}: {have.format(n=len(slots))}; at most {len(slots)}")
+    return slots[: parallel or len(slots)]
 
 
 def gpu_use(gpus: list[str]) -> str:
@@ -189,11 +192,7 @@ async def ray_slots(
                 f"Ray actor {', '.join(unknown)} does not exist: the cluster's pool has actors 0 to {len(slots) - 1}"
             )
         slots = [s for s in slots if s[0] in only]
-    if parallel is not None and parallel > len(slots):
-        raise ToolFailure(
-            f"--parallel {parallel}: the Ray cluster has {len(slots)} GPU(s); at most {len(slots)}"
-        )
-    return slots[: parallel or len(slots)]
+    return _at_most(slots, parallel, "the Ray cluster has {n} GPU(s)")
 
 
 async def close_ray() -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp.client import Client
+from mcpc import info_text, texts_of  # the one-call client beside it: the same texts
 from pydantic import BaseModel
 
 
@@ -82,10 +83,6 @@ async def _wait_up(url: str, proc: subprocess.Popen[bytes], limit_s: float = 120
     raise RuntimeError(f"ksearch serve did not answer at {url} within {limit_s:.0f} s")
 
 
-def _text_of(res: Any) -> str:
-    return "\n".join(t for part in res.content if (t := getattr(part, "text", None)))
-
-
 async def _run_job(job: Job) -> int:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -107,10 +104,10 @@ async def _run_job(job: Job) -> int:
                 res = sync(client.call_tool(tool, args or {}))
                 took = time.monotonic() - t0
                 if res.is_error:
-                    msg = _text_of(res)
+                    msg = texts_of(res)
                     print(f"ERROR ({took:.1f} s): {msg}")
                     return {"error": msg}
-                print(_text_of(res))
+                print(texts_of(res))
                 print(f"STRUCTURED ({took:.1f} s):\n" + json.dumps(res.structured_content, indent=1))
                 return dict(res.structured_content or {})
 
@@ -129,14 +126,7 @@ async def _run_job(job: Job) -> int:
                 return text
 
             def info() -> None:
-                """The server's instructions, its tools with their input schemas, and its prompts."""
-                if client.instructions:
-                    print("INSTRUCTIONS:\n" + client.instructions)
-                for t in sync(client.list_tools()).tools:
-                    print(f"\n## tool {t.name}\n{t.description}\ninput schema: {json.dumps(t.input_schema)}")
-                for p in sync(client.list_prompts()).prompts:
-                    names = ", ".join(f"{a.name}{'' if a.required else '?'}" for a in p.arguments or [])
-                    print(f"\n## prompt {p.name}({names})\n{p.description}")
+                print(sync(info_text(client)))
 
             def play() -> None:
                 nonlocal rc

@@ -16,10 +16,27 @@ import asyncio
 import json
 import os
 import sys
+from typing import Any
 
 from mcp.client import Client
 
 URL = os.environ.get("KSEARCH_MCP_URL", "http://127.0.0.1:8765/mcp")
+
+
+async def info_text(c: Client) -> str:
+    """The server's instructions, its tools with their input schemas, and its prompts."""
+    out = ["INSTRUCTIONS:\n" + c.instructions] if c.instructions else []
+    for t in (await c.list_tools()).tools:
+        out.append(f"\n## tool {t.name}\n{t.description}\ninput schema: {json.dumps(t.input_schema)}")
+    for p in (await c.list_prompts()).prompts:
+        args = ", ".join(f"{a.name}{'' if a.required else '?'}" for a in p.arguments or [])
+        out.append(f"\n## prompt {p.name}({args})\n{p.description}")
+    return "\n".join(out)
+
+
+def texts_of(res: Any) -> str:
+    """A tool result's text blocks (the summary, then `next`), as the host reads them."""
+    return "\n".join(t for part in res.content if (t := getattr(part, "text", None)))
 
 
 async def main(argv: list[str]) -> int:
@@ -28,13 +45,7 @@ async def main(argv: list[str]) -> int:
         return 2
     async with Client(URL) as c:
         if argv[0] == "info":
-            if c.instructions:
-                print("INSTRUCTIONS:\n" + c.instructions)
-            for t in (await c.list_tools()).tools:
-                print(f"\n## tool {t.name}\n{t.description}\ninput schema: {json.dumps(t.input_schema)}")
-            for p in (await c.list_prompts()).prompts:
-                args = ", ".join(f"{a.name}{'' if a.required else '?'}" for a in p.arguments or [])
-                print(f"\n## prompt {p.name}({args})\n{p.description}")
+            print(await info_text(c))
             return 0
         args = json.loads(argv[2]) if len(argv) > 2 else {}
         if argv[0] == "call":
@@ -42,11 +53,7 @@ async def main(argv: list[str]) -> int:
             if res.is_error:
                 print("ERROR: " + (res.content[0].text if res.content else ""))
                 return 1
-            # what the host reads: the result's text blocks (the summary, then `next`), then its structured content
-            for part in res.content:
-                text = getattr(part, "text", None)
-                if text:
-                    print(text)
+            print(texts_of(res))  # what the host reads first, then the structured content
             print("STRUCTURED:\n" + json.dumps(res.structured_content, indent=1))
             return 0
         if argv[0] == "prompt":
