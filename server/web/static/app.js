@@ -204,14 +204,15 @@
   async function steer(edit, done) {
     if (st.nodeData === null) return;
     const reason = $("#reason").value.trim();
+    const opening = st.opening; // a message is about this node: another opened meanwhile gets none
     try {
       await postJSON(`${API}/edits`, { edits: [{ node_id: st.nodeData.id, reason, ...edit }] });
       $("#reason").value = ""; // the reason went into the edit log with this change
       st.version = null; // force the next tick to reload
       await tick(); // the buttons show the new state before the message confirms it
-      say(done, true);
+      if (st.opening === opening) say(done, true);
     } catch (e) {
-      say(e.message, false, e.data && e.data.problems);
+      if (st.opening === opening) say(e.message, false, e.data && e.data.problems);
     }
   }
 
