@@ -116,6 +116,7 @@ class _Process:
         self.hello: dict[str, Any] | None = None
         self.ran_candidate = False  # whether this process has loaded candidate code
         self.candidate_id: str | None = None  # the candidate it last loaded
+        self.stray_threads = False  # candidate code left threads running: the next one gets a new process
         self.started: asyncio.Task[None] | None = None  # its start, from `launch`
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -403,6 +404,8 @@ class _Process:
             self._pending.pop(rid, None)
             self.abandon()
             raise
+        if reply.get("stray_threads"):
+            self.stray_threads = True
         if reply.get("fatal"):
             await self._proc.wait()  # the worker leaves by itself after a fatal CUDA error
             self._death = WorkerError("crash", "CUDA context lost", returncode=self._proc.returncode)
@@ -496,6 +499,12 @@ class WorkerProcess:
     def ran_candidate(self, value: bool) -> None:
         if self._cur is not None:
             self._cur.ran_candidate = value
+
+    @property
+    def stray_threads(self) -> bool:
+        """Whether candidate code left threads running in the current process (they would run into the next
+        candidate's evaluation: a thread left interpreting a Triton kernel broke the next one's, for one)."""
+        return self._cur is not None and self._cur.stray_threads
 
     @property
     def candidate_id(self) -> str | None:

@@ -192,7 +192,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         # Each new candidate in a process that has run no other candidate's code: a thread, a patched module or GPU
         # work one candidate leaves behind cannot touch the next one's checks or times (the slot's spare, started
         # ahead, takes over). On a GPU by default; on the CPU, where nothing is timed and a cold start costs
-        # seconds, when asked.
+        # seconds, when asked, and always after a candidate that left threads running (a worker reports them).
         self.fresh_per_candidate = (not self.cpu_mode) if fresh_per_candidate is None else fresh_per_candidate
         # The torch.compile baseline on a GPU; on the CPU only when asked (tests): a CPU-compiled reference
         # says nothing about the speed of a kernel the interpreter runs.

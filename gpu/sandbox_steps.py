@@ -183,7 +183,8 @@ class EvalSteps:
                 "source": run.candidate.source,
             },
         }
-        if self.fresh_per_candidate and w.ran_candidate and w.candidate_id != run.candidate.id:
+        fresh = self.fresh_per_candidate or w.stray_threads
+        if fresh and w.ran_candidate and w.candidate_id != run.candidate.id:
             with run.step("fresh_worker"):
                 await w.restart("candidate")
         w.ran_candidate = True

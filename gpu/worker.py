@@ -96,6 +96,9 @@ def main() -> None:
         reply["seconds"] = time.perf_counter() - t0
         reply["inputs_s"] = state.inputs_s - drawn
         reply["build_s"] = build_baton.seconds() - built
+        stray = state.stray_threads()
+        if stray:
+            reply["stray_threads"] = stray
         fatal = state.fatal
         if fatal:
             reply["fatal"] = fatal

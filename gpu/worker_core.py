@@ -14,6 +14,7 @@ import gc
 import hashlib
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -107,6 +108,15 @@ class WorkerCore:
         self.watch: Any = None
         if self.cpu_mode and "slot" in cfg:  # a pool's worker, in its scratch directory
             self._watch_interpreter()
+        self._own_threads = {t.ident for t in threading.enumerate()}
+
+    def stray_threads(self) -> list[str]:
+        """Names of live threads started since the worker came up, once candidate code has run here. Candidate
+        code starts them (a library it calls may too): the head then gives the next candidate a fresh process,
+        which costs a start and is never wrong."""
+        if self._cand_id is None:
+            return []
+        return [t.name for t in threading.enumerate() if t.ident not in self._own_threads][:8]
 
     def _watch_interpreter(self) -> None:
         """Under the Triton interpreter, keep a record of where time goes (read after a timeout)."""

@@ -1,7 +1,9 @@
 """A candidate leaves a thread running in its worker (it could as well patch a module the guard does not watch, or
 leave GPU work queued): the next candidate must not share that process. With `fresh_per_candidate` (the default
 on a GPU) each new candidate is loaded in a process that ran no other candidate's code; the same candidate again
-keeps its process. Real sandbox, real worker processes."""
+keeps its process. Without it (the CPU's default) a worker that reports threads candidate code left running is
+still replaced before another candidate loads; one that reports none is kept. Real sandbox, real worker
+processes."""
 
 from __future__ import annotations
 
@@ -44,10 +46,23 @@ async def test_a_thread_one_candidate_leaves_is_not_in_the_next_ones_process(
         assert again.status == "ok" and w.hello["pid"] == leaver_pid
         assert "fresh_worker" not in again.seconds_by_step
         ev = await sb.correctness(cand(LOOKS), affine, st("small"))
-        if fresh:
-            assert ev.status == "ok", ev.error
-            assert w.hello["pid"] != leaver_pid and "fresh_worker" in ev.seconds_by_step
-        else:  # the hazard this guards against, shown: the thread is still there
-            assert ev.status == "error" and "a thread another candidate left" in (ev.error or ""), ev.error
+        assert ev.status == "ok", ev.error  # without the fresh process: "a thread another candidate left ..."
+        assert w.hello["pid"] != leaver_pid and "fresh_worker" in ev.seconds_by_step
+    finally:
+        await sb.close()
+
+
+async def test_without_fresh_per_candidate_a_worker_no_thread_was_left_in_is_kept(
+    tmp_path: Path, affine: Task, cand: Any, st: Any
+) -> None:
+    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, fresh_per_candidate=False)
+    w = sb.pool.workers[0]
+    try:
+        assert (await sb.correctness(cand(GOOD), affine, st("small"))).status == "ok"
+        assert w.hello is not None
+        pid = w.hello["pid"]
+        ev = await sb.correctness(cand(GOOD + "\n# another candidate\n"), affine, st("small"))
+        assert ev.status == "ok", ev.error
+        assert w.hello["pid"] == pid and "fresh_worker" not in ev.seconds_by_step
     finally:
         await sb.close()
