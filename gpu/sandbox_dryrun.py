@@ -139,6 +139,15 @@ class DryRun:
                         message=f"the dry run on {where} launched no Triton kernel, so none was compiled",
                     )
                 )
+            if res.get("kernels"):
+                report.diagnostics.append(
+                    Diagnostic(
+                        severity="note",
+                        message=f"these registers, spills and shared memory are what Triton {self.triton_version()} "
+                        f"on this machine compiles for {self.arch} without a GPU; another Triton version or ptxas "
+                        "(the GPU machine's) can give other figures: an evaluation on the GPU reports its own",
+                    )
+                )
             report.log = (report.log + "\n" + str(res.get("log", ""))).strip()[-20000:]
             report.mode = (
                 f"triton {self.triton_version()} -> {self.arch} cubin (no GPU: compiled, not run; launches "

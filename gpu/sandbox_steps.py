@@ -20,6 +20,7 @@ from ksearch.gpu.sandbox_api import SandboxError
 from ksearch.gpu.sandbox_run import Run, params_text, task_json
 from ksearch.gpu.task import Task, TaskError
 from ksearch.worldmodel.models import (
+    CPU_INTERPRETER,
     PROTOCOL_STATISTIC,
     Environment,
     EvalSettings,
@@ -458,6 +459,8 @@ class EvalSteps:
             val, lo, hi = stat_of(res, stat)
             e_us = stat_of(eager, stat)[0] if eager else None
             c_us = stat_of(comp, stat)[0] if comp else None
+            # the interpreter's time against a CPU run of the reference is no speedup: none is stated
+            ratio = res["device"] != CPU_INTERPRETER and val > 0
             t = WorkloadTiming(
                 workload=wl,
                 device=res["device"],
@@ -473,8 +476,8 @@ class EvalSteps:
                 eager_median_us=e_us,
                 compile_median_us=c_us,
                 compile_mode=comp.get("compile_mode") if comp else None,
-                speedup_vs_eager=e_us / val if e_us and val > 0 else None,
-                speedup_vs_compile=c_us / val if c_us and val > 0 else None,
+                speedup_vs_eager=e_us / val if e_us and ratio else None,
+                speedup_vs_compile=c_us / val if c_us and ratio else None,
                 roofline_fraction=res.get("roofline_fraction"),
                 flags=list(res.get("flags", [])),
             )

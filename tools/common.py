@@ -327,7 +327,7 @@ def summarize(ev: Evaluation) -> str:
             us = f"{how}; {tm.compile_median_us:.1f} us" if how else f"{tm.compile_median_us:.1f} us"
             parts.append(f"{tm.speedup_vs_compile:.3f}x vs torch.compile ({us})")
         if tm.roofline_fraction is not None:
-            parts.append(f"{100 * tm.roofline_fraction:.0f}% of roofline")
+            parts.append(f"{100 * tm.roofline_fraction:.0f}% of roofline (at this GPU's measured ceilings)")
         lines.append("; ".join(parts))
         lines.extend(f"  flag: {f}" for f in tm.flags)
     if ev.speedup_vs_eager is not None and not any(tm.device == "cpu-interpreter" for tm in ev.timings):

@@ -27,7 +27,7 @@ from ksearch.worldmodel.models import (
 
 log = logging.getLogger(__name__)
 
-FINAL_TOP_K = 3
+FINAL_TOP_K = loop.FINAL_TOP_K
 RESULT_RULE = (
     "the search's best (the fastest correct kernel by the noise-aware comparison during the search), unless the "
     "final evaluation measures another re-measured kernel faster than it beyond noise (the same comparison: "

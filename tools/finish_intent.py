@@ -45,6 +45,9 @@ class FinishIntentIn(ToolIn):
     edit that gives no `reason` of its own"""
     author: str = Field("human", min_length=1, max_length=80)
     """Who asks: human | llm:<model> (kept in the edit log with the edits and new intents)"""
+    with_prompt: bool | None = None
+    """Return phase 3's reflect prompt (often tens of KB). Default: only when the call brings no reflection
+    (neither `edits` nor `new_intents`)"""
 
     @model_validator(mode="after")
     def _reason_goes_with_intents(self) -> FinishIntentIn:
@@ -66,7 +69,10 @@ class FinishOut(ToolModel):
     refine: RefineState = Field(description="How its refine phase ended")
     applied: Applied | None = None
     """The `edits` and `new_intents` given, all applied (None: none were given)"""
-    reflect_prompt: str = Field(description="Phase 3: what to reflect on and how to edit the tree")
+    reflect_prompt: str = Field(
+        description="Phase 3: what to reflect on and how to edit the tree; '' when not asked for (a call that "
+        "brought its reflection gets none unless with_prompt is true)"
+    )
     loop: LoopState
     next: str
 
@@ -151,13 +157,16 @@ async def finish_intent(ws: Workspace, inp: FinishIntentIn) -> FinishOut:
     done, refine, applied = await end_refine(
         ws, s, node, edits=inp.edits, new_intents=inp.new_intents, author=inp.author, reason=inp.reason
     )
-    ctx = await contexts.update_context(ws, s, done.node)  # the tree as the edits left it
     state = await loop.loop_state(ws, s.id)
+    prompt = ""
+    if inp.with_prompt if inp.with_prompt is not None else applied is None:
+        ctx = await contexts.update_context(ws, s, done.node)  # the tree as the edits left it
+        prompt = prompt_text("update", ctx, update_hint(applied, state.next))
     return FinishOut(
         node=done.node,
         refine=refine,
         applied=applied,
-        reflect_prompt=prompt_text("update", ctx, update_hint(applied, state.next)),
+        reflect_prompt=prompt,
         loop=state,
         next=state.next if applied is None else f"{applied.text()} {state.next}",
     )

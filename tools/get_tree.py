@@ -24,14 +24,21 @@ class GetTreeIn(ToolIn):
 class TreeOut(ToolModel):
     search_id: int
     search_name: str
-    round: int
-    nodes: int
-    best_attempt_id: int | None
+    round: int = Field(description="Rounds started so far")
+    nodes: int = Field(description="How many nodes the tree has (the nodes themselves are under `tree.nodes`)")
+    best_attempt_id: int | None = Field(description="The search's best attempt (None: none yet)")
     best_lost: str = Field(
         "", description="When the search's best failed the final evaluation: which, why, and what replaced it"
     )
-    text: str | None = None
-    tree: dict[str, Any] | None = None
+    text: str | None = Field(None, description="format text or mermaid: the view")
+    tree: dict[str, Any] | None = Field(
+        None,
+        description="format json: {root_id, best_node_id, best_path (node ids from the root to the best node), "
+        "counts (nodes by status), nodes: [every node as stored (id, parent_id, kind, title, status, priority, "
+        "difficulty, expected_speedup, rationale, notes, best_attempt_id, pinned, vetoed, ...) plus best_speedup "
+        "(its best attempt's geomean speedup vs eager; null when none or CPU-interpreted), best_cpu_interpreter "
+        "(its best is correct but timed in the CPU interpreter) and children (child ids)]}",
+    )
 
 
 async def get_tree(ws: Workspace, inp: GetTreeIn) -> TreeOut:

@@ -266,6 +266,35 @@ async def budget_state(ws: Workspace, s: Search, *, rounds_override: int | None 
     return out
 
 
+FINAL_TOP_K = 3
+"""How many of the best distinct candidates final_evaluation re-measures unless told otherwise."""
+
+
+async def final_cost_text(ws: Workspace, s: Search) -> str:
+    """What final_evaluation is likely to take, from this search's own evaluations ('' with none to go by): the
+    distinct correct candidates it re-measures, each on every workload, at the mean seconds its evaluations took
+    per workload checked."""
+    atts = [
+        a
+        for a in await ws.store.list_attempts(s.id)
+        if a.evaluation and a.evaluation.status == "ok" and not a.evaluation.pure_pytorch
+    ]
+    evals = [e for a in atts if (e := a.evaluation) is not None and e.seconds > 0 and e.correctness]
+    if not evals:
+        return ""
+    per = sum(e.seconds / len(e.correctness) for e in evals) / len(evals)
+    n = min(FINAL_TOP_K, len({a.candidate_id for a in atts}))
+    task = ws.search_task(s)
+    # without a GPU the final evaluation runs the smoke workload only
+    wls = 1 if all(e.cpu_interpreted for e in evals) else len([w for w in task.workloads if w.split != "smoke"])
+    total = n * wls * per
+    took = f"{total / 60:.0f} min" if total >= 90 else f"{total:.0f} s"
+    return (
+        f"It will take about {took}: up to {n} candidate(s) x {wls} workload(s) at this search's mean of "
+        f"{per:.1f} s per candidate and workload (an estimate; baselines not yet measured add to it)."
+    )
+
+
 def spent_text(exhausted: str, search: str) -> str:
     """What every face says of a spent budget (a refused claim, a look at the next intent, the loop's state):
     no new round starts, and the two ways forward."""
@@ -395,7 +424,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         elif budget.exhausted:
             phase = "final" if not final_done else "done"
             nxt = (
-                spent_text(budget.exhausted, name)
+                f"{spent_text(budget.exhausted, name)} {await final_cost_text(ws, s)}".strip()
                 if not final_done
                 else f"The budget is spent ({budget.exhausted}) and the final evaluation is recorded."
             )

@@ -308,7 +308,9 @@ class WorkloadTiming(Strict):
     speedup_vs_compile: float | None = None
     """compile_median_us / time_us."""
     roofline_fraction: float | None = None
-    """Achieved / attainable throughput, from the task's cost model."""
+    """Attainable / measured time: the attainable time is the larger of the task's bytes at this GPU's measured
+    bandwidth (the best of its copy, read and write runs) and its FLOPs at its measured matmul rate for the
+    dtype; not the data sheet's figures."""
     flags: list[str] = Field(default_factory=list)
     """Plausibility notes on this timing (e.g. a launch-bound call)."""
 

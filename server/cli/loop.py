@@ -116,7 +116,8 @@ def finish(
 
     async def go() -> FinishOut:
         async with workspace(db) as ws:
-            return await finish_intent(ws, FinishIntentIn(search=search, node_id=node, **changes))
+            inp = FinishIntentIn(search=search, node_id=node, with_prompt=True if prompt else None, **changes)
+            return await finish_intent(ws, inp)
 
     out = run_async(go())  # the file's changes are checked as the tool's arguments, refused as they would be
     if as_json:

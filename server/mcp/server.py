@@ -68,7 +68,8 @@ three phases. Every tool result carries `next`: what the loop expects now; follo
   write another implementation or to reflect (the stagnation window counts only gains beyond noise).
 3 update: finish_intent closes the intent and returns the reflect prompt; apply your edits with
   edit_tree and propose_intents, or send them with finish_intent (`edits`, `new_intents`: applied in
-  the same call, all or nothing); refused edits come back with reasons. Then select_action again.
+  the same call, all or nothing, and no prompt comes back unless `with_prompt`); refused edits come back
+  with reasons. Then select_action again.
 When the budget is spent, final_evaluation re-measures the best candidates on every workload (on a
 machine without a GPU: the smoke workload in Triton's interpreter, where timings never rank anything).
 Refer to candidates by the candidate_id returned on first submission instead of resending source.
@@ -278,7 +279,8 @@ class KsearchServer:
             "End phase 2 for the intent being refined: close it (closed with a correct attempt, else "
             "failed) and get the reflect prompt for phase 3 (update). Reflected already? Send your `edits` (as "
             "edit_tree takes them) and `new_intents` (as propose_intents) with it: they are applied right after "
-            "the close, all or nothing (a refused one changes nothing, the intent stays being refined).",
+            "the close, all or nothing (a refused one changes nothing, the intent stays being refined); the reflect "
+            "prompt then comes back only with `with_prompt`.",
             FinishIntentIn,
             FinishOut,
             finish_intent,

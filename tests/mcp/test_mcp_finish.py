@@ -73,6 +73,7 @@ async def test_finish_with_edits_refused_whole_then_sent_with_the_next_claim_in_
             "new_intents": [{"title": "keep the row in registers", "parent_id": a["id"]}],
             "reason": "what round 1 taught",
             "author": "llm:host",
+            "with_prompt": True,  # by default a call that brings its reflection gets no prompt back
         }
         got: dict[str, Any] = {}
 

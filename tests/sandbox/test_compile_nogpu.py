@@ -91,6 +91,12 @@ async def test_triton_softmax_compiles_for_sm_90_without_a_gpu(nogpu, cand) -> N
     r = await nogpu.compile(c, task)
     assert r.ok, r.diagnostics
     assert "sm_90 cubin" in r.mode and "no GPU: compiled, not run" in r.mode and "'smoke'" in r.mode
+    import triton
+
+    assert any(
+        f"what Triton {triton.__version__} on this machine compiles for sm_90 without a GPU" in d.message
+        for d in r.diagnostics
+    ), r.diagnostics  # another Triton (the GPU machine's) can count otherwise: said
     (k,) = r.kernels
     assert k.name == "_softmax_rows"
     assert k.registers is not None and 16 <= k.registers <= 255  # ptxas's own count, not a default

@@ -146,10 +146,11 @@ async def test_the_reflections_edits_and_new_intents_come_with_the_finish(
         f"Already applied with finish_intent: 2 edits and the new intent #{new_id}; do not send them again."
     )
     assert out.next.startswith(said) and "Phase 1 (select)" in out.next and out.loop.phase == "select"
-    assert said in out.reflect_prompt and "Apply your answer over MCP" not in out.reflect_prompt
-    assert "rows in registers" in out.reflect_prompt  # the prompt's tree is the tree after the edits
-    # the reflect prompt served later (MCP prompt reflect_and_edit) says the same
-    assert said in await reflect_and_edit(ws, "f")
+    assert out.reflect_prompt == ""  # the reflection came with the call: no prompt unless asked for
+    # the reflect prompt served later (MCP prompt reflect_and_edit) says what was applied, over the edited tree
+    later = await reflect_and_edit(ws, "f")
+    assert said in later and "Apply your answer over MCP" not in later
+    assert "rows in registers" in later
 
 
 async def test_a_refused_edit_or_intent_changes_nothing_and_the_corrected_call_goes_through(

@@ -7,6 +7,8 @@ import pytest
 from pydantic import ValidationError
 from toolkit import Snapshot
 
+from tests.fixtures.evals import gpu_eval
+
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
@@ -155,6 +157,24 @@ async def test_a_look_past_the_budget_names_the_next_intent_and_starts_no_round(
     state = await loop_state(bare_ws, s.id)
     assert state.phase == "final" and state.next == str(refused.value)
     assert await snapshot() == before  # neither the refusal nor the look wrote anything
+
+
+async def test_a_spent_budget_says_what_the_final_evaluation_will_take(bare_ws: Workspace, tiny_task: str) -> None:
+    """The estimate comes from the search's own evaluations: distinct correct candidates (at most 3) x every
+    workload but the smoke one x the mean seconds per candidate and workload."""
+    s, hi, _ = await _two_intents(bare_ws, tiny_task, rounds=1)
+    await select_action(bare_ws, SelectActionIn(search="s"))
+    for i, secs in enumerate([4.0, 8.0]):  # two candidates, 1 workload each: a mean of 6 s
+        cand = await bare_ws.store.put_candidate(f"src {i}", "triton")
+        await bare_ws.store.record_attempt(s.id, hi.id, cand.id, gpu_eval(1.5, seconds=secs))
+    await bare_ws.store.close_node(hi.id, "closed")
+    state = await loop_state(bare_ws, s.id)
+    wls = len([w for w in bare_ws.search_task(s).workloads if w.split != "smoke"])
+    assert state.phase == "final"
+    assert state.next.endswith(
+        f"It will take about {2 * wls * 6} s: up to 2 candidate(s) x {wls} workload(s) at this search's mean of "
+        "6.0 s per candidate and workload (an estimate; baselines not yet measured add to it)."
+    ), state.next
 
 
 async def test_phase_zero_comes_first(bare_ws: Workspace, tiny_task: str, snapshot: Snapshot) -> None:
