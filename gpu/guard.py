@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import time
 import types
 from typing import Any
@@ -42,15 +43,64 @@ _NAMESPACES = {
 }
 
 
+# What torch._dynamo replaces when it is first imported or used (by the harness's torch.compile baseline or by a
+# candidate's own torch.compile): name -> (module, the function that builds the replacement, the replacement's
+# code name, its closure variable holding the function it wraps). Such a replacement is torch's, not a candidate's,
+# when it is exactly that: that function's code, that module's globals, wrapping the function seen before.
+_DYNAMO_WRAPS = {
+    "torch.manual_seed": ("torch._compile", "_disable_dynamo", "inner", "fn"),
+    "torch.nn.Module.__init__": (
+        "torch._dynamo.mutation_guard",
+        "install_generation_tagging_init",
+        "patched_init",
+        "init",
+    ),
+    "torch.nn.Module.__setstate__": (
+        "torch._dynamo.mutation_guard",
+        "install_generation_tagging_init",
+        "patched_setstate",
+        "setstate",
+    ),
+}
+
+
 def prepare() -> None:
-    """Import what the torch.compile baseline imports and let dynamo install its module hooks now:
-    dynamo replaces torch.manual_seed and nn.Module.__init__ on first use, which must not read as a
-    candidate's doing."""
+    """Import torch._dynamo and let it install its module hooks now (for a process that compiles at once).
+    Not needed for the checks: dynamo's own replacements, made whenever it is first used, are told from a
+    candidate's (`_dynamo_wrap`), so a worker need not pay the second dynamo costs to import."""
     importlib.import_module("torch._dynamo")
     mutation_guard = importlib.import_module("torch._dynamo.mutation_guard")
     install = getattr(mutation_guard, "install_generation_tagging_init", None)
     if install is not None:
         install()
+
+
+def _dynamo_wrap(name: str, original_id: int) -> bool:
+    """Is what `name` holds now torch._dynamo's own wrapper around the function it held (id `original_id`)?"""
+    spec = _DYNAMO_WRAPS.get(name)
+    if spec is None:
+        return False
+    module, maker_name, inner, cell = spec
+    ns_name, attr = name.rsplit(".", 1)
+    get = _NAMESPACES.get(ns_name)
+    mod = sys.modules.get(module)
+    maker = getattr(mod, maker_name, None) if mod is not None else None
+    if get is None or not isinstance(maker, types.FunctionType):
+        return False
+    try:
+        obj = inspect.getattr_static(get(), attr)
+    except AttributeError:
+        return False
+    if not isinstance(obj, types.FunctionType) or obj.__globals__ is not maker.__globals__:
+        return False
+    code = obj.__code__
+    if code.co_name != inner or not any(c is code for c in maker.__code__.co_consts):
+        return False
+    try:
+        held = obj.__closure__[code.co_freevars.index(cell)].cell_contents  # type: ignore[index]
+    except (TypeError, ValueError, IndexError):
+        return False
+    return id(held) == original_id
 
 
 def _functions(prefix: str, ns: Any) -> dict[str, int]:
@@ -94,5 +144,19 @@ def fingerprint(reference: types.ModuleType | None = None) -> dict[str, int]:
 
 
 def replaced(before: dict[str, int], now: dict[str, int]) -> list[str]:
-    """Names whose function changed or disappeared (new names are allowed: lazy imports add them)."""
-    return [k for k, v in before.items() if now.get(k) != v]
+    """Names whose function changed or disappeared (new names are allowed: lazy imports add them; torch._dynamo's
+    own wrappers, installed on its first use, are not a change)."""
+    return [k for k, v in before.items() if now.get(k) != v and not _dynamo_change(k, before, now)]
+
+
+def _dynamo_change(name: str, before: dict[str, int], now: dict[str, int]) -> bool:
+    """A change that is torch._dynamo's own: its wrapper where the function was, or, for a subclass of nn.Module
+    that inherits __init__ / __setstate__ (a task's Model), the wrapper it now inherits."""
+    if _dynamo_wrap(name, before[name]):
+        return True
+    attr = name.rsplit(".", 1)[-1]
+    base = f"torch.nn.Module.{attr}"
+    if base == name or base not in _DYNAMO_WRAPS:
+        return False
+    inherited = before[name] == before.get(base) and now.get(name) == now.get(base)
+    return inherited and _dynamo_wrap(base, before[base])
