@@ -25,7 +25,9 @@ class TreeOut(ToolModel):
     search_id: int
     search_name: str
     round: int = Field(description="Rounds started so far")
-    nodes: int = Field(description="How many nodes the tree has (the nodes themselves are under `tree.nodes`)")
+    nodes: int = Field(
+        description="How many nodes the tree has (the nodes themselves are under `tree.nodes`)"
+    )
     best_attempt_id: int | None = Field(description="The search's best attempt (None: none yet)")
     best_lost: str = Field(
         "", description="When the search's best failed the final evaluation: which, why, and what replaced it"

@@ -286,7 +286,9 @@ async def final_cost_text(ws: Workspace, s: Search) -> str:
     n = min(FINAL_TOP_K, len({a.candidate_id for a in atts}))
     task = ws.search_task(s)
     # without a GPU the final evaluation runs the smoke workload only
-    wls = 1 if all(e.cpu_interpreted for e in evals) else len([w for w in task.workloads if w.split != "smoke"])
+    wls = (
+        1 if all(e.cpu_interpreted for e in evals) else len([w for w in task.workloads if w.split != "smoke"])
+    )
     total = n * wls * per
     took = f"{total / 60:.0f} min" if total >= 90 else f"{total:.0f} s"
     return (

@@ -25,6 +25,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
+import typer
+from pydantic import ValidationError
+
 from ksearch.worldmodel.errors import KsearchError
 
 T = TypeVar("T")
@@ -111,18 +114,26 @@ class _Stopper:
                 loop.add_signal_handler(sig, self.on_signal, sig)
             except (ValueError, RuntimeError):  # not the main thread (an embedding caller): its own rules
                 break
+        clean = False
         try:
             try:
-                return await self.work
+                result = await self.work
+                clean = True
+                return result
             except asyncio.CancelledError:
                 if self.signum is None:
                     raise
+            except (KsearchError, ValidationError, typer.Exit):
+                clean = True  # a refusal or a chosen exit, not a failure in flight
+                raise
         finally:
-            # The cancelled work's exception (kept by its task) holds its frames, and through them objects
-            # such as subprocess transports: drop them and collect now, while the loop still runs, so they
-            # are not finalized after it is closed ("Event loop is closed" in __del__).
+            # The cancelled or failed work's exception (kept by its task) holds its frames, and through them
+            # objects such as subprocess transports: drop them and collect now, while the loop still runs, so they
+            # are not finalized after it is closed ("Event loop is closed" in __del__). A full collection costs
+            # a tenth of a second with torch loaded: not after work that ended well.
             self.work = None
-            gc.collect()
+            if not clean:
+                gc.collect()
             await asyncio.sleep(0)
         assert self.signum is not None  # the work was cancelled by on_signal
         raise Interrupted(self.signum)

@@ -55,7 +55,9 @@ def test_in_a_fresh_process_dynamo_s_own_wrappers_are_no_change_and_a_plain_repl
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
-    assert lines["changed"] == str(["torch.manual_seed", "torch.nn.Module.__init__", "torch.nn.Module.__setstate__"])
+    assert lines["changed"] == str(
+        ["torch.manual_seed", "torch.nn.Module.__init__", "torch.nn.Module.__setstate__"]
+    )
     assert lines["replaced"] == "[]"
     assert lines["after"] == str(["torch.nn.Module.__setstate__"])
 

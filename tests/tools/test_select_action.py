@@ -7,8 +7,6 @@ import pytest
 from pydantic import ValidationError
 from toolkit import Snapshot
 
-from tests.fixtures.evals import gpu_eval
-
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
@@ -18,6 +16,7 @@ from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import EditSpec, IntentSpec, Node, Search
+from tests.fixtures.evals import gpu_eval
 
 pytestmark = pytest.mark.anyio
 
@@ -159,7 +158,9 @@ async def test_a_look_past_the_budget_names_the_next_intent_and_starts_no_round(
     assert await snapshot() == before  # neither the refusal nor the look wrote anything
 
 
-async def test_a_spent_budget_says_what_the_final_evaluation_will_take(bare_ws: Workspace, tiny_task: str) -> None:
+async def test_a_spent_budget_says_what_the_final_evaluation_will_take(
+    bare_ws: Workspace, tiny_task: str
+) -> None:
     """The estimate comes from the search's own evaluations: distinct correct candidates (at most 3) x every
     workload but the smoke one x the mean seconds per candidate and workload."""
     s, hi, _ = await _two_intents(bare_ws, tiny_task, rounds=1)
