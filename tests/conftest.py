@@ -4,6 +4,7 @@ a module's tests on one xdist worker where they share a module-scoped fixture (a
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -41,6 +42,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def run_facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Derived task facts shared by every test and xdist worker of this run (a worker's basetemp lies in the run's):
+    a probe costs a subprocess and depends only on the task's content, its key. Tests of the cache use their own."""
+    base = tmp_path_factory.getbasetemp()
+    d = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "task-facts-shared"
+    d.mkdir(exist_ok=True)
+    return d
 
 
 @pytest.fixture

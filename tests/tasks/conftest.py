@@ -1,4 +1,4 @@
-"""Task tests keep derived task facts in a cache of their own (shared by this session's tests)."""
+"""Task tests keep derived task facts in the run's shared cache (tests/conftest.py, `run_facts_cache`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("task-facts")
+def facts_cache(run_facts_cache: Path) -> Path:
+    return run_facts_cache
 
 
 @pytest.fixture(autouse=True)

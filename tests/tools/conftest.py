@@ -34,8 +34,8 @@ def tiny_task(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("facts")
+def facts_cache(run_facts_cache: Path) -> Path:
+    return run_facts_cache
 
 
 @pytest.fixture(scope="module")

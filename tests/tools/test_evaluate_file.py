@@ -40,10 +40,10 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Derived task facts go to this module's own directory, not the user's cache."""
+def _facts_cache(run_facts_cache: Path) -> Iterator[None]:
+    """Derived task facts go to the test run's cache, not the user's."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KSEARCH_FACTS_CACHE", str(tmp_path_factory.mktemp("facts")))
+        mp.setenv("KSEARCH_FACTS_CACHE", str(run_facts_cache))
         yield
 
 

@@ -25,8 +25,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def _own_facts_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(tmp_path / "facts"))
+def _own_facts_cache(run_facts_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(run_facts_cache))
 
 
 @pytest.mark.slow

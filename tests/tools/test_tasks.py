@@ -26,8 +26,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("task-facts")
+def facts_cache(run_facts_cache: Path) -> Path:
+    return run_facts_cache
 
 
 @pytest.fixture(autouse=True)
