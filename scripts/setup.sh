@@ -18,3 +18,7 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   fi
 fi
 "$PY" -m pip install -q -e ".[$extras]"
+# An editable install leaves ksearch's own modules uncompiled, and sandbox workers (read-only view, no bytecode
+# written) would compile the ones they import at every start: compile them once here, as pip does for packages.
+"$PY" -m compileall -q -j 0 gpu tools server worldmodel >/dev/null
+"$PY" -m compileall -q -l ksearch >/dev/null  # its rooms are links to the folders above

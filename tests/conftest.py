@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# Before torch loads OpenMP: its idle threads sleep rather than spin. The suite runs more busy processes than cores
+# (the sandbox's workers are started so already, gpu/scrub.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import pytest
 import torch
 
