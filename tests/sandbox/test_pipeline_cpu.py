@@ -21,9 +21,8 @@ async def test_good_candidate_is_ok_and_timed(sandbox, affine, cand, st) -> None
     t = ev.timings[0]
     assert t.device == "cpu-interpreter"
     assert t.n == CPU_REPS and t.ci_low_us <= t.median_us <= t.ci_high_us
-    assert t.eager_median_us is not None and t.speedup_vs_eager == pytest.approx(
-        t.eager_median_us / t.median_us
-    )
+    # both medians are kept as measured; their ratio (the interpreter against CPU eager) is no speedup: none stated
+    assert t.eager_median_us is not None and t.speedup_vs_eager is None and ev.speedup_vs_eager is None
     assert t.compile_median_us is None  # no torch.compile baseline on the CPU
     assert ev.env is not None and ev.env.cpu_mode
     assert any("interpreter" in f for f in ev.flags)
