@@ -162,6 +162,10 @@ def main() -> int:
     print(json.dumps({k: v for k, v in out.items() if k not in ("tail", "slowest")}, indent=1))
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
+    if a.venv is not None:
+        # setup installed the clone into the reused environment (pip install -e): point it back at this checkout
+        py = str(a.venv.resolve() / "bin" / "python")
+        subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], check=True)
     return 0 if res["rc"] == 0 else 1
 
 
