@@ -65,9 +65,9 @@ _DYNAMO_WRAPS = {
 
 
 def prepare() -> None:
-    """Import torch._dynamo and let it install its module hooks now (for a process that compiles at once).
-    Not needed for the checks: dynamo's own replacements, made whenever it is first used, are told from a
-    candidate's (`_dynamo_wrap`), so a worker need not pay the second dynamo costs to import."""
+    """Import torch._dynamo and let it install its module hooks now (bench/guard.py times the check so). Workers do
+    not: dynamo's own replacements, made whenever it is first used, are told from a candidate's (`_dynamo_wrap`),
+    so a worker need not pay the second it costs to import."""
     importlib.import_module("torch._dynamo")
     mutation_guard = importlib.import_module("torch._dynamo.mutation_guard")
     install = getattr(mutation_guard, "install_generation_tagging_init", None)

@@ -100,9 +100,8 @@ class WorkerCore:
         self._compiled_refs: dict[tuple[str, str], Callable[[list[Any]], Any]] = {}  # by (workload, mode)
         self._preambles: dict[bool, timing.Preamble] = {}  # by "flush L2"
         self._unloads = 0
-        self._harness = (
-            guard.fingerprint()
-        )  # torch._dynamo is not imported: its own later wrappers are recognised
+        # taken without torch._dynamo loaded: the wrappers it installs on first use are told apart (gpu/guard.py)
+        self._harness = guard.fingerprint()
         self._precision = precision_snapshot()
         # the kernel audit of the loaded candidate: (flags, whether only PyTorch ran), once per candidate
         self._audit_result: tuple[list[str], bool | None] | None = None

@@ -27,7 +27,6 @@ from ksearch.worldmodel.models import (
 
 log = logging.getLogger(__name__)
 
-FINAL_TOP_K = loop.FINAL_TOP_K
 RESULT_RULE = (
     "the search's best (the fastest correct kernel by the noise-aware comparison during the search), unless the "
     "final evaluation measures another re-measured kernel faster than it beyond noise (the same comparison: "
@@ -39,7 +38,7 @@ RESULT_RULE = (
 
 class FinalEvalIn(ToolIn):
     search: int | str = Field(description="Search id or name")
-    top_k: int = Field(FINAL_TOP_K, ge=1, le=10, description="How many of the best distinct candidates")
+    top_k: int = Field(loop.FINAL_TOP_K, ge=1, le=10, description="How many of the best distinct candidates")
 
 
 class FinalRow(ToolModel):
@@ -94,12 +93,7 @@ async def final_evaluation(
     passes the status its own stop reason gives."""
     s = await ws.search(inp.search)
     status = status or await end_status(ws, s)
-    # a pure-PyTorch attempt is no kernel: never a result of the search
-    correct = [
-        a
-        for a in await ws.store.list_attempts(s.id)
-        if a.evaluation and a.evaluation.status == "ok" and not a.evaluation.pure_pytorch
-    ]
+    correct = await loop.final_candidates(ws, s)
     timed = [a for a in correct if not _cpu(a)]
     if timed:
         atts = sorted(timed, key=lambda a: (a.speedup or 0.0, a.id), reverse=True)
@@ -129,7 +123,7 @@ async def final_evaluation(
     evals: dict[int, Evaluation] = {}
     task = ws.search_task(s)
     hw = await (await ws.sandbox()).hardware()
-    every = [w.name for w in task.workloads if w.split != "smoke"]
+    every = loop.final_workloads(task)
     names = [task.smoke().name] if hw.cpu_mode else every
     skipped = [w for w in every if w not in names]
     if top:

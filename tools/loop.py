@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import Field
 
 from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
+from ksearch.gpu.task import Task
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
@@ -270,25 +271,33 @@ FINAL_TOP_K = 3
 """How many of the best distinct candidates final_evaluation re-measures unless told otherwise."""
 
 
-async def final_cost_text(ws: Workspace, s: Search) -> str:
-    """What final_evaluation is likely to take, from this search's own evaluations ('' with none to go by): the
-    distinct correct candidates it re-measures, each on every workload, at the mean seconds its evaluations took
-    per workload checked."""
-    atts = [
+def final_workloads(task: Task) -> list[str]:
+    """The workloads final_evaluation measures on a GPU: every one but the smoke workload."""
+    return [w.name for w in task.workloads if w.split != "smoke"]
+
+
+async def final_candidates(ws: Workspace, s: Search) -> list[Attempt]:
+    """The attempts final_evaluation chooses among: correct ones; a pure-PyTorch attempt is no kernel, never a
+    result of the search."""
+    return [
         a
         for a in await ws.store.list_attempts(s.id)
         if a.evaluation and a.evaluation.status == "ok" and not a.evaluation.pure_pytorch
     ]
+
+
+async def final_cost_text(ws: Workspace, s: Search) -> str:
+    """What final_evaluation is likely to take, from this search's own evaluations ('' with none to go by): the
+    distinct correct candidates it re-measures, each on every workload, at the mean seconds its evaluations took
+    per workload checked."""
+    atts = await final_candidates(ws, s)
     evals = [e for a in atts if (e := a.evaluation) is not None and e.seconds > 0 and e.correctness]
     if not evals:
         return ""
     per = sum(e.seconds / len(e.correctness) for e in evals) / len(evals)
     n = min(FINAL_TOP_K, len({a.candidate_id for a in atts}))
-    task = ws.search_task(s)
     # without a GPU the final evaluation runs the smoke workload only
-    wls = (
-        1 if all(e.cpu_interpreted for e in evals) else len([w for w in task.workloads if w.split != "smoke"])
-    )
+    wls = 1 if all(e.cpu_interpreted for e in evals) else len(final_workloads(ws.search_task(s)))
     total = n * wls * per
     took = f"{total / 60:.0f} min" if total >= 90 else f"{total:.0f} s"
     return (
