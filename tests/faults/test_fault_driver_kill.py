@@ -67,7 +67,12 @@ def kill_loop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     problems: list[str] = []
     max_active = 0
     runs = 0
-    while len(points) < KILLS and runs < 3 * KILLS:
+
+    def landed(mode: str) -> bool:
+        return any(pt["mode"] == mode for pt in points)
+
+    # every phase must be hit: past half the kills, a phase not yet landed is aimed at until it is
+    while (len(points) < KILLS or not (landed("start") and landed("work"))) and runs < 3 * KILLS:
         runs += 1
         before = committed(db)
         log = base / f"run-{runs}.log"
@@ -82,6 +87,8 @@ def kill_loop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         # Where to kill: anywhere in the start-up, or a random moment after the driver is at work
         # (a round has begun: evaluating, recording, updating), or just after an attempt was recorded.
         mode = rng.choices(["start", "work", "recorded"], weights=[12, 6, 2])[0]
+        if len(points) >= KILLS // 2:
+            mode = next((m for m in ("work", "start") if not landed(m)), mode)
         cue = {"start": None, "work": "round ", "recorded": "  attempt "}[mode]
         extra = {
             "start": rng.uniform(0.1, 3.0),
