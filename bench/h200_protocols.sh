@@ -13,9 +13,9 @@ step() {  # step NAME SECONDS CMD...
   timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
   echo "$name rc=$? $(( SECONDS - t0 ))s" >>"$OUT/steps.txt"
 }
-step host-overhead "${KS_HOST_S:-130}" python3 bench/host_overhead.py --out "$OUT/host-overhead-h200.json"
-step trimul-search "${KS_TRIMUL_S:-370}" python3 bench/trimul_search.py --skip-profile --top-k 3 \
-  --budget-s $(( ${KS_TRIMUL_S:-370} - 15 )) --out "$OUT/trimul-search-h200.json"
+step host-overhead "${KS_HOST_S:-170}" python3 bench/host_overhead.py --out "$OUT/host-overhead-h200.json"
+step trimul-search "${KS_TRIMUL_S:-340}" python3 bench/trimul_search.py --skip-profile --top-k 3 \
+  --budget-s $(( ${KS_TRIMUL_S:-340} - 15 )) --out "$OUT/trimul-search-h200.json"
 step export-gpu "${KS_EXPORT_S:-75}" python3 -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=70 \
   tests/tasks/test_export_runs.py
 cat "$OUT/steps.txt"

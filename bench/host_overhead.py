@@ -7,8 +7,9 @@ in ksearch's jail read slower than in a plain process. The probe measures the ho
 a Triton launch and a CUDA event record, and FlashInfer-Bench's events loop (which reads a kernel's own time only
 while the host keeps ahead of the GPU), before and after a profiler session. The kinds of process: plain; plain
 with a per-process memory fraction (as workers set); `unshare` with a user namespace alone, and with a network,
-mount, PID namespace each, and all of them; ksearch's jail as workers run in it (its limits on), and with every
-limit off (its init still reaps but measures nothing). Each kind runs `--repeats` times, in turn, so that a drift
+mount, PID namespace each, and all of them; a plain process with a worker's environment; ksearch's jail as
+workers run in it (its limits on), with every limit off (its init still reaps but measures nothing), and with
+/sys shown. Each kind runs `--repeats` times, in turn, so that a drift
 of the machine shows as spread within a kind rather than as a difference between kinds. On one GPU.
 """
 
@@ -53,8 +54,18 @@ def kinds(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     scratch = tmp / "scratch"
     scratch.mkdir(exist_ok=True)
     env = scrubbed_env(home=scratch, extra={"CUDA_VISIBLE_DEVICES": visible, "TRITON_CACHE_DIR": str(cache)})
-    for name, limits in (("jail", Limits()), ("jail_no_limits", Limits(None, None, None, None))):
-        cmd = jail.wrap(py, [scratch], caches=[cache], readable=[str(PROBE)], devices=nodes, limits=limits)
+    out["plain_worker_env"] = (py, env)  # the environment a worker gets, without the jail
+    for name, limits, shown in (
+        ("jail", Limits(), []),
+        ("jail_no_limits", Limits(None, None, None, None), []),
+        (
+            "jail_with_sys",
+            Limits(),
+            ["/sys"],
+        ),  # the driver reads PCI and NUMA facts from /sys, which a jail hides
+    ):
+        readable = [str(PROBE), *shown]
+        cmd = jail.wrap(py, [scratch], caches=[cache], readable=readable, devices=nodes, limits=limits)
         out[name] = (cmd, env)
     return out
 
