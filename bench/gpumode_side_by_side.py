@@ -16,6 +16,8 @@ slowest; the first two parts for every candidate before the third for any):
   ksearch_gpumode  ksearch's sandbox, timing_protocol "gpumode": the same loop in ksearch's worker (mean_us);
   ksearch          ksearch's sandbox, its own protocol (median_us: L2 flushed, launch covered, inputs rotated,
                    the data copied per call outside the timed region).
+  gpumode_eval_again  (--evaluator-again) the same eval.py run again in a new process, after ksearch's: the
+                   owner's own spread between two processes (`evaluator_self_agreement`, second over first).
 `agreement` is ksearch_gpumode's mean over gpumode_eval's mean per shape, `ksearch_over_gpumode` ksearch's
 median over gpumode_eval's mean. A `probe` part, in its own process, records what explains the gaps and the
 inputs: the cost of copying each benchmark's data (what ksearch's timing once included), whether a fresh
@@ -356,6 +358,16 @@ def summarize(entry: dict[str, Any], names: list[str]) -> None:
     entry["max_deviation"] = max((abs(r - 1) for r in agree.values()), default=None)
     entry["within_5pct"] = bool(agree) and len(agree) == len(names) and entry["max_deviation"] <= 0.05
     entry["ksearch_over_gpumode"] = over
+    again = (entry.get("gpumode_eval_again") or {}).get("per_shape") or {}
+    if again:
+        # the evaluator against itself, in a second process: how far two runs of the owner's own code differ
+        own = {
+            n: again[n]["mean_us"] / gm[n]["mean_us"]
+            for n in names
+            if (again.get(n) or {}).get("mean_us") and (gm.get(n) or {}).get("mean_us")
+        }
+        entry["evaluator_self_agreement"] = own
+        entry["evaluator_max_self_deviation"] = max((abs(r - 1) for r in own.values()), default=None)
     entry["geomean_us"] = {
         "gpumode_eval_mean": geomean([(gm.get(n) or {}).get("mean_us") or 0 for n in names]),
         "ksearch_gpumode_mean": geomean([(kg.get(n) or {}).get("mean_us") or 0 for n in names]),
@@ -429,9 +441,8 @@ async def main_async(args: argparse.Namespace) -> int:
         clean_baselines=False,
     )
     # the matching pair first for every candidate (the agreement), then ksearch's own protocol for every one
-    phases = [(n, p) for n in order for p in ("gpumode_eval", "ksearch_gpumode")] + [
-        (n, "ksearch") for n in order
-    ]
+    pair = ("gpumode_eval", "ksearch_gpumode") + (("gpumode_eval_again",) if args.evaluator_again else ())
+    phases = [(n, p) for n in order for p in pair] + [(n, "ksearch") for n in order]
     try:
         for name, part in phases:
             entry = out["candidates"][name]
@@ -441,7 +452,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 summarize(entry, names)
                 continue
             try:
-                if part == "gpumode_eval":
+                if part in ("gpumode_eval", "gpumode_eval_again"):
                     entry[part] = await asyncio.to_thread(
                         run_gpumode_eval, folder, src, names, min(GPUMODE_TIMEOUT_S, left())
                     )
@@ -489,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-reference", action="store_true", help="do not evaluate the task's reference as a candidate"
     )
     p.add_argument("--skip-probe", action="store_true")
+    p.add_argument(
+        "--evaluator-again",
+        action="store_true",
+        help="run eval.py a second time per candidate, in a new process: the owner's own process-to-process spread",
+    )
     p.add_argument(
         "--probe-candidates",
         nargs="*",

@@ -462,10 +462,11 @@ class LocalSandbox(EvalSteps, Sandbox):
                 with run.step("load"):
                     loaded = await self._load(w, run, task)
                 if loaded:
+                    audit_later = timing and self.kernel_audit
                     with run.step("correctness"):
                         for i, wl in enumerate(names):
                             await say(f"correctness: {wl}", 0.1 + 0.4 * i / len(names))
-                            await self._correctness(w, run, task, wl)
+                            await self._correctness(w, run, task, wl, audit_later)
                             if (
                                 run.status in ("crash", "timeout", "interpreter_timeout")
                                 or run.runtime_compile is not None
@@ -479,6 +480,9 @@ class LocalSandbox(EvalSteps, Sandbox):
                         ceil = await self.ceilings(w) if not env.cpu_mode else {}
                         timed = timed_names(task, names, settings)
                         await self._timing(w, run, task, timed, env, say, ceil)  # steps timing, baselines
+                    if audit_later and all_ok and w.alive:
+                        with run.step("audit"):
+                            await self._audit(w, run, names[0])
                     if profile_workload and all_ok and not env.cpu_mode and w.alive:
                         await say(f"profiling: {profile_workload}", 0.95)
                         try:

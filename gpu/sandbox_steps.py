@@ -299,7 +299,10 @@ class EvalSteps:
             "workload runs normally."
         )
 
-    async def _correctness(self, w: WorkerProcess, run: Run, task: Task, wl: str) -> None:
+    async def _correctness(
+        self, w: WorkerProcess, run: Run, task: Task, wl: str, audit_later: bool = False
+    ) -> None:
+        """Check `wl`; `audit_later`: the kernel audit is asked for after timing (`_audit`), not with the check."""
         first = not run.correctness
         timeout = self.call_timeout_s * max(1.0, run.settings.trials / 3)
         if first and run.candidate.language == "cpp_ext":
@@ -308,7 +311,7 @@ class EvalSteps:
             "workload": wl,
             "seed": run.settings.seed,
             "trials": run.settings.trials,
-            "audit": self.kernel_audit,
+            "audit": self.kernel_audit and not audit_later,
         }
         reply = await self._call(
             w, run, "correctness", args, timeout, f"checking correctness on workload {wl!r}", wl
@@ -336,6 +339,20 @@ class EvalSteps:
                 "exception": "raised an exception",
             }.get(fault["kind"], "failed")
             run.fail(status, f"the candidate {what} on workload {wl!r}: {fault['message']}")
+
+    async def _audit(self, w: WorkerProcess, run: Run, wl: str) -> None:
+        """The kernel audit after timing: its profiler session would have slowed the timed calls' issue."""
+        args = {"workload": wl, "seed": run.settings.seed}
+        what = f"auditing the candidate's kernels on workload {wl!r}"
+        reply = await self._call(w, run, "audit", args, self.call_timeout_s, what, about=wl)
+        if reply is None:
+            return
+        res = reply["result"]
+        if res.get("fault"):
+            run.fail("error", f"the candidate failed while {what}: {res['fault'].get('message', '')}")
+        run.flag(*res.get("flags", []))
+        if res.get("pure_pytorch"):
+            run.pure_pytorch = True
 
     async def _collect_kernels(self, w: WorkerProcess, run: Run) -> None:
         try:

@@ -60,11 +60,7 @@ class CorrectnessChecks(KernelAudit):
         flags = self._runtime_flags()
         pure: bool | None = None
         if args.get("audit", True):
-            if self._audit_result is None:
-                audit = self._audit_interpreted if self.cpu_mode else self._audit
-                self._audit_result = audit(fn, self.rt.make_inputs(wl, seed, self.device))
-            # every evaluation of this candidate gets the audit's answer, also one served by a warm worker
-            audit_flags, pure = self._audit_result
+            audit_flags, pure = self._audit_once(fn, wl, seed)
             flags += audit_flags
         return {
             "correctness": {**base, "trials": trials, "passed": True, "kind": "ok", **agg},
@@ -72,6 +68,28 @@ class CorrectnessChecks(KernelAudit):
             "flags": flags,
             "pure_pytorch": pure,
         }
+
+    def audit(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The kernel audit alone, on `workload` with `seed`: asked after timing when an evaluation times the
+        candidate, since a profiler session leaves the process slower to issue GPU work (by about a third on the
+        H200's host, bench/host_overhead.py), which a launch-bound call's timing would show."""
+        assert self.task is not None and self.module is not None, "load a candidate first"
+        wl = self.task.workload(args["workload"])
+        try:
+            fn = self._candidate_fn(wl)
+        except CandidateFailure as cf:
+            return {"flags": [], "pure_pytorch": None, "fault": cf.fault.to_dict()}
+        flags, pure = self._audit_once(fn, wl, int(args["seed"]))
+        return {"flags": flags, "pure_pytorch": pure}
+
+    def _audit_once(
+        self, fn: Callable[[list[Any]], Any], wl: Any, seed: int
+    ) -> tuple[list[str], bool | None]:
+        if self._audit_result is None:
+            audit = self._audit_interpreted if self.cpu_mode else self._audit
+            self._audit_result = audit(fn, self.rt.make_inputs(wl, seed, self.device))
+        # every evaluation of this candidate gets the audit's answer, also one served by a warm worker
+        return self._audit_result
 
     def _degenerate_notes(self, wl: Any, exp: Any, inputs: list[Any], tol: Any) -> list[str]:
         """Trivial answers the task's rule accepts on these inputs (see checking.degenerate_answers)."""

@@ -32,6 +32,7 @@ class WorkerState(CorrectnessChecks, Timing):
             "load": self.load,
             "task": self.set_task,
             "correctness": self.correctness,
+            "audit": self.audit,
             "benchmark": self.benchmark,
             "hardware": lambda a: hardware.measure_ceilings(self.device),
             "kernels": lambda a: {"kernels": self.kernel_resources()},

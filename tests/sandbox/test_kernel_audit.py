@@ -94,3 +94,16 @@ async def test_a_library_kernel_named_like_the_candidates_is_not_its_own(sandbox
     ev = await sandbox.evaluate(cand(SUBSTRING_CHEAT), affine, st("small"))
     assert ev.pure_pytorch, ev.flags
     assert any(f.startswith("no_custom_kernel") for f in ev.flags), ev.flags
+
+
+async def test_an_evaluation_that_times_audits_after_its_timing(sandbox, affine, cand, st) -> None:
+    """A profiler session leaves a process slower to issue GPU work, so an evaluation that times the candidate
+    asks for the audit after its timing; one that only checks gets it with the check. Either way the verdict
+    is the same."""
+    timed = await sandbox.evaluate(cand(SUBSTRING_CHEAT), affine, st("small"))
+    steps = list(timed.seconds_by_step)
+    assert timed.pure_pytorch, timed.flags
+    assert "audit" in steps and "timing" in steps and steps.index("audit") > steps.index("timing"), steps
+    checked = await sandbox.correctness(cand(SUBSTRING_CHEAT), affine, st("small"))
+    assert checked.pure_pytorch, checked.flags
+    assert "audit" not in checked.seconds_by_step, checked.seconds_by_step

@@ -314,7 +314,7 @@ async def test_a_kernelbench_export_passes_kernelbench_s_check_at_the_search_s_p
     for kb in runs:
         proc = subprocess.run(
             [sys.executable, str(KB_CPU_EVAL), str(ROW_SCALE), str(new), "fp16", *kb],
-            env={**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], *map(str, _requests_path())])},
+            env={**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], *map(str, _kb_deps_path())])},
             capture_output=True,
             text=True,
             timeout=300,
@@ -327,7 +327,7 @@ async def test_a_kernelbench_export_passes_kernelbench_s_check_at_the_search_s_p
         # at fp32 the same file fails KernelBench's run: its inputs and weights stay fp32
         bad = subprocess.run(
             [sys.executable, str(KB_CPU_EVAL), str(ROW_SCALE), str(new), "fp32", *kb],
-            env={**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], *map(str, _requests_path())])},
+            env={**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], *map(str, _kb_deps_path())])},
             capture_output=True,
             text=True,
             timeout=300,
@@ -335,10 +335,15 @@ async def test_a_kernelbench_export_passes_kernelbench_s_check_at_the_search_s_p
         assert bad.returncode != 0 and "torch.float32" in bad.stderr
 
 
-def _requests_path() -> list[Path]:
-    """Where `requests` is installed (KernelBench's eval imports it), for the evaluator's Python."""
-    spec = importlib.util.find_spec("requests")
-    return [Path(spec.origin).parent.parent] if spec is not None and spec.origin else []
+def _kb_deps_path() -> list[Path]:
+    """Where what KernelBench's eval imports (`requests`, `pydantic`) is installed, for the evaluator's Python
+    (a PYTHONPATH folder, as on the GPU machine, is not on it otherwise; ksearch stays blocked there)."""
+    out: list[Path] = []
+    for name in ("requests", "pydantic"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            out.append(Path(spec.origin).parent.parent)
+    return list(dict.fromkeys(out))
 
 
 @pytest.mark.slow
@@ -373,7 +378,7 @@ async def test_kernelbench_loads_an_nvrtc_export_with_its_build_directory_and_na
     new = tmp_path / out.filename
     new.write_text(out.text)
     env = outside_env(tmp_path, interpret=False)
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *map(str, _requests_path())])
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *map(str, _kb_deps_path())])
     proc = subprocess.run(
         [sys.executable, "-c", script, str(KB_SRC), str(new), str(tmp_path / "build")],
         env=env,
@@ -460,7 +465,7 @@ async def test_kernelbench_s_own_evaluation_runs_exported_kernels(tmp_path: Path
         "print(json.dumps({'compiled': r.compiled, 'correctness': r.correctness}))\n"
     )
     env = outside_env(tmp_path, interpret=False)
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *map(str, _requests_path())])
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *map(str, _kb_deps_path())])
     for db, backend in (("k.db", "cuda"), ("t.db", "triton")):
         new = tmp_path / f"{backend}.py"
         said = ksearch_cli(
