@@ -367,6 +367,12 @@ async def test_kernelbench_loads_an_nvrtc_export_with_its_build_directory_and_na
     assert any("check_kernel=False" in n for n in out.notes)
     script = (
         "import importlib, json, sys, types\n"
+        # KernelBench's utils import its LLM clients, which its eval never calls: stand-ins where not installed
+        "for name, attr in (('dotenv', 'load_dotenv'), ('tqdm', 'tqdm'), ('openai', 'OpenAI'), ('litellm', 'completion')):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError:\n"
+        "        m = types.ModuleType(name); setattr(m, attr, None); sys.modules[name] = m\n"
         "pkg = types.ModuleType('kernelbench'); pkg.__path__ = [sys.argv[1]]; sys.modules['kernelbench'] = pkg\n"
         "kb = importlib.import_module('kernelbench.eval')\n"
         "checker = importlib.import_module('kernelbench.kernel_static_checker')\n"
@@ -458,6 +464,12 @@ async def test_kernelbench_s_own_evaluation_runs_exported_kernels(tmp_path: Path
     )
     script = (
         "import importlib, json, sys, types\n"
+        # KernelBench's utils import its LLM clients, which its eval never calls: stand-ins where not installed
+        "for name, attr in (('dotenv', 'load_dotenv'), ('tqdm', 'tqdm'), ('openai', 'OpenAI'), ('litellm', 'completion')):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError:\n"
+        "        m = types.ModuleType(name); setattr(m, attr, None); sys.modules[name] = m\n"
         "pkg = types.ModuleType('kernelbench'); pkg.__path__ = [sys.argv[1]]; sys.modules['kernelbench'] = pkg\n"
         "kb = importlib.import_module('kernelbench.eval')\n"
         "r = kb.eval_kernel_against_ref(open(sys.argv[2]).read(), open(sys.argv[3]).read(), num_correct_trials=5,\n"
