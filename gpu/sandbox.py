@@ -479,10 +479,9 @@ class LocalSandbox(EvalSteps, Sandbox):
                     if timing and all_ok and w.alive:
                         ceil = await self.ceilings(w) if not env.cpu_mode else {}
                         timed = timed_names(task, names, settings)
-                        await self._timing(w, run, task, timed, env, say, ceil)  # steps timing, baselines
-                    if audit_later and all_ok and w.alive:
-                        with run.step("audit"):
-                            await self._audit(w, run, names[0])
+                        # steps timing, audit (before the baselines may take the process over), baselines
+                        audit_on = names[0] if audit_later else None
+                        await self._timing(w, run, task, timed, env, say, ceil, audit_on)
                     if profile_workload and all_ok and not env.cpu_mode and w.alive:
                         await say(f"profiling: {profile_workload}", 0.95)
                         try:

@@ -432,9 +432,11 @@ class EvalSteps:
         env: Environment,
         say: Callable[[str, float], Awaitable[None]],
         ceil: dict[str, Any],
+        audit_on: str | None = None,
     ) -> None:
-        """Time the candidate on every workload (`ceil`: the GPU's ceilings, {} without one), then
-        give each timing its baselines."""
+        """Time the candidate on every workload (`ceil`: the GPU's ceilings, {} without one), then (`audit_on`: a
+        workload) audit its kernels while its process still holds it, then give each timing its baselines (which
+        may take the process over: a clean baseline process, then a fresh candidate one)."""
         st = run.settings
         measured: list[tuple[str, dict[str, Any]]] = []
         t_timing = time.perf_counter()
@@ -460,6 +462,11 @@ class EvalSteps:
                 return
             measured.append((wl, res))
         run.steps["timing"] = run.steps.get("timing", 0.0) + time.perf_counter() - t_timing
+        if audit_on is not None:
+            with run.step("audit"):
+                await self._audit(w, run, audit_on)
+            if not w.alive:
+                return
         with run.step("baselines"):
             base = await self._baselines(w, run, task, names, env)
         protocol = st.timing_protocol
