@@ -7,8 +7,9 @@ What runs, on one GPU:
 - A FlashInfer-Trace dataset staged in a temporary folder: gemm_n4096_k4096 as FlashInfer-Bench ships it
   (--fib's examples/ffi/Example-FlashInfer-Trace, the workloads with M in --gemm-m), and rmsnorm_h4096 and
   fused_add_rmsnorm_h4096 shaped like FlashInfer-Trace's (bench/side_by_side/flashinfer/, three workloads
-  each); per definition our Triton kernel (bench/side_by_side/flashinfer/kernels/) and the definition's
-  reference, each written as a Solution JSON.
+  each); per definition our Triton kernel (bench/side_by_side/flashinfer/kernels/), written as a Solution JSON
+  by ksearch's exporter (the code behind `ksearch export --solution`; by hand, with the reason recorded as
+  `written_by`, where it refuses), and the definition's reference, written by hand.
 - fib: FlashInfer-Bench's own `Benchmark(TraceSet.from_path(...), BenchmarkConfig.default()).run_all()`, from a
   copy of --fib's flashinfer_bench package, unchanged, in a process of its own (its PersistentRunner spawns its
   worker). Its timer is FlashInfer's `flashinfer.testing.bench_gpu_time_with_cupti`: FlashInfer's own
@@ -95,6 +96,23 @@ def solution_json(
     }
 
 
+def exported_solution(
+    sname: str, definition: str, workloads: Path, code: str, doc: str
+) -> tuple[dict[str, Any] | None, str]:
+    """Our kernel as ksearch writes a search's candidate out (`ksearch export --solution`): the Solution
+    FlashInfer-Bench's own benchmark then runs. (None, why) where the exporter refuses it."""
+    from ksearch.gpu.tasks import load_task
+    from ksearch.gpu.tasks.fib_export import Identity, solution_from_candidate
+    from ksearch.gpu.tasks.fib_export import solution_json as export_json
+
+    try:
+        task = load_task(definition, str(workloads))
+        who = Identity(name=sname, author=AUTHOR, description=doc or None, target_hardware=["NVIDIA H200"])
+        return json.loads(export_json(solution_from_candidate(code, "triton", task, who))), "ksearch export"
+    except Exception as e:  # recorded beside the solution, which is then written by hand
+        return None, f"ksearch's exporter refused it: {type(e).__name__}: {str(e)[:300]}"
+
+
 def stage_dataset(fib: Path, dst: Path, gemm_m: list[int]) -> dict[str, Any]:
     """definitions/, workloads/ and solutions/ under dst; returns the plan: per definition its file, workloads
     (uuid, axes) and solutions (name -> file, kernel, dps)."""
@@ -134,8 +152,12 @@ def stage_dataset(fib: Path, dst: Path, gemm_m: list[int]) -> dict[str, Any]:
             code = (HERE / "kernels" / kfile).read_text()
             doc = code.split('"""')[1].split("\n\n")[0].replace("\n", " ") if code.startswith('"""') else ""
             sname = f"{name}_triton_{Path(kfile).stem.removeprefix(name + '_')}"
+            written, how = exported_solution(sname, entry["file"], wfile, code, doc)
+            if written is None or written.get("spec", {}).get("destination_passing_style") != dps:
+                written, how = solution_json(sname, name, code, "triton", dps, doc), f"by hand ({how})"
             sols[sname] = {
-                "json": solution_json(sname, name, code, "triton", dps, doc),
+                "json": written,
+                "written_by": how,
                 "kernel": f"bench/side_by_side/flashinfer/kernels/{kfile}",
                 "dps": dps,
             }

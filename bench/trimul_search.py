@@ -1,12 +1,14 @@
 """A TriMul search driven through ksearch's tools, with the seconds of every call -> JSON.
 
     python bench/trimul_search.py [--task FOLDER] [--candidates DIR] [--out PATH] [--top-k 3] [--budget-s 540]
+                                  [--skip-profile] [--export-eval]
 
 On a GPU: create_search on GPU MODE's TriMul folder (its owner's protocol, `gpumode`, by default), the analyse
 prompt read at once and again after the background baselines are in, then one round per published kernel (an
 intent proposed, selected, the kernel benchmarked on it, the intent finished), profile_ncu of the best on one
-workload, and final_evaluation of the best `--top-k`. Every call records its wall seconds, and each evaluation
-where its seconds went (`seconds_by_step`). The JSON is rewritten after every call.
+workload, and final_evaluation of the best `--top-k`; with --export-eval, before it, the best exported as the
+folder's submission.py (`ksearch export --submission`) and run by the folder's own eval.py in benchmark mode.
+Every call records its wall seconds, and each evaluation where its seconds went (`seconds_by_step`). The JSON is rewritten after every call.
 
 Defaults: .ext/reference-kernels/problems/bioml/trimul and .ext/K-Search/results/gpumode_trimul/*.py.
 """
@@ -29,6 +31,9 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+from gpumode_side_by_side import run_gpumode_eval, task_yml  # noqa: E402  (bench/, the script's own folder)
+
 DEFAULT_TASK = ROOT / ".ext" / "reference-kernels" / "problems" / "bioml" / "trimul"
 DEFAULT_CANDIDATES = ROOT / ".ext" / "K-Search" / "results" / "gpumode_trimul"
 DEFAULT_OUT = ROOT / "bench" / "results" / "trimul-search-h200.json"
@@ -46,9 +51,14 @@ async def main() -> None:
     ap.add_argument("--task", type=Path, default=DEFAULT_TASK)
     ap.add_argument("--candidates", type=Path, default=DEFAULT_CANDIDATES)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--top-k", type=int, default=3, help="final_evaluation's top_k; 0: no final evaluation")
     ap.add_argument("--budget-s", type=float, default=540.0)
     ap.add_argument("--skip-profile", action="store_true", help="no profile_ncu call (it takes ~45 s)")
+    ap.add_argument(
+        "--export-eval",
+        action="store_true",
+        help="export the best as submission.py (ksearch export --submission) and run the folder's eval.py on it",
+    )
     args = ap.parse_args()
 
     from ksearch.gpu.sandbox import LocalSandbox
@@ -56,6 +66,7 @@ async def main() -> None:
     from ksearch.tools.common import CandidateRef
     from ksearch.tools.contexts import reference_times_text
     from ksearch.tools.create_search import CreateSearchIn, create_search
+    from ksearch.tools.export_kernel import ExportKernelIn, export_kernel
     from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
     from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
     from ksearch.tools.phase_prompts import analyse_kernel
@@ -152,11 +163,32 @@ async def main() -> None:
                 if best is None or ev.speedup_vs_eager > best[0]:
                     best = (ev.speedup_vs_eager, got.attempt_id or 0, got.candidate_id)  # type: ignore[union-attr]
         out["reference_times_later"] = await reference_times_text(ws, s)
+        if best is not None and args.export_eval:
+            # the search's best out as the folder's submission.py, run by the folder's own eval.py, unchanged
+            exported = await call(
+                "export submission.py (best)",
+                export_kernel(ws, ExportKernelIn(search=s.id, format="submission", attempt=best[1] or None)),
+            )
+            if exported is not None:
+                names = [f"bench{i}" for i in range(len(task_yml(args.task)["benchmarks"]))]
+                t0 = time.perf_counter()
+                ran = await asyncio.to_thread(run_gpumode_eval, args.task, exported.text, names, 240.0)
+                out["export_eval"] = {
+                    "attempt_id": exported.attempt_id,
+                    "status_in_file": exported.status,
+                    "helpers": exported.helpers,
+                    "eval_py": ran,
+                    "seconds": round(time.perf_counter() - t0, 2),
+                }
+                print(f"eval.py on the exported submission.py: check {ran.get('check')}", flush=True)
+                save()
         if best is not None and not args.skip_profile:
             await call(
                 "profile_ncu (best, first workload)",
                 profile_ncu(ws, ProfileIn(search=s.id, candidate=CandidateRef(candidate_id=best[2]))),
             )
+        if args.top_k < 1:
+            return  # no final evaluation asked for
         t_final = time.perf_counter()
         out["final_progress"] = []
 
