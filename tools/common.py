@@ -340,7 +340,10 @@ def summarize(ev: Evaluation) -> str:
         lines.extend(f"  flag: {f}" for f in tm.flags)
     if ev.speedup_vs_eager is not None and not any(tm.device == "cpu-interpreter" for tm in ev.timings):
         lines.append(f"geomean speedup vs eager: {ev.speedup_vs_eager:.3f}x")
-    if ev.timings and ev.timings[0].device == "cpu-interpreter":
+    interpreted = bool(ev.timings) and ev.timings[0].device == "cpu-interpreter"
+    if interpreted and not any(
+        "CPU interpreter" in f for f in ev.flags
+    ):  # said once: the record's flag, if any
         lines.append("note: CPU interpreter timings: functional only, not comparable with GPU timings")
     if ev.profile is not None:
         p = ev.profile
