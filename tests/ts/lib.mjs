@@ -158,6 +158,7 @@ export async function softmaxFlow(k, search) {
   assert.match(texts(seeded)[0], /^recorded as attempt #\d+, candidate \w+; record: ksearch:\/\/attempts\/\d+\nstatus: ok\n/);
   assert.match(next(seeded), /propose_intents/);
   const sizes = [bytes(seeded)];
+  const said = [texts(seeded).join('\n')];
 
   const proposed = await call(k, 'propose_intents', {
     search,
@@ -185,6 +186,7 @@ export async function softmaxFlow(k, search) {
   assert.match(next(tried), /Write another implementation/);
   assert.match(texts(tried)[0], /\ncorrect on /);
   sizes.push(bytes(tried));
+  said.push(texts(tried).join('\n'));
 
   const fin = data(await call(k, 'finish_intent', { search }));
   assert.equal(fin.node.status, 'closed');
@@ -203,7 +205,7 @@ export async function softmaxFlow(k, search) {
   assert.match(prompt.messages[0].content.text, /ModelNew/);
   const tree = await k.client.readResource({ uri: `ksearch://searches/${search}/tree` });
   assert.match(tree.contents[0].text, /online softmax in a single pass/);
-  for (const n of sizes) assert.ok(n < TEXT_BUDGET, `a benchmark result gave ${n} bytes of text`);
+  sizes.forEach((n, i) => assert.ok(n < TEXT_BUDGET, `a benchmark result gave ${n} bytes of text:\n${said[i]}`));
   return sizes;
 }
 
