@@ -249,19 +249,28 @@ def timing_text(tm: WorkloadTiming) -> str:
 INSIDE_STEPS = {"inputs": "drawing inputs", "build": "building torch extensions"}
 
 
-SECONDS_NAMED = 4  # steps named in the line; the rest are summed as "other" (the record has them all)
+SECONDS_NAMED = (
+    4  # at most this many steps named in the line, each at least SECONDS_SHARE of the whole; the rest
+)
+SECONDS_SHARE = 0.1  # summed as "other" where they add up to that share (the record has every step)
+BRIEF_S = 1.0  # an evaluation quicker than this, with no builds or draws inside, says only how long it took
 
 
 def seconds_text(ev: Evaluation) -> str:
-    """ "took 14.2 s: correctness 6.1, timing 5.2, baselines 2.0, load 0.4, other 0.3 (drawing inputs 0.4 of
-    them)", largest first."""
+    """ "took 14.2 s: correctness 6.1, timing 5.2, baselines 2.0 (drawing inputs 0.4 of them)", largest first."""
+    inside_any = any(ev.seconds_by_step.get(k, 0.0) >= 0.05 for k in INSIDE_STEPS)
+    # where a quick evaluation's seconds went is not worth reading
+    if ev.seconds < BRIEF_S and not inside_any:
+        return f"took {ev.seconds:.1f} s"
+    least = max(0.05, SECONDS_SHARE * ev.seconds)
     steps = sorted(
-        ((k, v) for k, v in ev.seconds_by_step.items() if k not in INSIDE_STEPS and v >= 0.05),
-        key=lambda kv: -kv[1],
+        ((k, v) for k, v in ev.seconds_by_step.items() if k not in INSIDE_STEPS), key=lambda kv: -kv[1]
     )
-    named = [f"{k.replace('_', ' ')} {v:.1f}" for k, v in steps[:SECONDS_NAMED]]
-    if steps[SECONDS_NAMED:]:
-        named.append(f"other {sum(v for _, v in steps[SECONDS_NAMED:]):.1f}")
+    shown = [(k, v) for k, v in steps if v >= least][:SECONDS_NAMED]
+    named = [f"{k.replace('_', ' ')} {v:.1f}" for k, v in shown]
+    rest = sum(v for _, v in steps) - sum(v for _, v in shown)
+    if rest >= least:
+        named.append(f"other {rest:.1f}")
     parts = ", ".join(named)
     inside = [
         f"{what} {ev.seconds_by_step[k]:.1f}"
