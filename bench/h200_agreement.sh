@@ -4,15 +4,8 @@
 # side; the export GPU tests. Each step under its own timeout; writes into $OUT.
 # Usage on the H200 (repo root, .ext and .whl carried): source .whl/setup.sh && bash bench/h200_agreement.sh
 set -u
-OUT=${OUT:-/tmp/ks-out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/h200_steps.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >"$OUT/env.txt" 2>&1
-step() {  # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local t0=$SECONDS
-  timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
-  echo "$name rc=$? $(( SECONDS - t0 ))s" >>"$OUT/steps.txt"
-}
 G=.ext/K-Search/results/gpumode_trimul
 step gpumode "${KS_GM_S:-290}" python3 bench/gpumode_side_by_side.py --no-reference --skip-probe --evaluator-again \
   --candidates $G/TTT.py $G/zeyushen.py $G/ksearch_best.py --budget-s $(( ${KS_GM_S:-290} - 10 )) \

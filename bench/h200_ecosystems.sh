@@ -7,14 +7,7 @@
 # Usage on the H200 (repo root, .ext and .whl carried, .whl/fib holding FlashInfer-Bench's wheels):
 #   source .whl/setup.sh && bash bench/h200_ecosystems.sh
 set -u
-OUT=${OUT:-/tmp/ks-out}
-mkdir -p "$OUT"
-step() {  # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local t0=$SECONDS
-  timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
-  echo "$name rc=$? $(( SECONDS - t0 ))s" >>"$OUT/steps.txt"
-}
+source "$(dirname "$0")/h200_steps.sh"
 step flashinfer "${KS_FIB_S:-200}" python3 bench/flashinfer_side_by_side.py --budget-s $(( ${KS_FIB_S:-200} - 15 )) \
   --out "$OUT/side-by-side-flashinfer-h200.json"
 step trimul-export "${KS_TRIMUL_S:-200}" python3 bench/trimul_search.py --skip-profile --top-k 0 --export-eval \

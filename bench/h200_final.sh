@@ -4,14 +4,7 @@
 # their spread between processes); the KernelBench export GPU test. Writes into $OUT.
 # Usage on the H200 (repo root, .ext and .whl carried): source .whl/setup.sh && bash bench/h200_final.sh
 set -u
-OUT=${OUT:-/tmp/ks-out}
-mkdir -p "$OUT"
-step() {  # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local t0=$SECONDS
-  timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
-  echo "$name rc=$? $(( SECONDS - t0 ))s" >>"$OUT/steps.txt"
-}
+source "$(dirname "$0")/h200_steps.sh"
 step trimul-search "${KS_TRIMUL_S:-300}" python3 bench/trimul_search.py --skip-profile --top-k 1 \
   --candidates "${KS_TRIMUL_CANDIDATES:-.ext/trimul-one}" --budget-s $(( ${KS_TRIMUL_S:-300} - 10 )) \
   --out "$OUT/trimul-search-h200.json"

@@ -4,15 +4,8 @@
 # exported kernels run by their ecosystems' own evaluators. Each step under its own timeout; writes into $OUT.
 # Usage on the H200 (repo root, .ext and .whl carried): source .whl/setup.sh && bash bench/h200_protocols.sh
 set -u
-OUT=${OUT:-/tmp/ks-out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/h200_steps.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader >"$OUT/env.txt" 2>&1
-step() {  # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local t0=$SECONDS
-  timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
-  echo "$name rc=$? $(( SECONDS - t0 ))s" >>"$OUT/steps.txt"
-}
 step host-overhead "${KS_HOST_S:-170}" python3 bench/host_overhead.py --out "$OUT/host-overhead-h200.json"
 step trimul-search "${KS_TRIMUL_S:-340}" python3 bench/trimul_search.py --skip-profile --top-k 3 \
   --budget-s $(( ${KS_TRIMUL_S:-340} - 15 )) --out "$OUT/trimul-search-h200.json"

@@ -3,8 +3,7 @@
 # sandbox bench, each under its own timeout so one hang cannot eat the call. Writes into $OUT.
 # Usage on the H200 (repo root): source .whl/setup.sh && bash bench/h200_run.sh
 set -u
-OUT=${OUT:-/tmp/ks-out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/h200_steps.sh"
 {
   echo "tree: the working tree sent with this call (see the commit that added these results)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -13,12 +12,6 @@ mkdir -p "$OUT"
   echo "jail: $(python3 -c 'from ksearch.gpu import jail; print(jail.unavailable_reason() or "available")' 2>&1)"
   python3 -m ksearch.gpu.jail -- nvidia-smi -L 2>&1 | head -3
 } >"$OUT/env.txt" 2>&1
-step() {  # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local t0=$SECONDS
-  timeout -k 10 "$secs" "$@" >"$OUT/$name.log" 2>&1
-  echo "$name rc=$? ${SECONDS}s-${t0}s" >>"$OUT/steps.txt"
-}
 step pytest-gpu "${KS_PYTEST_S:-330}" python3 -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=150 -o timeout_method=thread \
   tests/sandbox tests/faults tests/adversarial tests/tasks ${KS_PYTEST_EXTRA:-}
 step integrity "${KS_INTEGRITY_S:-150}" python3 bench/integrity.py --out "$OUT/integrity-h200.json"

@@ -29,6 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PROBE = ROOT / "bench" / "host_probe.py"
+RMSNORM = (
+    ROOT / "bench" / "side_by_side" / "flashinfer" / "kernels" / "rmsnorm_h4096_rows.py"
+)  # the probe loads it
 
 
 def kinds(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -64,7 +67,7 @@ def kinds(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
             ["/sys"],
         ),  # the driver reads PCI and NUMA facts from /sys, which a jail hides
     ):
-        readable = [str(PROBE), *shown]
+        readable = [str(PROBE), str(RMSNORM), *shown]
         cmd = jail.wrap(py, [scratch], caches=[cache], readable=readable, devices=nodes, limits=limits)
         out[name] = (cmd, env)
     return out

@@ -6,7 +6,7 @@ Measures, each after a warm-up, with no synchronize inside the timed loops:
 - triton_issue_us: the same for one launch of a one-program Triton kernel;
 - event_record_us: one CUDA event record;
 - fib_events_us: the median of FlashInfer-Bench's events loop without CUPTI (per call: `buffer.zero_()` of twice
-  the L2, a start event, a one-launch rmsnorm of 8 x 4096 bf16 rows, an end event; one synchronize after 50),
+  the L2, a start event, the side by side's one-launch rmsnorm (bench/side_by_side/flashinfer/kernels/) on 8 x 4096 bf16 rows, an end event; one synchronize after 50),
   which reads the kernel's own time only while the host issues faster than the GPU flushes;
 - the same four again after one `torch.profiler` session in the process (`after_profiler`), since ksearch's
   worker profiles every candidate once (its kernel audit) before timing it.
@@ -15,30 +15,35 @@ Standalone on purpose (torch and Triton only): it must run where ksearch is not 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
+# the one-launch rmsnorm of the FlashInfer-Bench side by side, loaded from its file (no ksearch import needed)
+RMSNORM = (
+    Path(__file__).resolve().parent / "side_by_side" / "flashinfer" / "kernels" / "rmsnorm_h4096_rows.py"
+)
+
+
+def _rmsnorm_run():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("rmsnorm_h4096_rows", RMSNORM)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.run
+
 
 @triton.jit
 def _bump(p):
     tl.store(p, tl.load(p) + 1)
-
-
-@triton.jit
-def _rmsnorm_rows(x_ptr, w_ptr, y_ptr, H: tl.constexpr, EPS: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, H)
-    x = tl.load(x_ptr + row * H + cols).to(tl.float32)
-    inv = tl.rsqrt(tl.sum(x * x, axis=0) / H + EPS)
-    w = tl.load(w_ptr + cols).to(tl.float32)
-    tl.store(y_ptr + row * H + cols, (x * inv * w).to(y_ptr.dtype.element_ty))
 
 
 def issue_us(fn, n: int = 2000) -> float:  # type: ignore[no-untyped-def]
@@ -59,10 +64,10 @@ def fib_events_us(iters: int = 50) -> float:
     x = torch.randn(8, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
 
+    rmsnorm = _rmsnorm_run()
+
     def run() -> torch.Tensor:
-        y = torch.empty_like(x)
-        _rmsnorm_rows[(8,)](x, w, y, H=4096, EPS=1e-6, num_warps=8)
-        return y
+        return rmsnorm(x, w)  # type: ignore[no-any-return]
 
     for _ in range(10):
         buf.zero_()
