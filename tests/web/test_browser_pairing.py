@@ -23,7 +23,7 @@ from ksearch.worldmodel.edits import apply_edits
 if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
 try:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import Page, Route, expect
 except ImportError:
     pytest.skip(
         "Playwright's Python package is not installed (pip install playwright)", allow_module_level=True
@@ -128,6 +128,35 @@ def test_messages_and_the_reason_are_cleared_when_they_no_longer_apply(
     page.click("#add-intent-btn")
     expect(page.locator("#steer-msg.err")).to_contain_text("near-duplicate")
     expect(page.locator("#reason")).to_have_value("kept")
+
+
+def test_a_refusal_said_while_a_node_loads_is_not_cleared_by_its_default_attempt(
+    page: Page, ui: UiProcess, demo: tuple[Path, dict[str, int]]
+) -> None:
+    """Clicking a node opens its default attempt once the node has loaded; a refusal said in between is about what
+    the person just did and stays (it was cleared on CI when the node's data came back after the refusal)."""
+    _, ids = demo
+    page.goto(ui.url)
+    page.click(f'#tree .node[data-node="{ids["root"]}"]')
+    expect(page.locator("#steer-target")).to_contain_text(f"#{ids['root']} root")
+    expect(page.locator("#attempt .attempt-detail")).to_be_visible()
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:  # the node's data is held back until the refusal is on the page
+        held.append(route)
+
+    page.route(f"**/nodes/{ids['root']}", hold)
+    page.click(f'#tree .node[data-node="{ids["root"]}"]')  # opened again: its data is asked for anew
+    page.fill("#intent-title", "one row per program, row kept in registers")
+    page.click("#add-intent-btn")
+    expect(page.locator("#steer-msg.err")).to_contain_text("near-duplicate")
+    assert held, "the node's data was not requested"
+    # the default attempt is asked for once the node's data is in (and after the old code cleared the message)
+    with page.expect_response(lambda r: "/attempts/" in r.url):
+        for route in held:
+            route.continue_()
+    page.unroute(f"**/nodes/{ids['root']}")
+    expect(page.locator("#steer-msg.err")).to_contain_text("near-duplicate")
 
 
 # (badge background vs card background, badge text vs badge background): WCAG contrast ratios

@@ -112,7 +112,9 @@
     st.nodeData = d.node;
     fillSteer(d.node);
     if (openDefault) {
-      if (d.default_attempt !== null) await selectAttempt(d.default_attempt);
+      // the node's own default attempt: opening it is part of opening the node, whose message
+      // was cleared when the click came; one said since (a refusal of an edit sent meanwhile) stays
+      if (d.default_attempt !== null) await selectAttempt(d.default_attempt, false);
       else {
         st.attempt = null;
         $("#attempt").replaceChildren();
@@ -138,8 +140,8 @@
     }
   }
 
-  async function selectAttempt(id) {
-    clearMsg();
+  async function selectAttempt(id, clear = true) {
+    if (clear) clearMsg();
     st.attempt = id;
     markSelected();
     saveHash();
