@@ -42,7 +42,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -96,9 +96,12 @@ def _exit_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
-def _command(cmd: list[str], limits: Limits, closing: list[int], stores: bool) -> None:
+def _command(
+    cmd: list[str], limits: Limits, closing: list[int], stores: bool, run: Callable[[], None] | None
+) -> None:
     """PID 2: the command itself, in a nested user namespace that locks every mount. With a store, no single
-    file is capped at the disk limit (a kept draw may be larger); init's watch of the scratch still holds."""
+    file is capped at the disk limit (a kept draw may be larger); init's watch of the scratch still holds.
+    `run`: the command as a function of this process, in place of the exec (a zygote's forked worker)."""
     for fd in closing:
         os.close(fd)
     sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -107,6 +110,9 @@ def _command(cmd: list[str], limits: Limits, closing: list[int], stores: bool) -
     sc.unshare(sc.CLONE_NEWUSER | sc.CLONE_NEWNS, "nested user+mount")
     sc.map_ids(0, 0)
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    if run is not None:
+        run()
+        os._exit(0)
     os.execvp(cmd[0], cmd)
 
 
@@ -178,7 +184,9 @@ def _supervise(pid: int, report_fd: int, ctl: int | None, watch: Watch) -> None:
                 ctl = None
 
 
-def _init(a: dict[str, Any], view: jail_view.View, report_fd: int, cwd: str) -> None:
+def _init(
+    a: dict[str, Any], view: jail_view.View, report_fd: int, cwd: str, run: Callable[[], None] | None
+) -> None:
     """PID 1 of the new namespace: build the root, start COMMAND, then watch it."""
     sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
     limits: Limits = a["limits"]
@@ -193,7 +201,7 @@ def _init(a: dict[str, Any], view: jail_view.View, report_fd: int, cwd: str) -> 
     watch = Watch(limits, a["rw"], a["cache"], ["/dev/shm"])
     pid = os.fork()
     if pid == 0:
-        _command(a["cmd"], limits, [report_fd] + ([ctl] if ctl is not None else []), bool(a["store"]))
+        _command(a["cmd"], limits, [report_fd] + ([ctl] if ctl is not None else []), bool(a["store"]), run)
     # a candidate shares its uid with init: not dumpable, init cannot be ptraced or have its /proc read (only
     # now: a process that is not dumpable cannot write its own uid_map, as COMMAND does)
     sc.prctl(sc.PR_SET_DUMPABLE, 0)
@@ -231,7 +239,9 @@ def _parse(argv: list[str]) -> dict[str, Any]:
     return a
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], run: Callable[[], None] | None = None) -> None:
+    """`run`: COMMAND as a function of the jail's PID 2 instead of an exec (gpu/zygote.py; COMMAND is then
+    what that function does, and is still given after `--` to be checked there)."""
     a = _parse(argv)
     uid, gid = os.getuid(), os.getgid()
     cwd = os.getcwd()
@@ -255,7 +265,7 @@ def main(argv: list[str]) -> None:
     if pid == 0:
         os.close(r)
         try:
-            _init(a, view, w, cwd)
+            _init(a, view, w, cwd, run)
         except BaseException as e:  # the command never ran: say why, as the launcher would
             print(f"{_PREFIX}cannot start the command: {e}", file=sys.stderr, flush=True)
             os._exit(EXIT_SETUP_FAILED)

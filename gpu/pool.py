@@ -42,6 +42,7 @@ from ksearch.gpu import jail, jail_view
 from ksearch.gpu.jail_limits import Limits
 from ksearch.gpu.jail_link import JailLink
 from ksearch.gpu.scrub import scrubbed_env
+from ksearch.gpu.zygote_client import ForkedProcess, Zygote, ZygoteUnavailable, zygote_for
 from ksearch.worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")
@@ -118,7 +119,7 @@ class _Process:
         self.candidate_id: str | None = None  # the candidate it last loaded
         self.stray_threads = False  # candidate code left threads running: the next one gets a new process
         self.started: asyncio.Task[None] | None = None  # its start, from `launch`
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: asyncio.subprocess.Process | ForkedProcess | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._stderr: deque[str] = deque(maxlen=300)
@@ -155,10 +156,11 @@ class _Process:
         *,
         jailed: bool,
         after: asyncio.Task[None] | None = None,
+        zygote: Zygote | None = None,
     ) -> None:
         """Start in the background (`started`); `after`: the old process's end, awaited first (its GPU
-        memory freed before this one takes any)."""
-        self.started = asyncio.create_task(self._spawn(cmd, env, timeout_s, jailed, after))
+        memory freed before this one takes any); `zygote`: the slot's, to fork the process from where it can."""
+        self.started = asyncio.create_task(self._spawn(cmd, env, timeout_s, jailed, after, zygote))
 
     async def _spawn(
         self,
@@ -167,23 +169,29 @@ class _Process:
         timeout_s: float,
         jailed: bool,
         after: asyncio.Task[None] | None,
+        zygote: Zygote | None,
     ) -> None:
         if after is not None:
             await asyncio.shield(after)
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.scratch.mkdir(parents=True, exist_ok=True)
         self._hello_fut = asyncio.get_running_loop().create_future()
-        self._proc = await asyncio.create_subprocess_exec(
-            *cmd,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=self.scratch,
-            env=env,
-            start_new_session=True,
-            limit=64 << 20,
-            pass_fds=self.link.pass_fds() if self.link is not None else (),
-        )
+        keep = self.link.pass_fds() if self.link is not None else ()
+        if zygote is not None and zygote.fits(cmd, env):
+            with contextlib.suppress(ZygoteUnavailable):  # then the usual way (the zygote logged why)
+                self._proc = await zygote.spawn(cmd, env, self.scratch, keep)
+        if self._proc is None:
+            self._proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.scratch,
+                env=env,
+                start_new_session=True,
+                limit=64 << 20,
+                pass_fds=keep,
+            )
         if self.link is not None:
             await self.link.handed_over()
         self._tasks = [
@@ -452,6 +460,7 @@ class WorkerProcess:
         extra_env: dict[str, str] | None = None,
         jailed: bool = False,
         spare: bool = False,
+        fork: bool = False,
         limits: Limits | None = None,
     ) -> None:
         self.slot = slot
@@ -481,6 +490,9 @@ class WorkerProcess:
         self._cur: _Process | None = None
         self._spare: _Process | None = None
         self._chores: set[asyncio.Task[None]] = set()  # processes being discarded in the background
+        # with `fork`: the zygote the slot's processes are forked from (gpu/zygote.py; this process's one for the
+        # slot's environment, started at its first use)
+        self.zygote = zygote_for(self._env(root, "candidate"), start_timeout_s) if fork else None
 
     # ------------------------------------------------------------------ the process serving the slot
     @property
@@ -592,7 +604,14 @@ class WorkerProcess:
                 limits=self.limits,
                 control_fd=p.link.jail_fd,
             )
-        p.launch(cmd, self._env(scratch, mode), self.start_timeout_s, jailed=self.jailed, after=after)
+        p.launch(
+            cmd,
+            self._env(scratch, mode),
+            self.start_timeout_s,
+            jailed=self.jailed,
+            after=after,
+            zygote=self.zygote,
+        )
         return p
 
     def show(self, paths: Iterable[str]) -> set[str]:

@@ -122,6 +122,20 @@ def _spares(cpu_mode: bool) -> bool:
     return not cpu_mode
 
 
+def _forks(cpu_mode: bool) -> bool:
+    """Whether worker slots fork their processes from a zygote (gpu/zygote.py): KSEARCH_FORK_WORKERS=1|0, else
+    without a GPU only (there every fresh process per candidate was a second of imports waited for; on a GPU the
+    spare hides a start, and a zygote must never touch CUDA)."""
+    v = os.environ.get("KSEARCH_FORK_WORKERS", "").strip()
+    if v in ("0", "1"):
+        return v == "1"
+    if v:
+        raise SandboxError(
+            f"KSEARCH_FORK_WORKERS={v!r}: accepted values are 1 (fork from a zygote) and 0 (exec)"
+        )
+    return cpu_mode
+
+
 class LocalSandbox(EvalSteps, Sandbox):
     """Worker processes on this machine: one per visible GPU, or one CPU (Triton interpreter) worker."""
 
@@ -225,6 +239,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                     # a process started ahead per slot, so a killed worker (a cancelled or timed-out call, a
                     # crash) costs the next caller no cold start; it never ran candidate code until it takes over
                     spare=_spares(self.cpu_mode) if spare_workers is None else spare_workers,
+                    fork=_forks(self.cpu_mode),
                     limits=self.limits,
                 )
                 for i, g in enumerate(slots)

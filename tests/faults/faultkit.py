@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ksearch.gpu import zygote
 from ksearch.gpu.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +103,14 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
+def _comm(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def worker_pids(parent: int | None = None, scratch: Path | None = None, *, itself: bool = False) -> list[int]:
     """Live sandbox worker processes (`python -m ksearch.gpu.worker`, and the ksearch.gpu.jail processes around it
     unless `itself`): children of `parent`, and/or whose working directory is under `scratch`.
@@ -110,9 +119,11 @@ def worker_pids(parent: int | None = None, scratch: Path | None = None, *, itsel
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         fields = _stat(pid)
         cmd = _cmdline(pid)
-        if fields is None or fields[0] == "Z" or b"ksearch.gpu.worker" not in cmd:
+        comm = _comm(pid)  # a worker forked from the zygote has the zygote's command line and its own name
+        forked = comm in (zygote.WORKER_NAME, zygote.JAIL_NAME)
+        if fields is None or fields[0] == "Z" or not (b"ksearch.gpu.worker" in cmd or forked):
             continue
-        if itself and b"ksearch.gpu.jail" in cmd:
+        if itself and (b"ksearch.gpu.jail" in cmd or comm == zygote.JAIL_NAME):
             continue
         if parent is not None and int(fields[1]) != parent:
             continue
