@@ -1,11 +1,12 @@
-"""What one sandbox worker's start costs: wall seconds until it answers, and CPU seconds across the machine.
+"""What a sandbox worker's start costs, started anew (`python -m ksearch.gpu.worker`) or forked from the zygote
+(gpu/zygote.py), unjailed and jailed, without a GPU.
 
-    python bench/worker_start.py [--restarts 8] [--out PATH]
+    python bench/worker_start.py [--starts N]
 
-Starts a LocalSandbox with one worker (jailed where the machine allows it, as ksearch runs), then restarts that
-worker `--restarts` times, each a new process that imports what a worker imports and says hello. CPU time is the
-machine's busy time (/proc/stat) over the restarts, so run it on a quiet machine; wall time per restart is its own.
-Writes bench/results/worker-start-{machine}.json.
+One worker slot in CPU mode; after a first start (and the zygote's, when forking), N restarts, each a fresh
+process that answers its hello. Measured: wall time per restart and the machine's busy CPU time per restart
+(/proc/stat, so the processes the start involves all count: launcher, jail init, worker, zygote). Run on an
+otherwise idle machine. Writes bench/results/worker-start-{machine}.json.
 """
 
 from __future__ import annotations
@@ -14,61 +15,85 @@ import argparse
 import asyncio
 import json
 import os
+import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu import jail
+from ksearch.gpu.pool import WorkerProcess
 
-ROOT = Path(__file__).resolve().parents[1]
-TICK = os.sysconf("SC_CLK_TCK")
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _busy_s() -> float:
-    vals = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(vals[:3]) + sum(vals[5:8])) / TICK
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--restarts", type=int, default=8)
-    ap.add_argument("--out", type=Path, default=None)
-    a = ap.parse_args()
-    sb = LocalSandbox(scratch_dir=tempfile.mkdtemp(prefix="ksearch-wstart-"), n_workers=1)
-    walls: list[float] = []
+async def _measure(fork: bool, jailed: bool, starts: int) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="ksearch-worker-start-"))
+    w = WorkerProcess(
+        0,
+        None,
+        root,
+        shared=root / "shared",
+        cpu_mode=True,
+        gpu_mem_fraction=0.9,
+        memory_limit_bytes=8 << 30,
+        jailed=jailed,
+        fork=fork,
+    )
     try:
-        w = sb.pool.workers[0]
         await w.ensure_started()
-        busy0 = _busy_s()
-        for _ in range(a.restarts):
-            t0 = time.perf_counter()
+        walls, cpus = [], []
+        for _ in range(starts):
+            b0, t0 = _busy_s(), time.perf_counter()
             await w.restart("candidate")
-            await w.ensure_started()
             walls.append(time.perf_counter() - t0)
-        cpu = (_busy_s() - busy0) / a.restarts
-        hello = w.hello or {}
+            cpus.append(_busy_s() - b0)
+        return {
+            "fork": fork,
+            "jailed": jailed,
+            "starts": starts,
+            "wall_ms_median": round(1000 * statistics.median(walls), 1),
+            "wall_ms_range": [round(1000 * min(walls), 1), round(1000 * max(walls), 1)],
+            "machine_cpu_s_mean": round(sum(cpus) / len(cpus), 3),
+        }
     finally:
-        await sb.close()
-    machine = "gpu" if not sb.cpu_mode else f"cpu{os.cpu_count()}"
-    out = a.out or ROOT / "bench" / "results" / f"worker-start-{machine}.json"
-    res = {
-        "restarts": a.restarts,
-        "isolation": sb.isolation,
-        "device": hello.get("device"),
-        "torch": hello.get("torch"),
-        "triton": hello.get("triton"),
-        "wall_s_median": round(statistics.median(walls), 3),
-        "wall_s_max": round(max(walls), 3),
-        "cpu_s_per_start": round(cpu, 3),
-        "cores": os.cpu_count(),
-        "method": "machine busy time from /proc/stat over the restarts, divided by their number (a quiet machine "
-        "assumed); wall from the restart call until the new process's hello",
+        await w.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--starts", type=int, default=10)
+    args = ap.parse_args()
+    jail_ok = jail.unavailable_reason() is None
+    rows = []
+    for fork in (False, True):
+        for jailed in (False, True) if jail_ok else (False,):
+            row = asyncio.run(_measure(fork, jailed, args.starts))
+            print(
+                f"{'forked' if fork else 'started'} {'jailed' if jailed else 'unjailed'}: "
+                f"{row['wall_ms_median']:.0f} ms per start (median of {args.starts}), "
+                f"{row['machine_cpu_s_mean']:.2f} CPU-s of the machine per start"
+            )
+            rows.append(row)
+    cores = os.cpu_count() or 0
+    out = {
+        "command": "python bench/worker_start.py",
+        "machine": {"cores": cores, "platform": platform.platform()},
+        "what": "one CPU-mode worker slot restarted N times; wall per restart and machine busy CPU per restart",
+        "rows": rows,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=1) + "\n")
-    print(json.dumps(res, indent=1))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"worker-start-cpu{cores}.json"
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

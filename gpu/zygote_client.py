@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ksearch.gpu.zygote import command_kind
+from ksearch.worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")
 
@@ -57,8 +58,8 @@ RUNTIME_ENV = frozenset(
 PIPE_LIMIT = 64 << 20
 
 
-class ZygoteUnavailable(Exception):
-    """The zygote cannot fork this process: start it the usual way."""
+class ZygoteUnavailable(KsearchError):
+    """The zygote cannot fork this process: the pool starts it the usual way (never reaches a caller)."""
 
 
 class ForkedProcess:

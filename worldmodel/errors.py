@@ -28,6 +28,7 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── CandidateFailure               ksearch.gpu.worker_core
     ├── SandboxError                   ksearch.gpu.sandbox_api    (RuntimeError)
     ├── WorkerError                    ksearch.gpu.pool
+    ├── ZygoteUnavailable              ksearch.gpu.zygote_client
     ├── ProfileError                   ksearch.gpu.ncu            (RuntimeError)
     ├── ExtensionBuildError            ksearch.gpu.cpp_ext        (RuntimeError)
     ├── NvrtcError                     ksearch.gpu.nvrtc          (RuntimeError)

@@ -87,9 +87,15 @@
     markSelected();
   }
 
+  // While another node loads, the steering buttons would act on the one shown before: they wait for it.
+  function holdSteer(on) {
+    document.querySelectorAll("#steer button:not(#submit-kernel-btn)").forEach((b) => { b.disabled = on; });
+  }
+
   function fillSteer(n) {
     const panel = $("#steer");
     panel.hidden = false;
+    holdSteer(false);
     $("#steer-target").textContent = `#${n.id} ${n.kind === "root" ? "root" : n.title}`;
     const intent = n.kind === "intent";
     document.querySelectorAll("#steer .intent-only").forEach((el) => { el.hidden = !intent; });
@@ -127,6 +133,7 @@
   async function selectNode(id, attempt) {
     clearMsg(); // a message was about what was open before
     const mine = ++st.opening;
+    if (!st.nodeData || st.nodeData.id !== id) holdSteer(true); // the same node again: shown already
     st.node = id;
     st.attempt = null;
     markSelected();
