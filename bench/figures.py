@@ -691,6 +691,20 @@ def suite_time(r: Results) -> str:
     )
 
 
+def worker_start(r: Results) -> str:
+    d = r.json("worker-start-cpu2.json")
+    rows = {(x["fork"], x["jailed"]): x for x in d["rows"]}
+    forked = [rows[k] for k in ((True, False), (True, True)) if k in rows]
+    started = [rows[k] for k in ((False, False), (False, True)) if k in rows]
+    ms = lambda xs: _span([x["wall_ms_median"] for x in xs], lambda v: f"{v:.0f}")  # noqa: E731
+    cpu = lambda xs: _span([x["machine_cpu_s_mean"] for x in xs], lambda v: f"{v:.2f}")  # noqa: E731
+    return (
+        f"On a {d['machine']['cores']}-core machine a worker starts in {ms(forked)} ms and {cpu(forked)} CPU-s "
+        f"instead of {ms(started)} ms and {cpu(started)} CPU-s (unjailed–jailed, medians of "
+        f"{forked[0]['starts']} starts; `python bench/worker_start.py` → `bench/results/worker-start-cpu2.json`)"
+    )
+
+
 # -------------------------------------------------------------------------------------------- the registry
 
 
@@ -720,6 +734,7 @@ def row_bank_pairs(r: Results) -> str:
 REGIONS: dict[str, Callable[[Results], str]] = {
     "quickstart-time": quickstart_time,
     "suite-time": suite_time,
+    "worker-start": worker_start,
     "h200-env": h200_env,
     "row-eval": row_eval,
     "row-repeat": row_repeat,

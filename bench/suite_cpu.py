@@ -32,7 +32,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 # (kind, pattern on the command line), first match wins
 KINDS: list[tuple[str, str]] = [
-    ("sandbox worker", r"-m ksearch\.gpu\.worker\b"),
+    # a worker forked from the zygote keeps the zygote's command line (the zygote itself counts here too)
+    ("sandbox worker", r"-m ksearch\.gpu\.(worker|zygote)\b"),
     ("jail launcher", r"-m ksearch\.gpu\.jail\b"),
     ("task-facts probe", r"-m ksearch\.gpu\.tasks\.rt_facts\b"),
     ("task check", r"-m ksearch\.gpu\.tasks\.check\b"),
