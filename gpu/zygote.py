@@ -43,6 +43,7 @@ JAIL = ["-m", "ksearch.gpu.jail"]
 # what a forked worker and the jail around it are called (/proc/PID/comm; their command line is the zygote's)
 WORKER_NAME = "ksearch-worker"
 JAIL_NAME = "ksearch-jail"
+HOME_PREFIX = "ksearch-zygote-"  # the zygote's own directory (HOME, TMPDIR, working directory)
 
 
 def command_kind(cmd: list[str]) -> str | None:
@@ -130,7 +131,18 @@ def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
     try:
         sock.send(json.dumps(msg).encode())
     except OSError:
-        os._exit(0)  # the pool is gone: so is every reason to stay
+        _leave()  # the pool is gone: so is every reason to stay
+
+
+def _leave() -> None:
+    """Exit, removing this zygote's own directory (its working directory, made for it by the pool) when its
+    process ended without removing it."""
+    home = os.getcwd()
+    if os.path.basename(home).startswith(HOME_PREFIX):
+        import shutil
+
+        shutil.rmtree(home, ignore_errors=True)
+    os._exit(0)
 
 
 def serve(sock: socket.socket) -> None:
@@ -157,9 +169,9 @@ def serve(sock: socket.socket) -> None:
             try:
                 data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, MAX_FDS)
             except OSError:
-                os._exit(0)
+                _leave()
             if not data:
-                os._exit(0)  # the pool closed its end
+                _leave()  # the pool closed its end (or its process ended without closing anything)
             _serve_one(sock, data, fds)
 
 

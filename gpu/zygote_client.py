@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu.zygote import command_kind
+from ksearch.gpu.zygote import HOME_PREFIX, command_kind
 from ksearch.worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")
@@ -144,7 +144,7 @@ class Zygote:
     """One zygote process: started on first use, forks workers until this process exits (or it fails)."""
 
     def __init__(self, env: Mapping[str, str], start_timeout_s: float) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="ksearch-zygote-"))
+        self.home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
         self.env = {**env, "HOME": str(self.home), "TMPDIR": str(self.home)}
         self.start_timeout_s = start_timeout_s
         self.failed: str | None = None  # why it is not used (it did not start, it died)

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -200,3 +201,37 @@ def test_a_bad_fork_setting_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("KSEARCH_FORK_WORKERS", "yes")
     with pytest.raises(SandboxError, match=r"KSEARCH_FORK_WORKERS='yes': accepted values are 1 .* and 0"):
         LocalSandbox(scratch_dir=tmp_path)
+
+
+def test_a_zygote_whose_process_ends_without_a_word_goes_and_takes_its_directory(tmp_path: Path) -> None:
+    """The ksearch process is killed (no atexit, nothing closed): its zygote sees its socket end, removes its own
+    directory and exits; nothing of it is left."""
+    code = f"""
+import asyncio, os, sys
+from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.tasks import load_task
+async def main():
+    sb = LocalSandbox(scratch_dir={str(tmp_path / "sb")!r}, call_timeout_s=60.0)
+    z = sb.pool.workers[0].zygote
+    await sb.pool.workers[0].ensure_started()
+    print(z.pid, z.home, flush=True)
+    os.kill(os.getpid(), 9)
+asyncio.run(main())
+"""
+    env = {**os.environ, "KSEARCH_FORK_WORKERS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
+    pid_text, home = out.stdout.split()
+    home_dir = Path(home)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (home_dir.exists() or _alive(int(pid_text))):
+        time.sleep(0.1)
+    assert not home_dir.exists() and not _alive(int(pid_text))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
