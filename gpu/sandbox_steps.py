@@ -7,6 +7,7 @@ evaluation's `Run` (a status and a message a model can act on), never raised.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,7 @@ from ksearch.gpu.pool import WorkerError, WorkerProcess
 from ksearch.gpu.sandbox_api import SandboxError
 from ksearch.gpu.sandbox_run import Run, params_text, task_json
 from ksearch.gpu.task import Task, TaskError
+from ksearch.gpu.tasks import facts
 from ksearch.worldmodel.models import (
     CPU_INTERPRETER,
     PROTOCOL_STATISTIC,
@@ -33,6 +35,7 @@ from ksearch.worldmodel.models import (
 # (before, one compile served every workload: dynamically shaped after the first); v4: the torch.compile baseline
 # carries the check of its output by the rule a candidate must meet
 BASELINE_VERSION = "v4"
+FACTS_WAIT_S = 30.0  # how long drawing ahead waits for a task's facts (their input sizes) still being probed
 
 
 def task_fingerprint(task: Task) -> str:
@@ -86,6 +89,16 @@ def timed_names(task: Task, names: list[str], st: EvalSettings) -> list[str]:
     return names
 
 
+async def _input_sizes(task: Task) -> dict[str, int]:
+    """Bytes of each workload's inputs, from the task's facts (its reference probed under fake tensors, cached per
+    content, usually probed when the search was created); {} where the probe has none."""
+    try:
+        probe = await asyncio.wait_for(asyncio.to_thread(facts.probe_task, task), FACTS_WAIT_S)
+    except TimeoutError:  # the probe goes on in its thread; drawing ahead does without the sizes
+        return {}
+    return {p.workload: sum(t.bytes for t in p.inputs) for p in probe.workloads if p.inputs}
+
+
 def _draw_notes(res: dict[str, Any]) -> list[str]:
     """What drawing ahead did, said on the evaluation when it drew something slow or failed in part."""
     if not res.get("kept") or not (res.get("stored") or res.get("errors")):
@@ -95,9 +108,14 @@ def _draw_notes(res: dict[str, Any]) -> list[str]:
         if res.get("children")
         else ""
     )
+    off = (
+        f"; {res['called_off']} more draws called off (their workloads drew quickly: nothing to keep)"
+        if res.get("called_off")
+        else ""
+    )
     out = [
         f"note: inputs drawn ahead: {res['drawn']} draws in {res['seconds']:.1f} s{where}, {res['stored']} slow "
-        f"ones kept in the machine's draws store for every later evaluation"
+        f"ones kept in the machine's draws store for every later evaluation{off}"
     ]
     if res.get("errors"):
         out.append(
@@ -154,6 +172,7 @@ class EvalSteps:
                 if reply.get("ok"):
                     args = {
                         "pairs": pairs,
+                        "sizes": await _input_sizes(task),
                         "parallel": draw_seeds.parallel_draws(),
                         "memory_bytes": self.memory_bytes,
                     }

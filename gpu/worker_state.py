@@ -50,8 +50,9 @@ class WorkerState(CorrectnessChecks, Timing):
         task's own. Slow draws are kept and, where this process may write the draws store (a baseline worker: it
         never runs candidate code), written there. The first draw of each workload is made here; once a workload
         is known to be slow, its other draws go to up to `parallel` child processes (gpu/tasks/draw_child.py),
-        fewer when its draws are large for `memory_bytes`. A format whose draws are quick keeps none: nothing
-        is drawn."""
+        fewer when its draws are large for `memory_bytes`. `sizes` (bytes of each workload's inputs, where known)
+        sends the large workloads' draws to the children from the start. A format whose draws are quick keeps
+        none: nothing is drawn."""
         assert self.task is not None, "set the task first"
         cache = self.rt.input_cache
         if cache is None:
@@ -60,7 +61,10 @@ class WorkerState(CorrectnessChecks, Timing):
 
         ahead = DrawAhead(self, cache, int(args.get("parallel", 1)), int(args.get("memory_bytes", 0)))
         try:
-            ahead.run([(str(w), None if s is None else int(s)) for w, s in args.get("pairs", [])])
+            ahead.run(
+                [(str(w), None if s is None else int(s)) for w, s in args.get("pairs", [])],
+                {str(w): int(b) for w, b in (args.get("sizes") or {}).items()},
+            )
         finally:
             ahead.close()
         self._sync()

@@ -37,7 +37,7 @@ from ksearch.gpu import jail_view
 from ksearch.gpu.task import Bound, Task, Workload
 from ksearch.gpu.tasks.probe import ProbeFailed, run_probe
 
-FACTS_VERSION = 5  # part of the cache key: raised when what a probe reports changes
+FACTS_VERSION = 6  # part of the cache key: raised when what a probe reports changes
 PROBE_TIMEOUT_S = 180.0
 ESTIMATE_FLOPS_PER_ELEMENT = 1.0  # for ops the counter has no formula for: a lower bound
 FactSource = Literal["declared", "derived", "none"]

@@ -86,3 +86,43 @@ def test_a_final_gpumode_evaluation_times_the_benchmarks_alone_and_draws_ahead_a
     assert draw_seeds.gpumode_seeds(1, 3, True, timed=False) == [1, 2, 3]
     timed = draw_seeds.gpumode_seeds(1, 3, True)
     assert len(timed) == len(set(timed)) == 3 + 2 + draw_seeds.AHEAD_CALLS
+
+
+LARGE = Path(__file__).parents[1] / "tasks" / "fixtures" / "gpumode" / "large_draw"
+FIRST = """
+import torch
+
+
+def custom_kernel(data):
+    x, _ = data
+    return x[:1000].to(torch.float64).sum().to(torch.float32){extra}
+"""
+
+
+@pytest.mark.slow
+async def test_large_workloads_draw_in_children_from_the_start_and_quick_ones_are_called_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the inputs' sizes known from the task's facts, a large workload's first draw is not made in the worker
+    (one after another, before any child starts: TriMul's final evaluation spent 143 s so): every draw goes to
+    the children at once; a large workload whose first draw was quick has its other draws called off."""
+    monkeypatch.setattr(draw_seeds, "parallel_draws", lambda: 3)
+    task = load_task(str(LARGE))
+    st = EvalSettings(seed=3, trials=2, workloads=["bench0", "bench1"])
+    slow = len(draw_seeds.gpumode_seeds(st.seed, st.trials, st.final)) + 1  # and the task's own seed
+    sb = LocalSandbox(scratch_dir=tmp_path, call_timeout_s=60.0, clean_baselines=True, n_workers=1)
+    try:
+        ev = await sb.correctness(Candidate.of(FIRST.format(extra=""), "triton"), task, st)
+        assert ev.status == "ok", ev.error
+        note = next(f for f in ev.flags if f.startswith("note: inputs drawn ahead"))
+        drawn = int(note.split("inputs drawn ahead: ")[1].split(" draws")[0])
+        # every draw in the children, none in the worker; bench1's first (quick, not kept) and none or few more
+        assert f"{drawn} of them in 3 processes at once" in note, note
+        assert slow + 1 <= drawn < 2 * slow, note
+        assert f"{slow} slow ones kept" in note, note
+        assert "called off" in note, note
+        store = sb.pool.workers[0].draws
+        assert len(list(store.glob("*.pt"))) == slow  # bench0's: the quick bench1 is never kept
+        assert ev.seconds_by_step.get("inputs", 0.0) < 2 * DRAW_S, ev.seconds_by_step  # served from the store
+    finally:
+        await sb.close()

@@ -54,7 +54,12 @@ def stage_fib(fib: Path, dst: Path, wheels: Path) -> dict[str, Any]:
         digest.update(f.relative_to(fib).as_posix().encode() + b"\0" + f.read_bytes())
     info["fib_sources_sha256"] = digest.hexdigest()[:16]
     site = dst / "site"
-    found = sorted(wheels.glob("*.whl")) if wheels.is_dir() else []
+    # FlashInfer-Bench's own wheel (the `ksearch[fib]` extra's) is left out: the copy of --fib is what runs
+    found = (
+        sorted(w for w in wheels.glob("*.whl") if not w.name.startswith("flashinfer_bench-"))
+        if wheels.is_dir()
+        else []
+    )
     if found:
         p = subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
