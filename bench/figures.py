@@ -427,10 +427,11 @@ def row_flashinfer(r: Results) -> str:
         "FlashInfer-Bench, its own benchmark runner vs ksearch timing as it does (`timing_protocol: flashinfer`), "
         f"{len(data['definitions'])} definitions × 3 workloads, the reference and our Triton kernel each",
         "; ".join(parts)
-        + ". With CUPTI (FlashInfer-Bench's timer where cupti-python is installed, ksearch's default) the pairs "
-        "beyond 5% are small workloads of multi-kernel calls, whose span is mostly the host's launch gaps; with "
-        "events, a call of a few µs reads the host's pace, which differed between the processes (measured before "
-        "the kernel audit moved after timing) "
+        + ". Every pair beyond 5% is a small workload, whose reading is the host's: with CUPTI (FlashInfer-Bench's "
+        "timer where cupti-python is installed, ksearch's default) calls of several kernels, whose span is mostly "
+        "the host's launch gaps; with events, a call of a few µs once the host issues it slower than the GPU "
+        "flushes. The same 5 µs call read by both timers in one process agrees within 4% and moves by 30% between "
+        "runs (`host-pace-h200-{1,2}.json`) "
         "([docs/tasks.md](docs/tasks.md#flashinfer-bench))",
         "`bench/flashinfer_side_by_side.py` → `side-by-side-flashinfer-h200.json`",
     )
