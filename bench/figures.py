@@ -217,6 +217,31 @@ def row_ncu(r: Results) -> str:
     )
 
 
+def row_nvrtc_launch(r: Results) -> str:
+    """An NVRTC kernel's launch: the host's cost per launch and what a short kernel timed alone carries."""
+    data = r.json("nvrtc-launch-h200.json")
+    rows = data["launchers"]
+    mine = rows.get("ksearch.gpu.nvrtc")
+    if not mine or mine.get("kernel_us") is None:
+        raise FiguresError("nvrtc-launch-h200.json: no ksearch.gpu.nvrtc row with a kernel time")
+
+    def say(name: str, label: str) -> str:
+        x = rows[name]
+        return f"{label} {x['host_us']:.1f} µs per launch, alone {x['idle_us']:.1f} µs"
+
+    parts = [say("ksearch.gpu.nvrtc", "ksearch.gpu.nvrtc")]
+    parts += [say(n, lab) for n, lab in (("before", "the previous launcher"), ("cupy RawKernel call", "CuPy's own call"),
+                                         ("standalone (exported files)", "the exported files' copy")) if n in rows]  # fmt: skip
+    return _row(
+        f"an NVRTC kernel's launch on the host, and a {mine['kernel_us']:.1f} µs kernel timed alone (events around "
+        "one call on an idle GPU)",
+        "; ".join(parts)
+        + f". A short kernel timed alone carries about {mine['gap_us']:.0f} µs beyond its own time: the launch's "
+        "host path, which the GPU waits for",
+        "`bench/nvrtc_launch.py` → `nvrtc-launch-h200.json`",
+    )
+
+
 def ncu_single(r: Results) -> str:
     """The softmax gap of runs that profiled a single launch."""
     found = []
@@ -743,6 +768,7 @@ REGIONS: dict[str, Callable[[Results], str]] = {
     "row-faults": row_faults,
     "row-ceilings": row_ceilings,
     "row-ncu": row_ncu,
+    "row-nvrtc-launch": row_nvrtc_launch,
     "row-ext": row_ext,
     "row-gpu-tests": row_gpu_tests,
     "row-integrity-gpu": row_integrity_gpu,

@@ -80,9 +80,17 @@ def f64(v: float) -> _Scalar:
 
 
 def _to_ctype(arg: Any) -> Any:
+    if type(arg) is _Tensor[0] or (
+        _Tensor[0] is not None and isinstance(arg, _Tensor[0])
+    ):  # the common case first
+        if not arg.is_cuda:
+            raise TypeError("nvrtc kernels take CUDA tensors; got a tensor on " + str(arg.device))
+        return ctypes.c_void_p(arg.data_ptr())
     if isinstance(arg, _Scalar):
         return arg.ctype(arg.value)
-    if hasattr(arg, "data_ptr") and hasattr(arg, "is_cuda"):  # torch.Tensor
+    if hasattr(arg, "data_ptr") and hasattr(
+        arg, "is_cuda"
+    ):  # a tensor-like (a torch.Tensor before torch loaded)
         if not arg.is_cuda:
             raise TypeError("nvrtc kernels take CUDA tensors; got a tensor on " + str(arg.device))
         return ctypes.c_void_p(arg.data_ptr())
@@ -108,11 +116,28 @@ def _to_ctype(arg: Any) -> Any:
     )
 
 
+# torch.Tensor, once a launch has imported torch (this module itself does not import it)
+_Tensor: list[Any] = [None]
+# grid and block shapes seen before, as dim3 triples: a launch's shapes are usually the same every call
+_DIMS: dict[Any, tuple[int, int, int]] = {}
+
+
 def _dim3(d: int | Sequence[int]) -> tuple[int, int, int]:
+    cacheable = type(d) is int or type(d) is tuple
+    if cacheable:
+        try:
+            hit = _DIMS.get(d)
+        except TypeError:  # a tuple holding something unhashable: worked out below every time
+            cacheable, hit = False, None
+        if hit is not None:
+            return hit
     t = (d,) if isinstance(d, int) else tuple(int(x) for x in d)
     if not 1 <= len(t) <= 3 or any(x < 1 for x in t):
         raise ValueError(f"grid/block must be 1 to 3 positive ints, got {d!r}")
-    return ((*t, 1, 1))[:3]  # type: ignore[return-value]
+    out: tuple[int, int, int] = ((*t, 1, 1))[:3]  # type: ignore[assignment]
+    if cacheable and len(_DIMS) < 4096:
+        _DIMS[d] = out
+    return out
 
 
 @dataclass
@@ -124,6 +149,8 @@ class Kernel:
     _raw: Any  # cupy.RawKernel
     compile_seconds: float = 0.0
     _smem_limit: int = field(default=_DYNAMIC_SMEM_DEFAULT, repr=False)
+    _launch: Any = field(default=None, repr=False)  # (launchKernel, raw current stream, current device), once
+    _ptr: int = field(default=0, repr=False)
 
     @property
     def ptr(self) -> int:
@@ -147,19 +174,35 @@ class Kernel:
         shared_mem: int = 0,
         stream: Any = None,
     ) -> None:
-        import torch
-        from cupy.cuda import driver
+        # Every microsecond here is in a short kernel's timing (a call timed from an idle GPU waits for its
+        # launch): the function pointer, the driver and torch are looked up once, and torch's current stream is
+        # read as a raw handle rather than built as a Stream object per call.
+        if self._launch is None:
+            import torch
+            from cupy.cuda import driver
 
+            _Tensor[0] = torch.Tensor
+            self._launch = (
+                driver.launchKernel,
+                torch._C._cuda_getCurrentRawStream,
+                torch.cuda.current_device,
+            )
+            self._ptr = self.ptr
+        launch, raw_stream, device = self._launch
         g, b = _dim3(grid), _dim3(block)
         if shared_mem > self._smem_limit:
-            driver.funcSetAttribute(self.ptr, _ATTR_MAX_DYNAMIC_SHARED, int(shared_mem))
+            from cupy.cuda import driver
+
+            driver.funcSetAttribute(self._ptr, _ATTR_MAX_DYNAMIC_SHARED, int(shared_mem))
             self._smem_limit = int(shared_mem)
         c_args = [_to_ctype(a) for a in args]
         ptrs = (ctypes.c_void_p * max(len(c_args), 1))(*[ctypes.addressof(a) for a in c_args])
-        s = stream if stream is not None else torch.cuda.current_stream()
-        handle = s.cuda_stream if hasattr(s, "cuda_stream") else int(cast(Any, s))  # a raw stream handle
-        driver.launchKernel(
-            self.ptr, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_mem), handle, ctypes.addressof(ptrs), 0
+        if stream is None:
+            handle = raw_stream(device())
+        else:  # a torch or CuPy stream, or a raw stream handle
+            handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(cast(Any, stream))
+        launch(
+            self._ptr, g[0], g[1], g[2], b[0], b[1], b[2], int(shared_mem), handle, ctypes.addressof(ptrs), 0
         )
 
     __call__ = launch

@@ -55,9 +55,14 @@ def _ksearch_nvrtc() -> types.SimpleNamespace:
     def f64(v: float) -> Scalar:
         return Scalar(ctypes.c_double, v)
 
-    def to_ctype(arg: Any) -> Any:
-        import numpy as np
+    tensor_type: list[Any] = [None]  # torch.Tensor, once a launch has imported torch
+    dims: dict[Any, tuple[int, int, int]] = {}  # grid and block shapes seen before
 
+    def to_ctype(arg: Any) -> Any:
+        if tensor_type[0] is not None and isinstance(arg, tensor_type[0]):  # the common case first
+            if not arg.is_cuda:
+                raise TypeError("nvrtc kernels take CUDA tensors; got a tensor on " + str(arg.device))
+            return ctypes.c_void_p(arg.data_ptr())
         if isinstance(arg, Scalar):
             return arg.ctype(arg.value)
         if hasattr(arg, "data_ptr") and hasattr(arg, "is_cuda"):  # a torch.Tensor
@@ -72,6 +77,8 @@ def _ksearch_nvrtc() -> types.SimpleNamespace:
             return ctypes.c_float(arg)
         if arg is None:
             return ctypes.c_void_p(0)
+        import numpy as np
+
         if isinstance(arg, np.generic):
             if arg.dtype == np.float16:
                 return ctypes.c_uint16(int(arg.view(np.uint16)))
@@ -82,11 +89,18 @@ def _ksearch_nvrtc() -> types.SimpleNamespace:
         )
 
     def dim3(d: int | Sequence[int]) -> tuple[int, int, int]:
+        cacheable = type(d) is int or (type(d) is tuple and all(type(x) is int for x in d))
+        hit = dims.get(d) if cacheable else None
+        if hit is not None:
+            return hit
         t = (d,) if isinstance(d, int) else tuple(int(x) for x in d)
         if not 1 <= len(t) <= 3 or any(x < 1 for x in t):
             raise ValueError(f"grid/block must be 1 to 3 positive ints, got {d!r}")
         full = (*t, 1, 1)
-        return full[0], full[1], full[2]
+        out = full[0], full[1], full[2]
+        if cacheable and len(dims) < 4096:
+            dims[d] = out
+        return out
 
     class Kernel:
         """A compiled `__global__` function: launch(grid, block, args, shared_mem=0, stream=None)."""
@@ -97,6 +111,8 @@ def _ksearch_nvrtc() -> types.SimpleNamespace:
             self._raw = raw  # cupy.RawKernel
             self.compile_seconds = compile_seconds
             self._smem_limit = smem_default
+            self._launch: Any = None  # (launchKernel, raw current stream, current device), looked up once
+            self._ptr = 0
 
         @property
         def ptr(self) -> int:
@@ -120,21 +136,33 @@ def _ksearch_nvrtc() -> types.SimpleNamespace:
             shared_mem: int = 0,
             stream: Any = None,
         ) -> None:
-            import torch
-            from cupy.cuda import driver
+            # what a call looks up is looked up once: a short kernel's timing includes its launch
+            if self._launch is None:
+                import torch
+                from cupy.cuda import driver
 
+                tensor_type[0] = torch.Tensor
+                self._launch = (
+                    driver.launchKernel,
+                    torch._C._cuda_getCurrentRawStream,
+                    torch.cuda.current_device,
+                )
+                self._ptr = self.ptr
+            launch, raw_stream, device = self._launch
             g, b = dim3(grid), dim3(block)
             if shared_mem > self._smem_limit:
-                driver.funcSetAttribute(self.ptr, attr_max_dynamic_shared, int(shared_mem))
+                from cupy.cuda import driver
+
+                driver.funcSetAttribute(self._ptr, attr_max_dynamic_shared, int(shared_mem))
                 self._smem_limit = int(shared_mem)
             c_args = [to_ctype(a) for a in args]
             ptrs = (ctypes.c_void_p * max(len(c_args), 1))(*[ctypes.addressof(a) for a in c_args])
-            s = stream if stream is not None else torch.cuda.current_stream()
-            handle = (
-                s.cuda_stream if hasattr(s, "cuda_stream") else int(cast(Any, s))
-            )  # or a raw stream handle
-            driver.launchKernel(
-                self.ptr,
+            if stream is None:
+                handle = raw_stream(device())
+            else:  # a torch or CuPy stream, or a raw stream handle
+                handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(cast(Any, stream))
+            launch(
+                self._ptr,
                 g[0],
                 g[1],
                 g[2],
