@@ -390,10 +390,18 @@ def test_the_nvrtc_copy_turns_arguments_into_c_values_as_ksearch_does() -> None:
             nvrtc._to_ctype(bad)
         with pytest.raises(TypeError):
             copy._to_ctype(bad)
-    for d in (4, (2, 3), [1, 2, 3]):
-        assert copy._dim3(d) == nvrtc._dim3(d)
-    for bad_dim in ((), (0,), (1, 2, 3, 4)):
-        with pytest.raises(ValueError, match="grid/block must be 1 to 3 positive ints"):
-            copy._dim3(bad_dim)
+    # shapes are remembered between launches: asked again, in another order or another form, each is its own
+    for _ in range(2):
+        for d, want in ((4, (4, 1, 1)), ((2, 3), (2, 3, 1)), ((3, 2), (3, 2, 1)), ([1, 2, 3], (1, 2, 3)),
+                        ((np.int64(5),), (5, 1, 1)), ((2.0, 3), (2, 3, 1))):  # fmt: skip
+            assert copy._dim3(d) == nvrtc._dim3(d) == want, d
+    for bad_dim in ((), (0,), (1, 2, 3, 4), (2, 0), ([1],)):  # refused every time, never remembered
+        for _ in range(2):
+            with pytest.raises((ValueError, TypeError)):
+                copy._dim3(bad_dim)
+            with pytest.raises((ValueError, TypeError)):
+                nvrtc._dim3(bad_dim)
+    with pytest.raises(ValueError, match="grid/block must be 1 to 3 positive ints"):
+        nvrtc._dim3((0,))
     with pytest.raises(ValueError, match="non-empty string"):
         copy.compile("  ", "k")
