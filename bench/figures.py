@@ -218,27 +218,39 @@ def row_ncu(r: Results) -> str:
 
 
 def row_nvrtc_launch(r: Results) -> str:
-    """An NVRTC kernel's launch: the host's cost per launch and what a short kernel timed alone carries."""
-    data = r.json("nvrtc-launch-h200.json")
-    rows = data["launchers"]
-    mine = rows.get("ksearch.gpu.nvrtc")
-    if not mine or mine.get("kernel_us") is None:
-        raise FiguresError("nvrtc-launch-h200.json: no ksearch.gpu.nvrtc row with a kernel time")
+    """An NVRTC kernel's launch: the host's cost per launch and what a short kernel timed alone carries, over the
+    runs made (the exported files' copy from the last run only: it changed after the first)."""
+    paths = r.glob("nvrtc-launch-h200-*.json")
+    if not paths:
+        raise FiguresError("no bench/results/nvrtc-launch-h200-*.json")
+    runs = [json.loads(p.read_text())["launchers"] for p in paths]
+    if any(x.get("ksearch.gpu.nvrtc", {}).get("kernel_us") is None for x in runs):
+        raise FiguresError(f"{_files(paths)}: a run without a ksearch.gpu.nvrtc row and kernel time")
 
-    def say(name: str, label: str) -> str:
-        x = rows[name]
-        return f"{label} {x['host_us']:.1f} µs per launch, alone {x['idle_us']:.1f} µs"
+    def rng(xs: list[float]) -> str:
+        lo, hi = min(xs), max(xs)
+        return f"{lo:.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:.1f}–{hi:.1f}"
 
-    parts = [say("ksearch.gpu.nvrtc", "ksearch.gpu.nvrtc")]
-    parts += [say(n, lab) for n, lab in (("before", "the previous launcher"), ("cupy RawKernel call", "CuPy's own call"),
-                                         ("standalone (exported files)", "the exported files' copy")) if n in rows]  # fmt: skip
+    def say(name: str, label: str, rows: list[dict[str, Any]]) -> str:
+        xs = [x[name] for x in rows if name in x]
+        return (
+            f"{label} {rng([x['host_us'] for x in xs])} µs per launch, alone "
+            f"{rng([x['idle_us'] for x in xs])} µs"
+        )
+
+    parts = [say("ksearch.gpu.nvrtc", "ksearch.gpu.nvrtc", runs)]
+    parts += [say(n, lab, runs) for n, lab in (("before", "the previous launcher"), ("cupy RawKernel call", "CuPy's own call")) if any(n in x for x in runs)]  # fmt: skip
+    if "standalone (exported files)" in runs[-1]:
+        parts.append(say("standalone (exported files)", "the exported files' copy (last run)", runs[-1:]))
+    kern = [x["ksearch.gpu.nvrtc"]["kernel_us"] for x in runs]
+    gap = [x["ksearch.gpu.nvrtc"]["gap_us"] for x in runs]
     return _row(
-        f"an NVRTC kernel's launch on the host, and a {mine['kernel_us']:.1f} µs kernel timed alone (events around "
-        "one call on an idle GPU)",
+        f"an NVRTC kernel's launch on the host, and a {rng(kern)} µs kernel timed alone (events around one call on "
+        f"an idle GPU), {len(runs)} runs",
         "; ".join(parts)
-        + f". A short kernel timed alone carries about {mine['gap_us']:.0f} µs beyond its own time: the launch's "
-        "host path, which the GPU waits for",
-        "`bench/nvrtc_launch.py` → `nvrtc-launch-h200.json`",
+        + f". A short kernel timed alone carries {rng(gap)} µs beyond its own time: the launch's host path, which "
+        "the GPU waits for; the host's pace moved between the runs",
+        f"`bench/nvrtc_launch.py` → `{_files(paths)}`",
     )
 
 
