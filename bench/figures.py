@@ -490,8 +490,13 @@ def row_trimul_search(r: Results) -> str:
             else ""
         )
         + f"{c['seconds_by_step'].get('inputs', 0):.0f} s drawing inputs, "
-        f"{c['seconds_by_step'].get('correctness', 0):.0f} s checking correctness, "
-        f"{c['seconds_by_step'].get('timing', 0):.0f} s timing)"
+        f"{c['seconds_by_step'].get('correctness', 0):.0f} s checking correctness"
+        + (
+            f" ({c['seconds_by_step']['reference']:.0f} s of it running the reference), "
+            if "reference" in c["seconds_by_step"]
+            else ", "
+        )
+        + f"{c['seconds_by_step'].get('timing', 0):.0f} s timing)"
         for c in bench
     )
     final = [n for n in calls if n.startswith("final_evaluation")]

@@ -479,6 +479,7 @@ class WorkerProcess:
         self.inputs_s = 0.0  # host seconds its processes reported drawing inputs (every process of the slot)
         # seconds its processes reported building torch extensions (or waiting for another's build)
         self.build_s = 0.0
+        self.reference_s = 0.0  # host seconds its processes reported running the reference for the checks
         self.spare = spare
         self.starts = 0  # processes that have served this slot
         self.spares_taken = 0  # of those, the ones a spare supplied (no cold start waited for)
@@ -551,6 +552,7 @@ class WorkerProcess:
         reply = await self._cur.call(op, args, timeout_s)
         self.inputs_s += float(reply.get("inputs_s") or 0.0)
         self.build_s += float(reply.get("build_s") or 0.0)
+        self.reference_s += float(reply.get("reference_s") or 0.0)
         return reply
 
     # ------------------------------------------------------------------ starting and replacing

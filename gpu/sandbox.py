@@ -467,7 +467,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                 run.steps[
                     "wait_for_baselines" if baselines_busy and waited >= 0.05 else "wait_for_worker"
                 ] = waited
-                drawn, built = w.inputs_s, w.build_s
+                drawn, built, referenced = w.inputs_s, w.build_s, w.reference_s
                 if timing and not env.cpu_mode:
                     with run.step("gpu_ceilings"):
                         await self._ensure_ceilings(w, env)
@@ -506,6 +506,8 @@ class LocalSandbox(EvalSteps, Sandbox):
                             run.flag(f"note: profiling failed: {e}")
                 run.steps["inputs"] = w.inputs_s - drawn
                 run.steps["build"] = w.build_s - built  # torch extension builds, inside load or correctness
+                # the reference's runs for the checks, inside correctness and timing (its re-checks)
+                run.steps["reference"] = w.reference_s - referenced
             report = await static
             await say("done", 1.0)
             return finish(run, report, env, self.arch, profile=profile, timing=timing)

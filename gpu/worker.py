@@ -82,7 +82,7 @@ def main() -> None:
             send({"id": rid, "ok": True, "result": {}})
             break
         t0 = time.perf_counter()
-        drawn, built = state.inputs_s, build_baton.seconds()
+        drawn, built, referenced = state.inputs_s, build_baton.seconds(), state.reference_s
         try:
             result = state.handle(op, args)
             reply: dict[str, Any] = {"id": rid, "ok": True, "result": result}
@@ -95,6 +95,7 @@ def main() -> None:
             }
         reply["seconds"] = time.perf_counter() - t0
         reply["inputs_s"] = state.inputs_s - drawn
+        reply["reference_s"] = state.reference_s - referenced
         reply["build_s"] = build_baton.seconds() - built
         stray = state.stray_threads()
         if stray:

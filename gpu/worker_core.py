@@ -91,6 +91,7 @@ class WorkerCore:
         self.task: Task | None = None
         self.rt: Any = None
         self._inputs_before = 0.0  # input-drawing seconds of earlier tasks' runtimes
+        self.reference_s = 0.0  # host seconds spent running the reference for the checks (its GPU work waited for)
         self._cand_id: str | None = None
         self.module: Any = None
         self._source = ""
@@ -301,9 +302,11 @@ class WorkerCore:
 
     def _reference(self, wl: Any, inputs: list[Any]) -> Any:
         restore_precision(self._precision)
+        t0 = time.perf_counter()
         with torch.no_grad():
             out = self._reference_fn(wl)(checking.clone_inputs(inputs))
         self._sync()
+        self.reference_s += time.perf_counter() - t0
         return out
 
     def _call(

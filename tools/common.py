@@ -245,8 +245,13 @@ def timing_text(tm: WorkloadTiming) -> str:
     return f"median {tm.median_us:.1f} us (IQR {tm.iqr_us:.1f}, {ci}, n={tm.n})"
 
 
-# seconds spent inside the other steps (not added to them): drawing inputs, building torch extensions at run time
-INSIDE_STEPS = {"inputs": "drawing inputs", "build": "building torch extensions"}
+# seconds spent inside the other steps (not added to them): drawing inputs, running the reference for the checks,
+# building torch extensions at run time
+INSIDE_STEPS = {
+    "inputs": "drawing inputs",
+    "reference": "running the reference",
+    "build": "building torch extensions",
+}
 
 
 SECONDS_NAMED = (

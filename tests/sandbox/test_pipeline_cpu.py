@@ -29,10 +29,13 @@ async def test_good_candidate_is_ok_and_timed(sandbox, affine, cand, st) -> None
     # where its seconds went: each step measured, none more than the whole, drawing inputs inside them
     steps = ev.seconds_by_step
     # (waiting for a worker shows only when it took a measurable time: a started worker is there at once)
-    assert {"load", "correctness", "timing", "baselines", "inputs"} <= set(steps), steps
+    assert {"load", "correctness", "timing", "baselines", "inputs", "reference"} <= set(steps), steps
     assert steps["correctness"] > 0 and steps["timing"] > 0
-    assert sum(v for k, v in steps.items() if k not in ("inputs", "build", "compile")) <= ev.seconds + 1e-3
+    inside = ("inputs", "reference", "build", "compile")
+    assert sum(v for k, v in steps.items() if k not in inside) <= ev.seconds + 1e-3
     assert 0 < steps["inputs"] < steps["correctness"] + steps["timing"] + steps["baselines"]
+    # the reference's runs for the checks: inside correctness and the re-check after timing
+    assert 0 < steps["reference"] < steps["correctness"] + steps["timing"], steps
 
 
 async def test_correctness_only_has_no_timings(sandbox, affine, cand, st) -> None:
@@ -91,5 +94,5 @@ async def test_a_first_evaluation_accounts_for_its_seconds_worker_start_included
     # a worker process started for it: Python and torch's imports, or a fork of a process that made them
     assert steps.get("wait_for_worker", 0) > (0.3 if fork == "0" else 0.0), steps
     # the compile runs beside the others and drawing inputs is inside them: the rest is the whole call
-    accounted = sum(v for k, v in steps.items() if k not in ("inputs", "build", "compile"))
+    accounted = sum(v for k, v in steps.items() if k not in ("inputs", "reference", "build", "compile"))
     assert 0.9 * ev.seconds <= accounted <= ev.seconds + 1e-3, (accounted, ev.seconds, steps)

@@ -24,6 +24,8 @@ def test_the_largest_steps_are_named_and_small_ones_summed_where_they_add_up() -
     assert said == "took 14.7 s: correctness 6.1, timing 5.2, baselines 2.0 (drawing inputs 0.5 of them)", (
         said
     )
+    said = seconds_text(_ev({**steps, "inputs": 0.5, "reference": 3.2}))  # inside the others: not a step
+    assert said.endswith("(drawing inputs 0.5, running the reference 3.2 of them)"), said
     many = {f"step_{i}": 1.0 for i in range(SECONDS_NAMED + 2)}  # each a sixth of the whole
     said = seconds_text(_ev(many))
     assert said.count("step ") == SECONDS_NAMED and said.endswith("other 2.0"), said
