@@ -7,6 +7,11 @@ a fresh database, as a user would (`ksearch suite run … --gpus 0,1`), and read
         --out bench/results/suite-scaling-h200.json
     python bench/suite_scaling.py ... --ray auto          # the same through a Ray cluster's actors
     python bench/suite_scaling.py --tasks softmax,row_sum --slots 1,2 --cpu   # CPU slots (--parallel), a dry run
+    python bench/suite_scaling.py --kb-level1 .ext/kb/KernelBench/level1 --slots 1,2,4   # 8 elementwise problems
+
+KernelBench problems have no seed kernel, and the offline tuner only tunes one: `--kb-level1` takes the eight
+elementwise problems bench/suite_starts.py has starting kernels for, and the suite starts each from its kernel
+(`--starts`); `--starts DIR` gives any other folder of them.
 
 Candidates per minute = attempts recorded / the suite's wall time. Speedup = that rate over the 1-slot rate.
 """
@@ -50,6 +55,8 @@ def run_once(tasks: list[str], slots: int, a: argparse.Namespace, work: Path) ->
     cmd = [sys.executable, "-m", "ksearch.server.cli", "suite", "run", *tasks, "--name", f"s{slots}",
            "--policy", "tuner", "--rounds", str(a.rounds), "--max-attempts", str(a.max_attempts), "--no-final",
            "--db", str(db)]  # fmt: skip
+    if a.starts:
+        cmd += ["--starts", str(a.starts)]
     if a.ray:
         cmd += ["--ray", a.ray, "--gpus", ",".join(str(i) for i in range(slots))]
     elif a.cpu:
@@ -71,7 +78,12 @@ def run_once(tasks: list[str], slots: int, a: argparse.Namespace, work: Path) ->
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", required=True, help="a folder of task files, or comma-separated tasks")
+    ap.add_argument("--tasks", help="a folder of task files, or comma-separated tasks")
+    ap.add_argument("--kb-level1", type=Path, help="KernelBench's level1 folder: its 8 elementwise problems, started "
+                    "from bench/suite_starts.py's kernels")  # fmt: skip
+    ap.add_argument(
+        "--starts", type=Path, help="a folder of starting kernels, one per task (suite run --starts)"
+    )
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--slots", default="1,2,4")
     ap.add_argument("--rounds", type=int, default=2)
@@ -80,9 +92,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu", action="store_true", help="CPU interpreter slots (--parallel), no GPU")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
-    tasks = _tasks(a.tasks, a.limit)
+    if (a.tasks is None) == (a.kb_level1 is None):
+        ap.error("give --tasks or --kb-level1")
     rows = []
     with tempfile.TemporaryDirectory(prefix="ksearch-scaling-") as tmp:
+        if a.kb_level1 is not None:
+            from suite_starts import OPS, write_starts  # bench/, the script's own folder
+
+            tasks = [str(a.kb_level1 / f"{name}.py") for name in OPS][: a.limit]
+            a.starts = a.starts or Path(tmp) / "starts"
+            write_starts(a.starts)
+        else:
+            tasks = _tasks(a.tasks, a.limit)
         for n in [int(x) for x in a.slots.split(",")]:
             rows.append(run_once(tasks, n, a, Path(tmp)))
             print(json.dumps(rows[-1]), flush=True)
@@ -100,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         "device": smi,
         "backend": "ray" if a.ray else ("cpu" if a.cpu else "local"),
         "tasks": tasks,
+        "starts": "bench/suite_starts.py"
+        if a.kb_level1 is not None
+        else (str(a.starts) if a.starts else None),
         "rounds": a.rounds,
         "max_attempts": a.max_attempts,
         "rows": rows,

@@ -107,6 +107,14 @@ def run(
         ),
     ] = None,
     no_final: Annotated[bool, typer.Option("--no-final", help="Skip the final evaluation")] = False,
+    start: Annotated[
+        Path | None,
+        typer.Option(
+            "--start",
+            help="A kernel of your own a new search starts from: submitted on its root before the first round "
+            "(as `ksearch submit`), so the rounds build on it; the tuner tunes the TUNABLES it declares",
+        ),
+    ] = None,
     plain: Annotated[bool, typer.Option("--plain", help="Plain log lines instead of the live panel")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON at the end")] = False,
     verbose: Annotated[
@@ -166,6 +174,7 @@ def run(
         verbose=verbose,
         db=db,
         ray=ray,
+        start=start,
     )
     searched: list[Search] = []
 

@@ -80,6 +80,14 @@ def register(app: typer.Typer) -> None:
         no_final: Annotated[
             bool, typer.Option("--no-final", help="Skip each search's final evaluation")
         ] = False,
+        starts: Annotated[
+            Path | None,
+            typer.Option(
+                "--starts",
+                help="A folder of your own starting kernels, one per task named as its file (19_ReLU.py for "
+                "19_ReLU.py): each task's search starts from its kernel (as `ksearch run --start`)",
+            ),
+        ] = None,
         db: NewDbOption = DEFAULT_DB,
     ) -> None:
         """Run a new suite, or resume one (`--resume NAME`): done tasks are not run again, a task left running
@@ -89,6 +97,10 @@ def register(app: typer.Typer) -> None:
 
         if (resume is None) == (not sources):
             raise fail("give the suite's sources (with --name), or --resume NAME to continue one; not both")
+        if starts is not None and not starts.is_dir():
+            raise fail(f"--starts {starts}: not a folder; give a folder holding one starting kernel per task")
+        if starts is not None and resume is not None:
+            raise fail("--starts is set when a suite is made; a resumed suite keeps its own")
         if usd == 0 or suite_usd == 0:
             raise fail("a money budget of 0 runs nothing; give a positive --usd / --suite-usd, or none")
         run_opts: dict[str, Any] = {
@@ -102,6 +114,7 @@ def register(app: typer.Typer) -> None:
                 "max_attempts": max_attempts,
                 "timing_protocol": timing_protocol,
                 "final": False if no_final else None,
+                "starts": str(starts.resolve()) if starts is not None else None,
             }.items()
             if v is not None
         }

@@ -15,6 +15,7 @@ from ksearch.tools.common import refuse_without_gpu
 from ksearch.tools.create_search import CreateSearchIn, DriverSettings, create_search
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.runs import check_run_free, keep_run_options
+from ksearch.tools.submit_kernel import SubmitKernelIn, submit_kernel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Search
 
@@ -52,6 +53,7 @@ class RunArgs(BaseModel):
         None  # a Ray cluster (auto | HOST:PORT): candidates run on its actors (gpus: actor indices)
     )
     log: Path | None = None  # the run's plain lines go to this file instead of the terminal (a suite's task)
+    start: Path | None = None  # a kernel of one's own a new search starts from (submitted on its root first)
 
 
 async def _find(ws: Workspace, a: RunArgs) -> Search | None:
@@ -92,6 +94,39 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
             replay=_path(a.replay),
             record=_path(a.record),
         ),
+    )
+
+
+def _start_source(a: RunArgs, found: Search | None) -> tuple[str, str] | None:
+    """(name, source) of `--start`, read before anything is made; refused with a resumed search (it already has
+    its code: its next round builds on its best)."""
+    if a.start is None:
+        return None
+    if found is not None:
+        raise ToolFailure(
+            f"--start begins a new search from {a.start.name}, but this run continues search {found.name}; give "
+            "--new to start another search from it, or leave --start out to continue"
+        )
+    try:
+        text = a.start.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ToolFailure(
+            f"--start {a.start}: cannot read it ({type(e).__name__}: {e}); give a Python file defining the task's "
+            "entry point"
+        ) from None
+    if not text.strip():
+        raise ToolFailure(f"--start {a.start} is empty; give a Python file defining the task's entry point")
+    return a.start.name, text
+
+
+async def _submit_start(ws: Workspace, s: Search, start: tuple[str, str], display: Display) -> None:
+    """The starting kernel, submitted on the new search's root as a person's kernel (`ksearch submit`), so that
+    the first round builds on it (the tuner tunes what it declares)."""
+    name, text = start
+    root = await ws.store.root(s.id)
+    out = await submit_kernel(ws, SubmitKernelIn(search=s.id, source=text, name=name, node_id=root.id))
+    display.event(
+        f"start: {name} submitted on the root as attempt #{out.attempt_id}: {out.summary.splitlines()[0]}"
     )
 
 
@@ -145,6 +180,7 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
                 ws.sandbox()
             )  # joins the cluster first: an unreachable one is refused before a search is made
         found = await _find(ws, a)
+        start = _start_source(a, found)
         if found is not None and a.compile_mode and a.compile_mode != found.config.compile_mode:
             raise ToolFailure(
                 f"search {found.name} measures its torch.compile baseline in mode "
@@ -195,6 +231,8 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
                 display = Display(logged, verbose=a.verbose)
             if found is not None:
                 display.resuming(found, explicit=a.resume is not None)
+            elif start is not None:
+                await _submit_start(ws, s, start, display)
             opts = DriverOptions(
                 rounds=a.rounds,
                 attempts=a.attempts,

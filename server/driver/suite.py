@@ -76,11 +76,21 @@ def _run_args(
         "gpus": [slot] if slot is not None else None,
         "ray": ray,
         "log": db.parent / "suites" / suite.name / f"{t.idx:03d}.log",
-        **c.get("run", {}),
+        **{k: v for k, v in c.get("run", {}).items() if k != "starts"},
     }
     if t.search_id is not None:
         return RunArgs(resume=str(t.search_id), **common)
-    return RunArgs(task=t.task, new=True, name=search_name(suite, t), **common)
+    return RunArgs(task=t.task, new=True, name=search_name(suite, t), start=start_file(suite, t), **common)
+
+
+def start_file(suite: Suite, t: SuiteTask) -> Path | None:
+    """The task's own starting kernel in the suite's `--starts` folder: the file named as the task's file (or
+    folder, or built-in task), if there is one."""
+    folder = suite.config.get("run", {}).get("starts")
+    if not folder:
+        return None
+    f = Path(folder) / f"{Path(t.task).stem}.py"
+    return f if f.is_file() else None
 
 
 async def _spent(ws: Workspace, suite: Suite) -> tuple[int, float]:
@@ -133,6 +143,14 @@ async def _run_suite(a: SuiteRunArgs, say: Say) -> Suite:
             say(f"suite {suite.name}: {len(suite.tasks)} tasks, {len(refused)} refused")
             for t in refused:
                 say(f"  refused {t.task}: {t.error[:300]}")
+            folder = suite.config.get("run", {}).get("starts")
+            if folder:
+                todo = [t for t in suite.tasks if t.status != "refused"]
+                have = [t for t in todo if start_file(suite, t) is not None]
+                say(
+                    f"starts: {len(have)} of {len(todo)} tasks have a starting kernel in {folder}"
+                    + ("" if len(have) == len(todo) else " (the others start from their own seed, if any)")
+                )
         else:
             assert a.resume is not None
             suite = await get_suite(ws, a.resume)
