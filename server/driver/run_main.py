@@ -123,7 +123,7 @@ async def _submit_start(ws: Workspace, s: Search, start: tuple[str, str], displa
     """The starting kernel, submitted on the new search's root as a person's kernel (`ksearch submit`), so that
     the first round builds on it (the tuner tunes what it declares)."""
     name, text = start
-    root = await ws.store.root(s.id)
+    root = await ws.records.root(s.id)
     out = await submit_kernel(ws, SubmitKernelIn(search=s.id, source=text, name=name, node_id=root.id))
     display.event(
         f"start: {name} submitted on the root as attempt #{out.attempt_id}: {out.summary.splitlines()[0]}"
