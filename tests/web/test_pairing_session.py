@@ -12,6 +12,7 @@ Skipped, with the reason, without Debian's `chromium` or Playwright's Python pac
 from __future__ import annotations
 
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -112,9 +113,15 @@ def test_a_person_pairs_with_a_replayed_search(page: Page, tmp_path: Path) -> No
         while not _search_exists(db, "pair") and run.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _search_exists(db, "pair"), "the replayed run did not create its search"
-        ui = UiProcess(db, "pair")
-        page.goto(ui.url)
-        page.evaluate(WATCH_DOING)
+        # held while the page comes up (a loaded machine starts the page slower than the run goes on): the page is
+        # watching before the run's next step
+        run.send_signal(signal.SIGSTOP)
+        try:
+            ui = UiProcess(db, "pair")
+            page.goto(ui.url)
+            page.evaluate(WATCH_DOING)
+        finally:
+            run.send_signal(signal.SIGCONT)
         out, _ = run.communicate(timeout=240)
         assert run.returncode == 0, out
         assert "declined: the recording holds no further attempt for intent 'two rows per program'" in out
