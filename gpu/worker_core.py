@@ -91,7 +91,9 @@ class WorkerCore:
         self.task: Task | None = None
         self.rt: Any = None
         self._inputs_before = 0.0  # input-drawing seconds of earlier tasks' runtimes
-        self.reference_s = 0.0  # host seconds spent running the reference for the checks (its GPU work waited for)
+        self.reference_s = (
+            0.0  # host seconds spent running the reference for the checks (its GPU work waited for)
+        )
         self._cand_id: str | None = None
         self.module: Any = None
         self._source = ""

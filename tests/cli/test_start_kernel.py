@@ -34,7 +34,9 @@ def _attempts(db: Path) -> list[tuple[str, int, str, str]]:
 def test_a_run_starts_from_a_kernel_of_ones_own_and_the_tuner_moves_its_tunables(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     bare = ksearch_cli(tmp_path, "run", str(TASK), *OPTS, "--plain", "--db", str(tmp_path / "bare.db"))
-    assert bare.returncode != 0 and "has no seed" in bare.stdout + bare.stderr  # without it the tuner has nothing to tune
+    assert (
+        bare.returncode != 0 and "has no seed" in bare.stdout + bare.stderr
+    )  # without it the tuner has nothing to tune
     r = ksearch_cli(
         tmp_path,
         "run",
