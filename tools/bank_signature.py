@@ -9,13 +9,13 @@ when nothing else does; a named activation (relu, gelu, ...) beside a GEMM marks
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
-from ksearch.gpu.tasks.facts import TaskFacts, task_facts
+from ksearch.gpu.tasks.facts import TaskFacts
+from ksearch.tools.facts_wait import facts_for
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.bank import TaskSignature
 from ksearch.worldmodel.models import Search
@@ -125,5 +125,5 @@ def signature(task: Task, facts: TaskFacts | None) -> TaskSignature:
 async def search_signature(ws: Workspace, s: Search) -> TaskSignature:
     """The signature of a search's task (its facts are cached per task content: the prompts read them first)."""
     task = ws.search_task(s)
-    facts = await asyncio.to_thread(task_facts, task)
-    return signature(task, None if facts.error and not facts.workloads else facts)
+    facts = await facts_for(task)  # None: an assistant's reading that did not wait for them
+    return signature(task, None if facts is None or (facts.error and not facts.workloads) else facts)

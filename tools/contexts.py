@@ -6,15 +6,14 @@ exactly the information ksearch's own driver gives its model.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
-from ksearch.gpu.tasks.facts import task_facts
 from ksearch.gpu.tasks.tunables import TunableError, read_tunables
 from ksearch.tools import bank, loop
 from ksearch.tools.common import baseline_settings, summarize
+from ksearch.tools.facts_wait import facts_for
 from ksearch.tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
 from ksearch.tools.protocols import protocol_line
 from ksearch.tools.select_action import base_attempt
@@ -35,7 +34,9 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
     task = ws.search_task(s)
     # Shapes, dtypes, bytes and FLOPs from one (fake-tensor) run of the reference: a task that declares
     # none of them is still described truly. Cached per file content; the first call runs a subprocess.
-    facts = await asyncio.to_thread(task_facts, task)
+    facts = await facts_for(task)
+    if facts is None:  # an assistant's reading that did not wait for them (tools/facts_wait.py)
+        return await _brief_without_facts(ws, s, task)
     return TaskBrief(
         name=task.name,
         title=task.title,
@@ -54,6 +55,36 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
         language=s.config.language,
         hardware=await hardware_text(ws),
         tolerance=tolerance_text(task, facts.dtype if facts.dtype_source != "none" else ""),
+        reference_times=await reference_times_text(ws, s),
+    )
+
+
+FACTS_PENDING = (
+    "being derived from the reference in the background (started when the search was created; a task's first "
+    "reading takes seconds): read this prompt again for the shapes, dtype, bytes, FLOPs and bound of each workload"
+)
+
+
+async def _brief_without_facts(ws: Workspace, s: Search, task: Task) -> TaskBrief:
+    pending = "being derived (see Task facts)"
+    return TaskBrief(
+        name=task.name,
+        title=task.title,
+        op=task.op or pending,
+        dtype=pending,
+        bound=pending,
+        facts=FACTS_PENDING,
+        description=task.description,
+        reference_source=contract.reference_text(task),
+        entry=contract.entry_signature(task),
+        entry_rules=contract.entry_rules(task),
+        entry_call_site=contract.entry_call_site(task),
+        keep_rule=contract.keep_rule(task),
+        timing=protocol_line(s.config.timing_protocol),
+        workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
+        language=s.config.language,
+        hardware=await hardware_text(ws),
+        tolerance=tolerance_text(task),
         reference_times=await reference_times_text(ws, s),
     )
 

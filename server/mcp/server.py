@@ -407,18 +407,23 @@ class KsearchServer:
 
     def _register_prompts(self) -> None:
         self._checked_prompts()
+        from ksearch.tools.facts_wait import bounded
         from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
 
+        # an assistant's reading never waits long for the task's facts: it is told they are being derived
         async def p_analyse(search: str) -> str:
-            return await analyse_kernel(await self.ws(), ref_of(search))
+            with bounded():
+                return await analyse_kernel(await self.ws(), ref_of(search))
 
         async def p_implement(search: str, node_id: str = "") -> str:
             nid = id_of(node_id, "node id") if node_id else None
-            return await implement_intent(await self.ws(), ref_of(search), nid)
+            with bounded():
+                return await implement_intent(await self.ws(), ref_of(search), nid)
 
         async def p_reflect(search: str, node_id: str = "") -> str:
             nid = id_of(node_id, "node id") if node_id else None
-            return await reflect_and_edit(await self.ws(), ref_of(search), nid)
+            with bounded():
+                return await reflect_and_edit(await self.ws(), ref_of(search), nid)
 
         self.mcp.prompt(
             "analyse_kernel",

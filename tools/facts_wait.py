@@ -1,0 +1,49 @@
+"""How long a prompt waits for its task's facts.
+
+A search's task facts (shapes, dtypes, bytes, FLOPs, bound: its reference run once under fake tensors, cached per
+task content) are probed in the background from the search's creation. The driver's prompts wait for them. A
+prompt an assistant reads (MCP) waits at most `PROMPT_WAIT_S` in all, so that reading one stays quick; when that
+runs out it says the facts are being derived and the next reading has them (the probe goes on in its thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import Iterator
+
+from ksearch.gpu.task import Task
+from ksearch.gpu.tasks.facts import TaskFacts, task_facts
+
+PROMPT_WAIT_S = 0.8
+"""The longest an assistant's prompt reading waits for the task's facts."""
+
+# the monotonic time by which a bounded reading must have its facts; None: wait for them
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "ksearch_facts_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def bounded(wait_s: float = PROMPT_WAIT_S) -> Iterator[None]:
+    """Within this block, `facts_for` waits at most `wait_s` in all (every facts reading of one prompt shares it)."""
+    token = _deadline.set(time.monotonic() + wait_s)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+async def facts_for(task: Task) -> TaskFacts | None:
+    """The task's facts; None when a bounded reading ran out of time first."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return await asyncio.to_thread(task_facts, task)
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(task_facts, task), max(0.0, deadline - time.monotonic())
+        )
+    except TimeoutError:
+        return None
