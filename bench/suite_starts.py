@@ -8,6 +8,7 @@ problem's file.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -65,6 +66,16 @@ def write_starts(folder: Path) -> list[Path]:
     return out
 
 
-if __name__ == "__main__":
-    for p in write_starts(Path(sys.argv[1])):
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Write starting kernels for KernelBench level-1 elementwise problems."
+    )
+    ap.add_argument("folder", type=Path, help="where to write them (made if missing)")
+    a = ap.parse_args(argv)
+    for p in write_starts(a.folder):
         print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,7 @@ for the task, a search on another kind of task, a search without a best kernel.
 
 from __future__ import annotations
 
+import ast
 import re
 
 from ksearch.gpu.task import Task
@@ -60,6 +61,17 @@ def entry_missing(text: str, task: Task) -> str | None:
         return None
     solution = " or a FlashInfer-Bench Solution JSON" if task.style == "flashinfer" else ""
     return f"it defines no `{entry}`; accepted: {contract.entry_line(task)}{solution}"
+
+
+def not_a_candidate(text: str, task: Task) -> str | None:
+    """Why a file is no candidate for `task` even before it runs (it does not parse as Python, or defines nothing
+    the task needs), or None."""
+    if not is_solution(text):
+        try:
+            ast.parse(text)
+        except SyntaxError as e:
+            return f"it does not parse as Python (line {e.lineno}: {e.msg})"
+    return entry_missing(text, task)
 
 
 def _safe(text: str, sep: str) -> str:

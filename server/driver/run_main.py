@@ -15,6 +15,7 @@ from ksearch.tools.common import refuse_without_gpu
 from ksearch.tools.create_search import CreateSearchIn, DriverSettings, create_search
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.runs import check_run_free, keep_run_options
+from ksearch.tools.solutions import not_a_candidate
 from ksearch.tools.submit_kernel import SubmitKernelIn, submit_kernel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Search
@@ -97,9 +98,12 @@ async def _create(ws: Workspace, a: RunArgs, policy_name: str) -> Search:
     )
 
 
-def _start_source(a: RunArgs, found: Search | None) -> tuple[str, str] | None:
-    """(name, source) of `--start`, read before anything is made; refused with a resumed search (it already has
-    its code: its next round builds on its best)."""
+def _start_source(
+    a: RunArgs, found: Search | None, why_not: Callable[[str], str | None] | None
+) -> tuple[str, str] | None:
+    """(name, source) of `--start`, read and checked before anything is made (`why_not`: why a text is no
+    candidate for the task; a file that is none would leave a search without its start); refused with a resumed
+    search (it already has its code: its next round builds on its best)."""
     if a.start is None:
         return None
     if found is not None:
@@ -116,6 +120,9 @@ def _start_source(a: RunArgs, found: Search | None) -> tuple[str, str] | None:
         ) from None
     if not text.strip():
         raise ToolFailure(f"--start {a.start} is empty; give a Python file defining the task's entry point")
+    why = why_not(text) if why_not is not None else None
+    if why is not None:
+        raise ToolFailure(f"--start {a.start} is no candidate for this task: {why}; nothing was made")
     return a.start.name, text
 
 
@@ -125,9 +132,14 @@ async def _submit_start(ws: Workspace, s: Search, start: tuple[str, str], displa
     name, text = start
     root = await ws.records.root(s.id)
     out = await submit_kernel(ws, SubmitKernelIn(search=s.id, source=text, name=name, node_id=root.id))
-    display.event(
-        f"start: {name} submitted on the root as attempt #{out.attempt_id}: {out.summary.splitlines()[0]}"
-    )
+    said = f"start: {name} submitted on the root as attempt #{out.attempt_id}: {out.summary.splitlines()[0]}"
+    if out.evaluation.status != "ok":
+        # rounds build on correct code only: say so here, not later as a missing seed
+        said += (
+            f" — not a correct kernel, so the rounds do not build on it (see `ksearch attempt {s.name} "
+            f"{out.attempt_id}`); fix it and start again with --new"
+        )
+    display.event(said)
 
 
 def _path(p: Path | None) -> str | None:
@@ -180,7 +192,8 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
                 ws.sandbox()
             )  # joins the cluster first: an unreachable one is refused before a search is made
         found = await _find(ws, a)
-        start = _start_source(a, found)
+        task = ws.task(a.task) if a.start is not None and a.task is not None else None
+        start = _start_source(a, found, None if task is None else lambda text: not_a_candidate(text, task))
         if found is not None and a.compile_mode and a.compile_mode != found.config.compile_mode:
             raise ToolFailure(
                 f"search {found.name} measures its torch.compile baseline in mode "

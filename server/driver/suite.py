@@ -83,6 +83,10 @@ def _run_args(
     return RunArgs(task=t.task, new=True, name=search_name(suite, t), start=start_file(suite, t), **common)
 
 
+def _kernels_in(folder: str) -> list[str]:
+    return sorted(p.name for p in Path(folder).glob("*.py"))
+
+
 def start_file(suite: Suite, t: SuiteTask) -> Path | None:
     """The task's own starting kernel in the suite's `--starts` folder: the file named as the task's file (or
     folder, or built-in task), if there is one."""
@@ -151,6 +155,12 @@ async def _run_suite(a: SuiteRunArgs, say: Say) -> Suite:
                     f"starts: {len(have)} of {len(todo)} tasks have a starting kernel in {folder}"
                     + ("" if len(have) == len(todo) else " (the others start from their own seed, if any)")
                 )
+                if todo and not have:
+                    held = _kernels_in(folder)
+                    say(
+                        f"  none matches: a task's kernel is named as its file (e.g. {Path(todo[0].task).stem}.py); "
+                        f"{folder} holds {', '.join(held[:6]) + (' …' if len(held) > 6 else '') if held else 'no .py file'}"
+                    )
         else:
             assert a.resume is not None
             suite = await get_suite(ws, a.resume)

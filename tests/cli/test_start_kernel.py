@@ -31,6 +31,16 @@ def _attempts(db: Path) -> list[tuple[str, int, str, str]]:
         con.close()
 
 
+def _searches(db: Path) -> list[str]:
+    con = sqlite3.connect(db)
+    try:
+        return [r[0] for r in con.execute("SELECT name FROM searches")]
+    except sqlite3.OperationalError:  # no table yet: nothing was made
+        return []
+    finally:
+        con.close()
+
+
 def test_a_run_starts_from_a_kernel_of_ones_own_and_the_tuner_moves_its_tunables(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     bare = ksearch_cli(tmp_path, "run", str(TASK), *OPTS, "--plain", "--db", str(tmp_path / "bare.db"))
@@ -83,6 +93,29 @@ def test_a_run_starts_from_a_kernel_of_ones_own_and_the_tuner_moves_its_tunables
     )
     assert missing.returncode == 2 and "cannot read it" in missing.stderr, missing.stderr[-2000:]
     assert len(_attempts(db)) == len(rows)
+    # a file that is no candidate is refused before any search is made (it would leave one without its start)
+    (tmp_path / "syntax.py").write_text("class ModelNew(torch.nn.Module:\n    x = 1\n")
+    (tmp_path / "other.py").write_text("def helper():\n    return 1\n")
+    fresh = tmp_path / "fresh.db"
+    for bad_file, said in (
+        ("syntax.py", "does not parse as Python (line 1"),
+        ("other.py", "defines no `ModelNew`"),
+    ):
+        r = ksearch_cli(tmp_path, "run", str(TASK), *OPTS, "--plain", "--db", str(fresh),
+                        "--start", str(tmp_path / bad_file))  # fmt: skip
+        assert r.returncode == 2 and said in r.stderr and "nothing was made" in r.stderr, r.stderr[-2000:]
+        assert not fresh.exists() or not _searches(fresh)
+    # a kernel that runs but is wrong is recorded, and the run says the rounds do not build on it
+    (tmp_path / "wrong.py").write_text(
+        (STARTS / "scaled_relu.py").read_text().replace("* scale + shift", "* scale")
+    )
+    r = ksearch_cli(tmp_path, "run", str(TASK), *OPTS, "--plain", "--new", "--db", str(fresh),
+                    "--start", str(tmp_path / "wrong.py"))  # fmt: skip
+    out = r.stdout + r.stderr
+    assert "not a correct kernel, so the rounds do not build on it" in out, out[-3000:]
+    assert "start from a correct kernel of your own" in out, out[
+        -3000:
+    ]  # the tuner's reason, not "no seed" alone
 
 
 def test_a_suite_starts_each_task_from_its_own_kernel_where_it_has_one(tmp_path: Path) -> None:
@@ -110,3 +143,8 @@ def test_a_suite_starts_each_task_from_its_own_kernel_where_it_has_one(tmp_path:
         str(tmp_path / "none"),
     )
     assert bad.returncode == 2 and "not a folder" in bad.stderr
+    # a folder none of whose kernels matches a task is said so, with what it holds
+    r = ksearch_cli(tmp_path, "suite", "run", "softmax", "--name", "nomatch", *OPTS, "--db", str(db),
+                    "--starts", str(STARTS))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "starts: 0 of 1 tasks" in r.stderr and "none matches" in r.stderr and "scaled_relu.py" in r.stderr

@@ -80,9 +80,10 @@ class TunerPolicy(Policy):
         if not ctx.seed_source.strip():
             raise PolicyError(
                 f"the offline tuner only tunes an existing kernel, and task {ctx.task.name!r} has no seed "
-                "candidate: it needs a language model to write the first kernel. Use --policy anthropic "
-                "(ANTHROPIC_API_KEY) or --policy openai --base-url URL, or submit a kernel of your own "
-                "(`ksearch submit`) that declares TUNABLES"
+                "candidate and the search no correct kernel to start from: it needs a language model to write "
+                "the first kernel. Use --policy anthropic (ANTHROPIC_API_KEY) or --policy openai --base-url URL, "
+                "or start from a correct kernel of your own that declares TUNABLES (`ksearch run TASK --start "
+                "FILE`, `ksearch suite run --starts DIR`, or `ksearch submit` on the root)"
             )
         try:
             declared = read_tunables(ctx.seed_source)
