@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -173,6 +174,7 @@ def run(
         plain=plain or not sys.stdout.isatty(),
         verbose=verbose,
         db=db,
+        db_flag="" if db == DEFAULT_DB else f"--db {shlex.quote(str(db))}",
         ray=ray,
         start=start,
     )

@@ -131,6 +131,8 @@ class Display:
     def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
         self.console = console or plain_console()
         self.verbose = verbose
+        self.db_flag = ""  # the run's "--db PATH", repeated in the commands it suggests
+        self.start_flag = ""  # its "--start FILE", repeated in the new searches it suggests
         self.best: float | None = None  # the search's best speedup vs eager (GPU-timed, correct)
         self.best_id: int | None = None
         self.cpu_correct = 0  # correct attempts timed on the CPU interpreter (they rank nothing)
@@ -375,16 +377,18 @@ class Display:
         if self.offline is None:
             return []
         name, task = self.offline
+        new = " ".join(x for x in (shlex.quote(task), "--new", self.start_flag, self.db_flag) if x)
+        db = f" {self.db_flag}" if self.db_flag else ""
         return [
             "next: the offline tuner only moves the seed's declared TUNABLES; a language model writes new kernels "
             "and keeps this tree of intents. Plug one in:",
-            f"  ANTHROPIC_API_KEY=... ksearch run {shlex.quote(task)} --new   (Anthropic)",
-            f"  ksearch run {shlex.quote(task)} --new --policy openai --base-url http://HOST:PORT/v1 --model NAME   "
+            f"  ANTHROPIC_API_KEY=... ksearch run {new}   (Anthropic)",
+            f"  ksearch run {new} --policy openai --base-url http://HOST:PORT/v1 --model NAME   "
             "(any OpenAI-compatible endpoint; key in OPENAI_API_KEY)",
-            "  ksearch serve   (an MCP assistant — Claude Code, Cursor, VS Code — drives the same tools: "
+            f"  ksearch serve{db}   (an MCP assistant — Claude Code, Cursor, VS Code — drives the same tools: "
             'README, "Use ksearch from an MCP host")',
-            f"see it: ksearch tree {name} (what was tried and why), ksearch ui (the page: the tree live, each "
-            f"attempt's code and numbers), ksearch export {name} --html -o {name}.html",
+            f"see it: ksearch tree {name}{db} (what was tried and why), ksearch ui{db} (the page: the tree live, each "
+            f"attempt's code and numbers), ksearch export {name}{db} --html -o {name}.html",
         ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ class RunArgs(BaseModel):
     )
     log: Path | None = None  # the run's plain lines go to this file instead of the terminal (a suite's task)
     start: Path | None = None  # a kernel of one's own a new search starts from (submitted on its root first)
+    db_flag: str = ""  # "--db PATH" where the command line named a database: the next-step commands repeat it
 
 
 async def _find(ws: Workspace, a: RunArgs) -> Search | None:
@@ -240,6 +242,8 @@ async def run_main(a: RunArgs, on_search: Callable[[Search], None] | None = None
             if on_search is not None:
                 on_search(s)
             display: Display = Display(verbose=a.verbose) if a.plain else LiveDisplay(verbose=a.verbose)
+            display.db_flag = a.db_flag
+            display.start_flag = f"--start {shlex.quote(str(a.start))}" if a.start is not None else ""
             if logged is not None:
                 display = Display(logged, verbose=a.verbose)
             if found is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -78,12 +79,16 @@ def test_tuner_run_records_attempts_and_says_which_policy(tmp_path: Path) -> Non
     # no model ran: the run ends saying how to plug one in and where to see what was tried
     lines = p.stdout.splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("next: the offline tuner only moves"))
-    assert lines[at + 1] == f"  ANTHROPIC_API_KEY=... ksearch run {SOFTMAX} --new   (Anthropic)"
-    assert lines[at + 2].startswith(f"  ksearch run {SOFTMAX} --new --policy openai --base-url http")
-    assert lines[at + 3].startswith("  ksearch serve   (an MCP assistant")
+    # each suggested command names the run's database, as the run was given it
+    d = f"--db {shlex.quote(str(db))}"
+    assert lines[at + 1] == f"  ANTHROPIC_API_KEY=... ksearch run {SOFTMAX} --new {d}   (Anthropic)"
+    assert lines[at + 2].startswith(f"  ksearch run {SOFTMAX} --new {d} --policy openai --base-url http")
+    assert lines[at + 3].startswith(f"  ksearch serve {d}   (an MCP assistant")
     seen = lines[at + 4]
-    assert seen.startswith("see it: ksearch tree softmax-1 (what was tried and why), ksearch ui"), seen
-    tree = ksearch(*seen.split(" (")[0].removeprefix("see it: ksearch ").split(), "--json", "--db", str(db))
+    assert seen.startswith(f"see it: ksearch tree softmax-1 {d} (what was tried and why), ksearch ui {d}"), (
+        seen
+    )
+    tree = ksearch(*shlex.split(seen.split(" (")[0].removeprefix("see it: ksearch ")), "--json")
     assert tree.returncode == 0, tree.stderr
     statuses = [n["status"] for n in json.loads(tree.stdout)["nodes"]]
     assert statuses.count("closed") + statuses.count("failed") >= 2
