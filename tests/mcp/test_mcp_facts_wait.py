@@ -13,7 +13,7 @@ import pytest
 from tests.mcp.test_mcp import stdio_client
 
 pytestmark = [pytest.mark.timeout(300)]
-SLOW_S = 4.0  # each call of the task's get_inputs (the facts probe calls it once per workload at least)
+SLOW_S = 10.0  # each call of the task's get_inputs (the facts probe calls it once per workload at least)
 
 TASK = '''"""A KernelBench-format task whose inputs take {slow} s to make: its facts take seconds to derive. {tag}"""
 
