@@ -214,8 +214,8 @@ def _next_step(search: str, r: loop.RefineState, ev: Evaluation) -> str:
         "timeout": "look for an unbounded loop first",
     }.get(ev.status, "implement the same intent differently, or better" if ev.status == "ok" else "fix it")
     cpu = (
-        " Note: these are CPU-interpreter timings, a functional check only: they never count as a gain, so "
-        "once the intent has correct code each further attempt counts toward the stagnation window."
+        " Note: CPU-interpreter timings are a functional check only, never a gain: each further correct attempt "
+        "counts toward the stagnation window."
         if ev.timings and ev.timings[0].device == "cpu-interpreter"
         else ""
     )
