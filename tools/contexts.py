@@ -36,14 +36,20 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
     # none of them is still described truly. Cached per file content; the first call runs a subprocess.
     facts = await facts_for(task)
     if facts is None:  # an assistant's reading that did not wait for them (tools/facts_wait.py)
-        return await _brief_without_facts(ws, s, task)
+        pending = "being derived (see Task facts)"
+        op, dtype, bound, said = task.op or pending, pending, pending, FACTS_PENDING
+    else:
+        op = facts.op or task.op
+        dtype = facts.dtype if facts.dtype_source != "none" else ""
+        bound = facts.bound if facts.bound_source != "none" else ""
+        said = facts.text() if not facts.error else f"could not be derived: {facts.error[:300]}"
     return TaskBrief(
         name=task.name,
         title=task.title,
-        op=facts.op or task.op,
-        dtype=facts.dtype if facts.dtype_source != "none" else "",
-        bound=facts.bound if facts.bound_source != "none" else "",
-        facts=facts.text() if not facts.error else f"could not be derived: {facts.error[:300]}",
+        op=op,
+        dtype=dtype,
+        bound=bound,
+        facts=said,
         description=task.description,
         reference_source=contract.reference_text(task),
         entry=contract.entry_signature(task),
@@ -54,7 +60,7 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
         workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
         language=s.config.language,
         hardware=await hardware_text(ws),
-        tolerance=tolerance_text(task, facts.dtype if facts.dtype_source != "none" else ""),
+        tolerance=tolerance_text(task, dtype if facts is not None else ""),
         reference_times=await reference_times_text(ws, s),
     )
 
@@ -63,30 +69,6 @@ FACTS_PENDING = (
     "being derived from the reference in the background (started when the search was created; a task's first "
     "reading takes seconds): read this prompt again for the shapes, dtype, bytes, FLOPs and bound of each workload"
 )
-
-
-async def _brief_without_facts(ws: Workspace, s: Search, task: Task) -> TaskBrief:
-    pending = "being derived (see Task facts)"
-    return TaskBrief(
-        name=task.name,
-        title=task.title,
-        op=task.op or pending,
-        dtype=pending,
-        bound=pending,
-        facts=FACTS_PENDING,
-        description=task.description,
-        reference_source=contract.reference_text(task),
-        entry=contract.entry_signature(task),
-        entry_rules=contract.entry_rules(task),
-        entry_call_site=contract.entry_call_site(task),
-        keep_rule=contract.keep_rule(task),
-        timing=protocol_line(s.config.timing_protocol),
-        workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
-        language=s.config.language,
-        hardware=await hardware_text(ws),
-        tolerance=tolerance_text(task),
-        reference_times=await reference_times_text(ws, s),
-    )
 
 
 def tolerance_text(task: Task, dtype: str = "") -> str:
