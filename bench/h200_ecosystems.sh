@@ -16,5 +16,5 @@ step trimul-export "${KS_TRIMUL_S:-200}" python3 bench/trimul_search.py --skip-p
 step export-gpu "${KS_EXPORT_S:-60}" python3 -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=55 \
   tests/tasks/test_export_runs.py
 step suite-1gpu "${KS_SUITE_S:-120}" python3 bench/suite_scaling.py --kb-level1 .ext/kb/KernelBench/level1 \
-  --slots 1 --out "$OUT/suite-scaling-h200.json"
+  --slots 1 --budget-s $(( ${KS_SUITE_S:-120} - 70 )) --out "$OUT/suite-scaling-h200.json"
 cat "$OUT/steps.txt"

@@ -13,7 +13,9 @@ KernelBench problems have no seed kernel, and the offline tuner only tunes one: 
 elementwise problems bench/suite_starts.py has starting kernels for, and the suite starts each from its kernel
 (`--starts`); `--starts DIR` gives any other folder of them.
 
-Candidates per minute = attempts recorded / the suite's wall time. Speedup = that rate over the 1-slot rate.
+Candidates per minute = attempts recorded / the suite's wall time (up to --budget-s, when the suite is stopped there
+as Ctrl-C stops it). Speedup = that rate over the 1-slot rate. `first_attempt_s`: the suite's start to its first
+recorded candidate (baselines and task facts before it). The suite's output streams to a log as it runs.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +54,18 @@ def _attempts(db: Path) -> tuple[int, int]:
         con.close()
 
 
+def _first_attempt_s(db: Path, t0_wall: float) -> float | None:
+    """Seconds from the suite's start to its first recorded candidate: what setup (baselines, facts) cost."""
+    con = sqlite3.connect(db)
+    try:
+        row = con.execute("SELECT min(created_at) FROM attempts WHERE author != 'seed'").fetchone()
+    finally:
+        con.close()
+    if not row or not row[0]:
+        return None
+    return round(datetime.fromisoformat(row[0]).timestamp() - t0_wall, 1)
+
+
 def run_once(tasks: list[str], slots: int, a: argparse.Namespace, work: Path) -> dict[str, Any]:
     db = work / f"slots{slots}.db"
     cmd = [sys.executable, "-m", "ksearch.server.cli", "suite", "run", *tasks, "--name", f"s{slots}",
@@ -63,17 +79,32 @@ def run_once(tasks: list[str], slots: int, a: argparse.Namespace, work: Path) ->
         cmd += ["--parallel", str(slots)]
     else:
         cmd += ["--gpus", ",".join(str(i) for i in range(slots))]
+    t0_wall = time.time()
     t0 = time.monotonic()
-    p = subprocess.run(
-        cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-    )
+    log = work / f"slots{slots}.log"
+    stopped = False
+    # Streamed to a file, not captured: a run cut off by an outer timeout still leaves its progress.
+    with log.open("w") as fh:
+        p = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, text=True,
+                             env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        try:
+            p.wait(timeout=a.budget_s)
+        except subprocess.TimeoutExpired:
+            # The budget: stop the suite as Ctrl-C does (it records what finished and can resume), then count.
+            stopped = True
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
     wall = time.monotonic() - t0
-    (work / f"slots{slots}.log").write_text(p.stderr + p.stdout)
-    if p.returncode != 0:
-        raise SystemExit(f"suite with {slots} slots failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    if p.returncode != 0 and not stopped:
+        raise SystemExit(f"suite with {slots} slots failed ({p.returncode}):\n{log.read_text()[-3000:]}")
     n, ok = _attempts(db)
     return {"slots": slots, "wall_s": round(wall, 1), "attempts": n, "correct": ok,
-            "per_min": round(n / (wall / 60), 2)}  # fmt: skip
+            "per_min": round(n / (wall / 60), 2), "stopped_at_budget": stopped,
+            "first_attempt_s": _first_attempt_s(db, t0_wall)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ray", help="a Ray cluster's address: its actors are the slots")
     ap.add_argument("--cpu", action="store_true", help="CPU interpreter slots (--parallel), no GPU")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--budget-s", type=float, default=None, help="per slot count: stop the suite (as Ctrl-C does) "
+                    "after this long and count what it recorded")  # fmt: skip
     a = ap.parse_args(argv)
     if (a.tasks is None) == (a.kb_level1 is None):
         ap.error("give --tasks or --kb-level1")
