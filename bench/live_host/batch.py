@@ -113,9 +113,12 @@ async def _run_job(job: Job) -> int:
 
             def prompt(name: str, args: dict[str, Any] | None = None) -> str:
                 print(f"\n>>> prompt {name} {json.dumps(args or {})}")
+                t0 = time.monotonic()
                 got = sync(client.get_prompt(name, {k: str(v) for k, v in (args or {}).items()}))
+                took = time.monotonic() - t0
                 text = "\n".join(m.content.text for m in got.messages)
                 print(text)
+                print(f"PROMPT READ ({took:.2f} s)")
                 return text
 
             def read(uri: str) -> str:
