@@ -36,7 +36,7 @@ __all__ = [
     "exported_status",
 ]
 
-ExportFormat = Literal["submission", "kernelbench"]
+ExportFormat = Literal["submission", "kernelbench", "solution"]
 CPU_STATUS = "correct on the CPU interpreter, never timed on a GPU"
 
 
@@ -46,7 +46,8 @@ class ExportKernelIn(ToolIn):
     search: int | str = Field(description="Search id or name")
     format: ExportFormat
     """submission: a GPU MODE `submission.py` (a search on a GPU MODE folder); kernelbench: a KernelBench `ModelNew`
-    file (a search on a KernelBench-format task file)"""
+    file (a search on a KernelBench-format task file or a built-in task); solution: a FlashInfer-Bench Solution JSON
+    (a search on a definition)"""
     attempt: int | None = Field(None, ge=1)
     """The attempt to write out (any correct one of the search); default: the search's best"""
 
@@ -150,20 +151,23 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
 
 
+_WHAT = {
+    "submission": "a GPU MODE submission.py",
+    "kernelbench": "a KernelBench ModelNew file",
+    "solution": "a FlashInfer-Bench Solution JSON",
+}
+
+
 def _fits(task: Task, fmt: ExportFormat, s: Search) -> None:
     """Refuse a format the search's task is not written for, naming the one it is."""
-    want = {"submission": "gpumode", "kernelbench": "kernelbench"}[fmt]
-    if task.style == want:
+    fits = {"gpumode": "submission", "kernelbench": "kernelbench", "flashinfer": "solution"}[task.style]
+    if fmt == fits:
         return
-    other = {
-        "gpumode": "--submission (a GPU MODE submission.py)",
-        "kernelbench": "--kernelbench (a KernelBench ModelNew file)",
-        "flashinfer": "--solution (a FlashInfer-Bench Solution JSON)",
-    }[task.style]
-    what = {"submission": "a GPU MODE submission.py", "kernelbench": "a KernelBench ModelNew file"}[fmt]
+    on = {"submission": "GPU MODE folder", "kernelbench": "KernelBench-format task file",
+          "solution": "FlashInfer-Bench definition"}  # fmt: skip
     raise ToolFailure(
-        f"search {s.name!r} is on {task.name!r}, a {task.style} task; {what} is written for a search on a "
-        f"{'GPU MODE folder' if want == 'gpumode' else 'KernelBench-format task file'}; this one exports as {other}"
+        f"search {s.name!r} is on {task.name!r}, a {task.style} task; {_WHAT[fmt]} is written for a search on a "
+        f"{on[fmt]}; this one exports as format {fits!r} (`ksearch export --{fits}`: {_WHAT[fits]})"
     )
 
 
@@ -214,6 +218,8 @@ async def export_kernel(ws: Workspace, inp: ExportKernelIn) -> ExportedKernel:
     s = await ws.search(inp.search)
     task = ws.search_task(s)
     _fits(task, inp.format, s)
+    if inp.format == "solution":
+        return await _as_solution(ws, s, inp.attempt)
     a = await exported_attempt(ws, s, inp.attempt)
     cand = await ws.store.get_candidate(a.candidate_id)
     status = exported_status(a)
@@ -244,4 +250,26 @@ async def export_kernel(ws: Workspace, inp: ExportKernelIn) -> ExportedKernel:
         status=status,
         helpers=out.helpers,
         notes=[*_notes(inp.format, cand.language, out.helpers, s), *out.notes],
+    )
+
+
+async def _as_solution(ws: Workspace, s: Search, attempt: int | None) -> ExportedKernel:
+    """The Solution JSON export in the same shape as the file formats' (one tool for all three)."""
+    from ksearch.tools.solutions import export_solution  # it builds on this module's exported_attempt
+
+    sol = await export_solution(ws, s.id, attempt)
+    a = await ws.store.get_attempt(sol.attempt_id)
+    cand = await ws.store.get_candidate(a.candidate_id)
+    return ExportedKernel(
+        search_id=s.id,
+        attempt_id=a.id,
+        format="solution",
+        language=cand.language,
+        filename=f"{sol.name}.json",
+        text=sol.solution_json,
+        status=exported_status(a),
+        notes=[
+            "FlashInfer-Bench loads it as a Solution (e.g. `Solution.model_validate_json`) and runs it with its "
+            "benchmark on the definition it names; `ksearch submit SEARCH FILE.json` takes one back"
+        ],
     )

@@ -377,8 +377,12 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     elif over:
         phase = "done"
         # only a search with a result has a best kernel to read
+        fmt = {"gpumode": "submission", "kernelbench": "kernelbench", "flashinfer": "solution"}[
+            ws.search_task(s).style
+        ]
         read = (
-            "Read the best kernel with get_tree; "
+            f"Read the best kernel with get_tree, or take it out in its task owner's format with export_kernel "
+            f"(search={name!r}, format={fmt!r}); "
             if s.best_attempt_id is not None
             else "It ended without a result (no attempt correct and timed on a GPU); "
         )

@@ -59,6 +59,12 @@ _RULES: list[tuple[str, str]] = [
     (r"a new final_evaluation", "a new `ksearch final {s}`"),
     (r"raise (?:the|its) budgets? with set_budgets", "raise it with `ksearch budget {s} --more-rounds N`"),
     (r"reopen intents with edit_tree", "reopen intents with `ksearch reopen {s} NODE`"),
+    (
+        r"Read the best kernel with get_tree, or take it out in its task owner's format with export_kernel "
+        r"\(search='[^']*', format='(?P<f>\w+)'\)",
+        "Read the best kernel with `ksearch best {s}`, or write it out in its task owner's format with "
+        "`ksearch export {s} --{f}`",
+    ),
     (r"Read the best kernel with get_tree", "Read the best kernel with `ksearch best {s}`"),
     (r"edit_tree op=reopen / unveto first", "`ksearch reopen` / `ksearch unveto` first"),
 ]
@@ -71,6 +77,7 @@ TOOL_NAMES = (
     "edit_tree",
     "propose_intents",
     "get_tree",
+    "export_kernel",
     "analyse_kernel",
     "implement_intent",
     "reflect_and_edit",
@@ -88,7 +95,9 @@ def cli_words(text: str, search: str | None = None) -> str:
 
         def sub(m: re.Match[str], repl: str = repl) -> str:
             groups = m.groupdict()
-            said = repl.format(s=groups.get("s") or search or "SEARCH", n=groups.get("n") or "N")
+            said = repl.format(
+                **{**groups, "s": groups.get("s") or search or "SEARCH", "n": groups.get("n") or "N"}
+            )
             # a sentence that began with the tool's advice begins with the command's
             return said[:1].upper() + said[1:] if m.group(0)[:1].isupper() else said
 

@@ -40,6 +40,7 @@ from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_ke
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import describe_validation
+from ksearch.tools.export_kernel import ExportedKernel, ExportKernelIn, export_kernel
 from ksearch.tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
 from ksearch.tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
 from ksearch.tools.get_tree import GetTreeIn, TreeOut, get_tree
@@ -297,6 +298,17 @@ class KsearchServer:
             final_evaluation,
             _annotations(False),
             progress=True,  # minutes on a task whose inputs are slow to draw: each candidate's steps are reported
+        )
+        t(
+            "export_kernel",
+            "Write a search's kernel (its best, or a correct `attempt`) as a file its task owner's evaluator runs "
+            "unchanged: format submission (a GPU MODE folder's submission.py), kernelbench (a KernelBench ModelNew "
+            "file), solution (a FlashInfer-Bench Solution JSON). Returns the file's name and text, what ksearch "
+            "measured of it and how to run it; nothing is written to disk.",
+            ExportKernelIn,
+            ExportedKernel,
+            export_kernel,
+            _annotations(True, idempotent=True),
         )
         t(
             "set_budgets",

@@ -169,7 +169,7 @@ def test_an_attempt_picked_by_id_in_every_format(
     for args, needle, code in [
         (("--attempt", 999), "search 'softmax-demo' has no attempt #999: its attempts are #1–#7", 2),
         (("--submission",), "'softmax', a kernelbench task; a GPU MODE submission.py is written for a search on a GPU "
-         "MODE folder; this one exports as --kernelbench", 1),
+         "MODE folder; this one exports as format 'kernelbench' (`ksearch export --kernelbench`", 1),
         (("--submission", "--kernelbench"), "give one of --json, --html, --solution, --submission or --kernelbench", 2),
     ]:  # fmt: skip
         r = ks("export", "softmax-demo", *args, "--db", db)

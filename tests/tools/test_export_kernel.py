@@ -204,19 +204,28 @@ async def test_on_a_cpu_a_correct_attempt_is_picked_by_id_and_marked_as_never_ti
             ROW_SCALE,
             "submission",
             "a kernelbench task; a GPU MODE submission.py is written for a search on a GPU "
-            "MODE folder; this one exports as --kernelbench",
+            "MODE folder; this one exports as format 'kernelbench' (`ksearch export --kernelbench`: a KernelBench "
+            "ModelNew file)",
         ),
         (
             SCALED_ADD,
             "kernelbench",
             "a gpumode task; a KernelBench ModelNew file is written for a search on a "
-            "KernelBench-format task file; this one exports as --submission",
+            "KernelBench-format task file; this one exports as format 'submission' (`ksearch export --submission`: "
+            "a GPU MODE submission.py)",
         ),
         (
             RMSNORM,
             "submission",
             "a flashinfer task; a GPU MODE submission.py is written for a search on a GPU MODE "
-            "folder; this one exports as --solution",
+            "folder; this one exports as format 'solution' (`ksearch export --solution`: a FlashInfer-Bench "
+            "Solution JSON)",
+        ),
+        (
+            ROW_SCALE,
+            "solution",
+            "a kernelbench task; a FlashInfer-Bench Solution JSON is written for a search on a FlashInfer-Bench "
+            "definition; this one exports as format 'kernelbench'",
         ),
     ],
 )
@@ -405,3 +414,16 @@ def test_the_nvrtc_copy_turns_arguments_into_c_values_as_ksearch_does() -> None:
         nvrtc._dim3((0,))
     with pytest.raises(ValueError, match="non-empty string"):
         copy.compile("  ", "k")
+
+
+async def test_a_finished_search_with_a_best_points_at_the_export_in_its_owners_format(ws: Workspace) -> None:
+    from ksearch.server.cli.words import cli_words
+    from ksearch.tools.loop import loop_state
+
+    s = await _search(ws, SCALED_ADD, "gm")
+    await _attempt(ws, s, TRITON, "triton", gpu_eval(2.0))
+    await ws.store.record_final(s.id, [], [])
+    await ws.store.set_search_status(s.id, "done")
+    state = await loop_state(ws, s.id)
+    assert state.phase == "done" and "export_kernel (search='gm', format='submission')" in state.next, state.next
+    assert "`ksearch export gm --submission`" in cli_words(state.next)

@@ -147,3 +147,18 @@ async def test_a_cpu_attempt_exports_by_id_marked_as_never_timed_on_a_gpu(ws: Wo
     assert sol.description == (
         f"ksearch search 'cpu', attempt #{a.id}; correct on the CPU interpreter, never timed on a GPU"
     )
+
+
+async def test_export_kernel_writes_the_same_solution_as_export_solution(ws: Workspace) -> None:
+    from ksearch.tools.export_kernel import ExportKernelIn, export_kernel
+
+    s = await _search(ws, str(RMSNORM), "rms")
+    fast = await ws.store.put_candidate(NATIVE, "triton")
+    best = await ws.store.record_attempt(
+        s.id, (await ws.store.root(s.id)).id, fast.id, gpu_eval(2.5), author="human"
+    )
+    out = await export_kernel(ws, ExportKernelIn(search="rms", format="solution"))
+    sol = await export_solution(ws, "rms")
+    assert (out.attempt_id, out.format, out.language) == (best.id, "solution", "triton")
+    assert out.text == sol.solution_json and out.filename == f"{sol.name}.json"
+    assert out.status.startswith("correct; timed on")
