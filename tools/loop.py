@@ -406,6 +406,13 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
             f"(search={name!r}), then call propose_intents with the first intents and edit_tree "
             "(op=update on the root) with your analysis as its notes."
         )
+        task = ws.search_task(s)
+        if s.config.language not in task.seeds and not (await ws.store.root(s.id)).best_attempt_id:
+            # said here, not only in the prompt, so a host knows before reading it that there is nothing to measure
+            nxt += (
+                f" The task has no {s.config.language} seed kernel: no seed step, and the first intent's first "
+                "attempt is written from scratch (its speed is stated against eager PyTorch and torch.compile)."
+            )
     elif refining:
         r = refining[0]
         phase = "refine"

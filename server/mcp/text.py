@@ -86,7 +86,8 @@ def evaluation_lines(out: EvaluationOut) -> list[str]:
         )
     for t in ev.timings:
         if t.device == CPU_INTERPRETER:
-            lines.append(f"{t.workload}: median {t.median_us:.0f} us in the CPU interpreter (not a speed)")
+            stat = "mean" if t.statistic == "mean" else "median"  # the protocol's statistic, as on a GPU
+            lines.append(f"{t.workload}: {stat} {t.time_us:.0f} us in the CPU interpreter (not a speed)")
             continue
         parts = [f"  {t.workload}: {t.time_us:.1f} us ({t.ci_low_us:.1f}-{t.ci_high_us:.1f})"]
         if t.speedup_vs_eager is not None:

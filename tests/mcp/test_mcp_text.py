@@ -144,3 +144,6 @@ def test_a_wrong_answer_says_where_and_cpu_timings_state_no_speedup() -> None:
     )
     assert "smoke: median 81234 us in the CPU interpreter (not a speed)" in text
     assert "vs eager" not in text
+    # a protocol that reports a mean names the mean, as its summary does
+    ev.timings[0] = ev.timings[0].model_copy(update={"statistic": "mean", "mean_us": 88790.4})
+    assert "smoke: mean 88790 us in the CPU interpreter (not a speed)" in text_of(_out(ev), None)

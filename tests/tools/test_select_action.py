@@ -215,3 +215,12 @@ async def test_with_nothing_open_nothing_is_selected(bare_ws: Workspace, tiny_ta
 def test_a_node_id_must_be_positive() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         SelectActionIn(search="s", node_id=0)
+
+
+async def test_a_new_search_says_whether_its_task_has_a_seed_to_measure(bare_ws: Workspace, tiny_task: str) -> None:
+    await create_search(bare_ws, CreateSearchIn(task=tiny_task, name="bare"))
+    said = (await loop_state(bare_ws, "bare")).next
+    assert "The task has no triton seed kernel: no seed step" in said, said
+    await create_search(bare_ws, CreateSearchIn(task="softmax", name="seeded"))
+    said = (await loop_state(bare_ws, "seeded")).next
+    assert said.startswith("Phase 0 (init): measure the task's seed first") and "no triton seed" not in said
