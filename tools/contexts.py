@@ -34,8 +34,14 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
     task = ws.search_task(s)
     # Shapes, dtypes, bytes and FLOPs from one (fake-tensor) run of the reference: a task that declares
     # none of them is still described truly. Cached per file content; the first call runs a subprocess.
-    facts = await facts_for(task)
-    if facts is None:  # an assistant's reading that did not wait for them (tools/facts_wait.py)
+    needs = task.extras.get("needs_gpu")
+    no_gpu = bool(needs) and (await (await ws.sandbox()).hardware()).cpu_mode
+    facts = None if no_gpu else await facts_for(task)
+    if no_gpu:  # its reference or inputs are pinned to CUDA: no run of it here, so nothing is pending either
+        gone = "not derivable without a GPU (see Task facts)"
+        op, dtype, bound = task.op or gone, gone, gone
+        said = f"not derivable on this machine: the task needs a GPU ({needs}) and this machine has none"
+    elif facts is None:  # an assistant's reading that did not wait for them (tools/facts_wait.py)
         pending = "being derived (see Task facts)"
         op, dtype, bound, said = task.op or pending, pending, pending, FACTS_PENDING
     else:

@@ -425,5 +425,7 @@ async def test_a_finished_search_with_a_best_points_at_the_export_in_its_owners_
     await ws.store.record_final(s.id, [], [])
     await ws.store.set_search_status(s.id, "done")
     state = await loop_state(ws, s.id)
-    assert state.phase == "done" and "export_kernel (search='gm', format='submission')" in state.next, state.next
+    assert state.phase == "done" and "export_kernel (search='gm', format='submission')" in state.next, (
+        state.next
+    )
     assert "`ksearch export gm --submission`" in cli_words(state.next)

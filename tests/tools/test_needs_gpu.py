@@ -58,3 +58,13 @@ def test_ksearch_run_starts_no_search_on_it(tmp_path: Path) -> None:
     if db.exists():  # opened, perhaps: then without a search in it
         with sqlite3.connect(db) as con:
             assert con.execute("SELECT count(*) FROM searches").fetchone() == (0,)
+
+
+async def test_its_brief_says_the_facts_are_not_derivable_here_not_pending(ws: Workspace) -> None:
+    from ksearch.tools.contexts import task_brief
+
+    s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
+    brief = await task_brief(ws, s)
+    assert brief.facts.startswith("not derivable on this machine: the task needs a GPU (reference.py line 13")
+    assert brief.dtype == brief.bound == "not derivable without a GPU (see Task facts)"
+    assert "being derived" not in brief.model_dump_json()

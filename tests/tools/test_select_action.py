@@ -217,7 +217,9 @@ def test_a_node_id_must_be_positive() -> None:
         SelectActionIn(search="s", node_id=0)
 
 
-async def test_a_new_search_says_whether_its_task_has_a_seed_to_measure(bare_ws: Workspace, tiny_task: str) -> None:
+async def test_a_new_search_says_whether_its_task_has_a_seed_to_measure(
+    bare_ws: Workspace, tiny_task: str
+) -> None:
     await create_search(bare_ws, CreateSearchIn(task=tiny_task, name="bare"))
     said = (await loop_state(bare_ws, "bare")).next
     assert "The task has no triton seed kernel: no seed step" in said, said
