@@ -383,6 +383,9 @@ class LocalSandbox(EvalSteps, Sandbox):
         report = await self.compiler.compile(candidate, (task.candidate_entry,), contract.entry_line(task))
         if not report.ok:
             return report
+        needs = task.extras.get("needs_gpu")
+        if needs and self.cpu_mode:
+            return self.dry.no_gpu(candidate, task, report, str(needs))
         if candidate.language == "cuda" or (candidate.language == "triton" and self.cpu_mode):
             # without a GPU (and for NVRTC launches anywhere): a dry run records the launches and
             # compiles the Triton ones for this machine's target architecture

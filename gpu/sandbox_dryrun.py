@@ -65,6 +65,16 @@ class DryRun:
     def triton_version(self) -> str:
         return str((self.worker.hello or {}).get("triton") or "")
 
+    def no_gpu(self, candidate: Candidate, task: Task, static: CompileReport, needs: str) -> CompileReport:
+        """The static report of a candidate for a task whose inputs are made on CUDA, on a machine without a GPU:
+        no dry run can call it, so nothing was compiled, and the verdict says so (`not checked`)."""
+        why = f"this task needs a GPU ({needs}), so no dry run could launch the candidate's kernels here"
+        report = static.model_copy(deep=True)
+        report.unchecked = why
+        report.diagnostics.append(Diagnostic(severity="warning", message=f"not compiled: {why}"))
+        report.mode = f"python/AST checks only; nothing compiled for {self.arch}"
+        return report
+
     async def compile(self, candidate: Candidate, task: Task, static: CompileReport) -> CompileReport:
         """The static report plus what a dry run of the candidate gives: its Triton kernels compiled for
         `self.arch` (registers, spills, shared memory, warps, stages, occupancy), its NVRTC launch sizes."""
@@ -133,11 +143,10 @@ class DryRun:
                 report.kernels.append(kr)
                 report.diagnostics += [d.model_copy(update={"line": k.get("line")}) for d in notes]
             if not res.get("kernels") and not any(d.severity == "error" for d in report.diagnostics):
-                report.diagnostics.append(
-                    Diagnostic(
-                        severity="warning",
-                        message=f"the dry run on {where} launched no Triton kernel, so none was compiled",
-                    )
+                none = f"the dry run on {where} launched no Triton kernel, so none was compiled"
+                report.diagnostics.append(Diagnostic(severity="warning", message=none))
+                report.unchecked = (
+                    none  # the verdict is `not checked`, never a bare `ok` for nothing compiled
                 )
             if res.get("kernels"):
                 report.diagnostics.append(

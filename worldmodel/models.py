@@ -145,8 +145,9 @@ class CompileReport(Strict):
     mode: str = ""
     """E.g. "nvcc sm_90 (compile-only)", "triton interpreter (syntax/AST only)"."""
     unchecked: str = ""
-    """Why CUDA sources were not checked by a compiler here ("" when they were, or there were none): `ok` then
-    says only that no error was found, and the sources compile for real when the candidate runs."""
+    """Why the sources were not checked by a compiler here ("" when they were): CUDA sources nvcc could not
+    check, Triton kernels a dry run never launched, a task whose inputs need a GPU. `ok` then says only that no
+    error was found, and the sources compile for real when the candidate runs."""
 
     def verdict(self) -> str:
         """`ok`, `FAILED`, or `not checked` (no error found, but the compiler could not check the sources)."""

@@ -43,6 +43,9 @@ async def test_triton_without_kernels_is_warned_and_mode_is_honest(sandbox, affi
     assert any("no @triton.jit" in d.message for d in r.diagnostics)
     assert any("launched no Triton kernel" in d.message for d in r.diagnostics)
     assert "no GPU: compiled, not run" in r.mode
+    assert (
+        r.verdict() == "not checked" and "launched no Triton kernel" in r.unchecked
+    )  # never `ok` for nothing
 
 
 async def test_sandbox_compile_of_syntax_error(sandbox, affine, cand) -> None:

@@ -68,3 +68,14 @@ async def test_its_brief_says_the_facts_are_not_derivable_here_not_pending(ws: W
     assert brief.facts.startswith("not derivable on this machine: the task needs a GPU (reference.py line 13")
     assert brief.dtype == brief.bound == "not derivable without a GPU (see Task facts)"
     assert "being derived" not in brief.model_dump_json()
+
+
+async def test_compile_kernel_says_not_checked_never_ok_for_nothing_compiled(ws: Workspace) -> None:
+    from ksearch.tools.compile_kernel import CompileKernelIn, compile_kernel
+
+    s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
+    out = await compile_kernel(ws, CompileKernelIn(search=s.id, candidate=CandidateRef(source=DOUBLE)))
+    report = out.report
+    assert report.verdict() == "not checked" and report.kernels == []
+    assert report.unchecked.startswith("this task needs a GPU (reference.py line 13")
+    assert report.mode.startswith("python/AST checks only; nothing compiled for sm_")
