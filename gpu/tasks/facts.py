@@ -74,7 +74,12 @@ class Ceilings(BaseModel):
         return self.matmul_flops.get(dtype) or self.matmul_flops.get("float32") or self.vector_flops
 
     def label(self, dtype: str) -> str:
-        kind = "dense" if self.source == "datasheet" else "measured"
+        # the datasheet's peaks classify the bound; a result's roofline fraction divides by the machine's measured ones
+        kind = (
+            "dense, datasheet; roofline fractions use the measured ceilings"
+            if self.source == "datasheet"
+            else "measured"
+        )
         d = dtype if dtype in self.matmul_flops else "float32"
         return f"{self.name} ({self.bandwidth_Bps / 1e12:.1f} TB/s, {self.rate(d) / 1e12:.0f} TFLOP/s {short_dtype(d)} {kind})"
 

@@ -41,7 +41,7 @@ def test_bf16_matmul_shapes_bytes_flops_and_bound() -> None:
     assert w.compute_dtype == "bfloat16" and not w.bound_estimated
     text = f.text()
     assert "A[4096,8192] bf16, B[8192,2048] bf16 -> out[4096,2048] bf16" in text
-    assert "137 GFLOP" in text and "compute-bound on H200 (4.8 TB/s, 989 TFLOP/s bf16 dense)" in text
+    assert "137 GFLOP" in text and "compute-bound on H200 (4.8 TB/s, 989 TFLOP/s bf16 dense, datasheet; roofline fractions use the measured ceilings)" in text
     assert "fake-tensor run" in text
 
 
