@@ -37,7 +37,7 @@ from ksearch.gpu import jail_view
 from ksearch.gpu.task import Bound, Task, Workload
 from ksearch.gpu.tasks.probe import ProbeFailed, run_probe
 
-FACTS_VERSION = 6  # part of the cache key: raised when what a probe reports changes
+FACTS_VERSION = 7  # part of the cache key: raised when what a probe reports changes
 PROBE_TIMEOUT_S = 180.0
 ESTIMATE_FLOPS_PER_ELEMENT = 1.0  # for ops the counter has no formula for: a lower bound
 FactSource = Literal["declared", "derived", "none"]
@@ -113,6 +113,7 @@ class TensorInfo(BaseModel):
     dtype: str  # torch's name ("bfloat16"); for a non-tensor argument its Python type ("int")
     bytes: int = 0
     value: str | None = None  # a non-tensor argument's value
+    written: bool = False  # an input the reference wrote in place (its version counter moved during the call)
 
 
 class OpTally(BaseModel):

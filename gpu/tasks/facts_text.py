@@ -99,6 +99,13 @@ def render_facts(facts: TaskFacts, splits: tuple[str, ...] = ("search",)) -> str
     # the probe has no GPU: a reference that pins its data to CUDA was measured with those placements on the CPU
     cpu = f", its CUDA placements ({', '.join(placed)}) read as CPU ones for measuring" if placed else ""
     lines.append(f"{bound}{src} on {ceil.label(d)}; shapes from a {basis} of the reference{cpu}")
+    written = sorted({i.name for w in rows for i in w.inputs if i.written})
+    if written:  # the keep-inputs rule says "unless the reference does": here is what it does
+        them = "it" if len(written) == 1 else "them"
+        lines.append(
+            f"the reference writes {', '.join(written)} in place: a candidate may write "
+            f"{them} too; every other input must be left as it was"
+        )
     if facts.error:
         lines.append(f"(facts incomplete: {facts.error})")
     if facts.rounding is not None and (warning := rounding_text(facts.rounding)):

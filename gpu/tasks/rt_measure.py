@@ -234,7 +234,8 @@ class Prober:
         if self.native:
             model = self.impl.reference_model(wl, "cpu")
             return model, lambda inputs: as_result(model(*inputs))
-        return None, self.impl.build_reference(wl, "cpu")
+        # on the data itself, not the per-call copy an evaluation makes: what it writes in place is seen
+        return None, self.impl.build_reference_uncopied(wl, "cpu")
 
     def _input_names(self, model: Any, n: int) -> list[str]:
         if model is not None:
@@ -272,8 +273,13 @@ class Prober:
                         p.params_elements += t.numel()
                         p.params_dtypes[_dtype(t)] = p.params_dtypes.get(_dtype(t), 0) + nbytes
                 stage = "running the forward"
+                # the same leaves in the same order as p.inputs; a version counter that moves was written in place
+                leaves = [leaf for v in list(inputs) for _, leaf in tree_flatten_with_path(v)[0]]
+                before = [t._version if isinstance(t, torch.Tensor) else None for t in leaves]
                 with torch.no_grad(), _OpRecorder() as recorder:
                     out = fn(inputs)
+                for info, t, v in zip(p.inputs, leaves, before, strict=True):
+                    info.written = v is not None and t._version != v
                 leaves = [out] if isinstance(out, torch.Tensor) else list(tree_flatten(out)[0])
                 names = ["out"] if len(leaves) == 1 else [f"out{i}" for i in range(len(leaves))]
                 p.outputs = _describe(leaves, names, "out", set())

@@ -41,7 +41,12 @@ def test_bf16_matmul_shapes_bytes_flops_and_bound() -> None:
     assert w.compute_dtype == "bfloat16" and not w.bound_estimated
     text = f.text()
     assert "A[4096,8192] bf16, B[8192,2048] bf16 -> out[4096,2048] bf16" in text
-    assert "137 GFLOP" in text and "compute-bound on H200 (4.8 TB/s, 989 TFLOP/s bf16 dense, datasheet; roofline fractions use the measured ceilings)" in text
+    assert "137 GFLOP" in text
+    assert (
+        "compute-bound on H200 (4.8 TB/s, 989 TFLOP/s bf16 dense, datasheet; roofline fractions use the measured "
+        "ceilings)" in text
+    )
+    assert "in place" not in text  # a matmul writes none of its inputs
     assert "fake-tensor run" in text
 
 
@@ -373,3 +378,22 @@ def test_a_background_probe_is_the_one_a_reader_waits_for(
     assert facts.task_facts(task).dtype
     assert time.perf_counter() - t0 < 1.0  # a prompt's reading of them is instant
     assert len(probes) == 1
+
+
+@pytest.mark.slow
+def test_an_output_buffer_the_reference_writes_in_place_is_named() -> None:
+    """GPU MODE's `data` often carries the buffer the result goes into; the keep-inputs rule says "unless the
+    reference does", so the facts say which input the reference writes (its version counter moved)."""
+    task = load_task(Path(__file__).parent / "fixtures" / "gpumode" / "scaled_add")
+    f = task_facts(task)
+    w = next(w for w in f.workloads if w.inputs)  # its scalar is drawn as a Python float: a real run's facts
+    assert [(t.name, t.written) for t in w.inputs] == [
+        ("data[0]", False),
+        ("data[1]", False),
+        ("data[2]", False),
+        ("data[3]", True),
+    ]
+    assert (
+        "the reference writes data[3] in place: a candidate may write it too; every other input must be left"
+        in f.text()
+    )
