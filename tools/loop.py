@@ -99,7 +99,8 @@ class LoopState(ToolModel):
 
 
 GAIN_RULE = (
-    f"a gain is a correct attempt faster than the phase's best code so far (its base until an attempt beats it) "
+    f"a gain is a correct attempt faster than the phase's best code so far (its base until an attempt beats it; "
+    f"with no base to build on, the phase's first correct attempt is its first gain) "
     f"beyond noise: the {CONFIDENCE:.0%} confidence interval of the geometric-mean speedup above 1 and the speedup "
     f"at least {1 + MIN_GAIN:g}x; a gain becomes the intent's best and resets the count"
 )

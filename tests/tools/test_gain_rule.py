@@ -145,3 +145,12 @@ async def test_an_unnamed_base_is_the_phases_closest_code_and_every_section_says
     assert "no base attempt" in earlier[base.id]
     _, text = render_prompt("update", ctx)
     assert f"How gains were counted: {loop.GAIN_RULE}." in text and "at least 1.02x" in loop.GAIN_RULE
+
+
+def test_with_no_base_the_first_correct_attempt_is_the_first_gain_as_the_rule_says() -> None:
+    from tests.fixtures.evals import gpu_eval
+
+    assert "the phase's first correct attempt is its first gain" in loop.GAIN_RULE
+    # no base (a seedless task's first intent): the first correct attempt resets the count, the same speed does not
+    stagnant, best_i, over, _ = loop.refine_progress(None, [gpu_eval(2.0), gpu_eval(2.0)], cap=8, window=2)
+    assert (stagnant, best_i, over) == (1, 0, False)
