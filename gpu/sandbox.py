@@ -33,8 +33,8 @@ from ksearch.gpu.pool import WorkerError, WorkerPool, WorkerProcess
 from ksearch.gpu.sandbox_api import HardwareFacts, Progress, Sandbox, SandboxError
 from ksearch.gpu.sandbox_dryrun import DryRun
 from ksearch.gpu.sandbox_profile import profile_on
-from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json
-from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of, timed_names
+from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json, timed_names
+from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of
 from ksearch.gpu.smi import query_gpus
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract

@@ -152,6 +152,25 @@ def merge_compile(static: CompileReport, run: Run, arch: str, judged: bool = Tru
     return report
 
 
+def timed_names(task: Task, names: list[str], st: EvalSettings) -> list[str]:
+    """The workloads an evaluation times. A final evaluation in GPU MODE's protocol times the task's benchmarks
+    alone, as that evaluator's leaderboard mode does (its tests are checked, not timed); every other evaluation
+    times every workload it checks."""
+    if st.final and st.timing_protocol == "gpumode":
+        bench = [n for n in names if task.workload(n).split == "search"]
+        return bench or names
+    return names
+
+
+def _untimed(run: Run) -> list[str]:
+    """The workloads this evaluation was to time and has no timing for: those it checked, less the ones its protocol
+    checks without timing (a GPU MODE final evaluation's tests)."""
+    checked = [c.workload for c in run.correctness]
+    done = {t.workload for t in run.timings}
+    to_time = timed_names(run.task, checked, run.settings) if run.task is not None else checked
+    return [n for n in to_time if n not in done]
+
+
 def finish(
     run: Run,
     static: CompileReport,
@@ -189,9 +208,9 @@ def finish(
                 if bad
                 else "no correctness result"
             )
-        elif timing and len(run.timings) < len(run.correctness):
+        elif timing and (untimed := _untimed(run)):
             status = "error"
-            run.error = run.error or "timing did not complete"
+            run.error = run.error or f"timing did not complete (not timed: {', '.join(untimed)})"
         else:
             status = "ok"
     elif status == "compile_error":

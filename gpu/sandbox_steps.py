@@ -18,7 +18,7 @@ from ksearch.gpu import draw_seeds, interp_watch
 from ksearch.gpu.kvcache import KVCache
 from ksearch.gpu.pool import WorkerError, WorkerProcess
 from ksearch.gpu.sandbox_api import SandboxError
-from ksearch.gpu.sandbox_run import Run, params_text, task_json
+from ksearch.gpu.sandbox_run import Run, params_text, task_json, timed_names
 from ksearch.gpu.task import Task, TaskError
 from ksearch.gpu.tasks import facts
 from ksearch.worldmodel.models import (
@@ -77,16 +77,6 @@ def timing_s(st: EvalSettings) -> float:
     if st.timing_protocol in ("kernelbench", "flashinfer"):  # their loops stop themselves at 60 s / 90 s
         return 120.0
     return (8 if st.final else 3) * st.time_budget_s
-
-
-def timed_names(task: Task, names: list[str], st: EvalSettings) -> list[str]:
-    """The workloads an evaluation times. A final evaluation in GPU MODE's protocol times the task's benchmarks
-    alone, as that evaluator's leaderboard mode does (its tests are checked, not timed); every other evaluation
-    times every workload it checks."""
-    if st.final and st.timing_protocol == "gpumode":
-        bench = [n for n in names if task.workload(n).split == "search"]
-        return bench or names
-    return names
 
 
 async def _input_sizes(task: Task) -> dict[str, int]:

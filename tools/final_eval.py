@@ -11,7 +11,7 @@ from pydantic import Field
 from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
 from ksearch.tools import loop
 from ksearch.tools.bank_record import record_quietly
-from ksearch.tools.common import Progress, summarize, why_failed
+from ksearch.tools.common import Progress, refuse_without_gpu, summarize, why_failed
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
@@ -92,6 +92,8 @@ async def final_evaluation(
     speedup was reached, `stopped` when a budget ended it (more budget would let it go on). The driver
     passes the status its own stop reason gives."""
     s = await ws.search(inp.search)
+    task = ws.search_task(s)
+    await refuse_without_gpu(ws, task)  # no candidate could pass here: a failed re-check would cost the best
     status = status or await end_status(ws, s)
     correct = await loop.final_candidates(ws, s)
     timed = [a for a in correct if not _cpu(a)]
@@ -121,7 +123,6 @@ async def final_evaluation(
     rows: list[FinalRow] = []
     outcome: dict[int, FinalOutcome] = {}
     evals: dict[int, Evaluation] = {}
-    task = ws.search_task(s)
     hw = await (await ws.sandbox()).hardware()
     every = loop.final_workloads(task)
     names = [task.smoke().name] if hw.cpu_mode else every

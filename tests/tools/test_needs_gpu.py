@@ -79,3 +79,16 @@ async def test_compile_kernel_says_not_checked_never_ok_for_nothing_compiled(ws:
     assert report.verdict() == "not checked" and report.kernels == []
     assert report.unchecked.startswith("this task needs a GPU (reference.py line 13")
     assert report.mode.startswith("python/AST checks only; nothing compiled for sm_")
+
+
+async def test_final_evaluation_refuses_and_keeps_the_best(ws: Workspace, snapshot: Snapshot) -> None:
+    """Here no candidate of it can be re-checked: a final evaluation would fail the search's best (timed on a GPU
+    elsewhere) and end the search without a result, as a host's dry run on a copy of an H200 database did."""
+    from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
+
+    s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
+    before = await snapshot()
+    with pytest.raises(ToolFailure) as info:
+        await final_evaluation(ws, FinalEvalIn(search=s.id))
+    assert SAID in str(info.value) and "nothing was recorded" in str(info.value)
+    assert await snapshot() == before and (await ws.search(s.id)).status == "new"  # not ended
