@@ -433,6 +433,54 @@ def row_kernelbench(r: Results) -> str:
     )
 
 
+def row_search_kernels(r: Results) -> str:
+    """Kernels a model wrote in ksearch searches on the H200, exported and run by their owners' evaluators."""
+    kb = r.json("side-by-side-kernelbench-h200-search.json")
+    gm = r.json("side-by-side-gpumode-h200-search.json")
+    parts = []
+    for p in kb["pairs"]:
+        if p.get("rel_diff") is None:
+            continue
+        who = "eager" if p["candidate"].startswith("baseline") else "the search's kernel"
+        parts.append(
+            f"KernelBench {p['problem']}, {who}: KernelBench {p['kernelbench_us']:.1f} µs, ksearch "
+            f"{p['ksearch_us']:.1f} µs ({p['rel_diff'] * 100:+.1f}%)"
+        )
+    task = Path(gm["task"]).name if isinstance(gm.get("task"), str) else "histogram_py"
+    for c in gm["candidates"].values():
+        agree = c.get("agreement") or {}
+        if not agree:
+            continue
+        close = sum(abs(a - 1.0) <= 0.05 for a in agree.values())
+        lo, hi = min(agree.values()), max(agree.values())
+        ev = c["gpumode_eval"]["per_shape"]
+        shapes = (c.get("ksearch_gpumode") or {}).get("per_shape") or {}
+        host = [
+            float(m.group(1))
+            for v in shapes.values()
+            for f in v.get("flags", [])
+            if (m := re.search(r"issuing one call takes (\d+) us on the host", f))
+        ]
+        parts.append(
+            f"GPU MODE {task}, the search's kernel: eval.py {min(v['mean_us'] for v in ev.values()):.1f}–"
+            f"{max(v['mean_us'] for v in ev.values()):.1f} µs over {len(ev)} shapes; {close} of {len(agree)} "
+            f"shapes within 5% (ksearch {100 * (lo - 1):+.0f}% to {100 * (hi - 1):+.0f}%); "
+            + (
+                f"{len(host)} of {len(shapes)} shapes flagged launch-bound, ksearch's worker issuing a call in "
+                f"{min(host):.0f}–{max(host):.0f} µs on the host"
+                if host
+                else ""
+            )
+            + " ([docs/live-host.md](docs/live-host.md#on-the-h200-a-gpu-mode-task-and-a-kernelbench-task))"
+        )
+    return _row(
+        "kernels a language model wrote in ksearch searches (as MCP host, on the H200), exported by `export_kernel` "
+        "and run by their owners' own evaluators beside ksearch in the task's protocol",
+        "; ".join(parts),
+        "`bench/live_host/h200_round.sh --owners` → `side-by-side-{kernelbench,gpumode}-h200-search.json`",
+    )
+
+
 def _fib_pairs(data: dict[str, Any]) -> list[tuple[str, str, str, float]]:
     """(timer, solution, workload, ksearch / FlashInfer-Bench - 1) for every measured pair."""
     out = []
@@ -801,6 +849,7 @@ REGIONS: dict[str, Callable[[Results], str]] = {
     "mcp-after-cancel": mcp_after_cancel,
     "guard-check": guard_check,
     "row-kernelbench": row_kernelbench,
+    "row-search-kernels": row_search_kernels,
     "row-flashinfer": row_flashinfer,
     "row-trimul-search": row_trimul_search,
     "row-jail-gpu": row_jail_gpu,

@@ -141,7 +141,10 @@ async def tree_view(ws: Workspace, search_id: int, budget: int = TREE_BUDGET) ->
     s = await ws.search(search_id)
     nodes = await ws.store.list_nodes(search_id)
     attempts = await ws.store.attempt_speedups(search_id)
-    return render_tree(nodes, attempts, budget_chars=budget, best_attempt_id=s.best_attempt_id)
+    lost = s.best_attempt_id is None and await ws.store.final_verdict(search_id) is not None
+    return render_tree(
+        nodes, attempts, budget_chars=budget, best_attempt_id=s.best_attempt_id, no_result=lost
+    )
 
 
 async def base_source(ws: Workspace, s: Search, node: Node) -> tuple[str, Attempt | None]:

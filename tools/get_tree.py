@@ -59,7 +59,13 @@ async def get_tree(ws: Workspace, inp: GetTreeIn) -> TreeOut:
     else:
         note = out.best_lost[: inp.budget_chars - MIN_BUDGET - 1]  # the budget stays hard
         budget = inp.budget_chars - (len(note) + 1 if note else 0)
-        out.text = render_tree(nodes, attempts, budget_chars=budget, best_attempt_id=s.best_attempt_id)
+        out.text = render_tree(
+            nodes,
+            attempts,
+            budget_chars=budget,
+            best_attempt_id=s.best_attempt_id,
+            no_result=verdict is not None and s.best_attempt_id is None,
+        )
         if note:
             out.text = f"{note}\n{out.text}"
     return out

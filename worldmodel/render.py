@@ -247,12 +247,14 @@ def render_tree(
     budget_chars: int = 6000,
     *,
     best_attempt_id: int | None = None,
+    no_result: bool = False,
 ) -> str:
     """The tree as compact text for a prompt, never longer than `budget_chars`.
 
     Each line: `#id [status] p<priority> d<difficulty> best <speedup>x <flags> title`, indented by
     depth; the node's rationale ("why:") and notes follow, indented. `best_attempt_id` is the
-    search's best (it marks the best path); when omitted, the highest speedup among the nodes is used.
+    search's best (it marks the best path); when omitted, the highest speedup among the nodes is used, unless
+    `no_result` (a final evaluation left the search without a best): then the header says so, not a node's best.
     """
     if budget_chars < MIN_BUDGET:
         raise ValueError(f"budget_chars {budget_chars} is too small; accepted: at least {MIN_BUDGET}")
@@ -337,9 +339,11 @@ def render_tree(
     total = len(tree.by_id)
     # The search's best attempt, also when it is on no node (e.g. submitted without --node).
     best_s = _speedup(tree.attempts, best_attempt_id) if best_attempt_id is not None else None
-    if best_s is None and tree.best_node_id is not None:
+    if best_s is None and tree.best_node_id is not None and not no_result:
         best_s = tree.speedup(tree.best_node_id)
-    if best_s is not None:
+    if no_result and best_s is None:
+        best_text = "no result: the final evaluation left the search without a best (nodes show their own)"
+    elif best_s is not None:
         where = (
             f"#{tree.best_node_id}"
             if tree.best_node_id is not None
@@ -512,7 +516,13 @@ async def render_search(store: Store, search_id: int, budget_chars: int = 6000) 
     # a best that failed the final evaluation lost its place: say so under the title
     if verdict is not None and verdict.note() and room > 0:
         title += "\n" + verdict.note()[:room]
-    text = render_tree(nodes, speedups, budget_chars - len(title) - 1, best_attempt_id=search.best_attempt_id)
+    text = render_tree(
+        nodes,
+        speedups,
+        budget_chars - len(title) - 1,
+        best_attempt_id=search.best_attempt_id,
+        no_result=verdict is not None and search.best_attempt_id is None,
+    )
     return f"{title}\n{text}"
 
 

@@ -179,6 +179,11 @@ async def test_when_no_re_measured_attempt_passes_the_search_has_no_best(
         assert out.next.startswith(out.best_lost)
         logged = [r.getMessage() for r in caplog.records if r.name == "ksearch.tools.final_eval"]
         assert logged == [f"search only: {out.best_lost}"]
+        # the tree's header says the same: no result, not the node's own best (one best on every face)
+        tree = await get_tree(ws, GetTreeIn(search="only"))
+        assert tree.text is not None
+        assert "no result: the final evaluation left the search without a best" in tree.text
+        assert "best 3." not in tree.text.split("\n")[1]
 
 
 async def test_a_best_that_passes_keeps_its_place(
