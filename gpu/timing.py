@@ -294,8 +294,8 @@ def _host_check(
         # the GPU waits on the host: the time is Python and launch overhead, set by the host's CPU and
         # the process, not by the kernels (a GPU MODE-style timer reports it; a covered timer hides it)
         result.flags.append(
-            f"note: launch_bound: issuing one call takes {qm:.0f} us on the host, {qm / max(dm, 1e-9):.2f}x its "
-            f"{dm:.0f} us between CUDA events when started on an idle GPU; its time is the host's, and varies "
+            f"note: launch_bound: issuing one call takes {qm:.0f} us on the host, {100 * qm / max(dm, 1e-9):.0f}% of "
+            f"the {dm:.0f} us between CUDA events of one call from an idle GPU; its time is the host's, and varies "
             "with the CPU and the process (fewer launches, or a CUDA graph, would cut it)"
         )
     excess = (hm - dm) - gap0
