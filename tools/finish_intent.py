@@ -42,7 +42,7 @@ class FinishIntentIn(ToolIn):
     root), added after the edits"""
     reason: str = Field("", max_length=2000)
     """Why (your reflection): kept in the edit log with each new intent, as propose_intents' reason, and with each
-    edit that gives no `reason` of its own"""
+    edit that gives no `reason` of its own; so only with `new_intents` or `edits` (closing alone logs no reason)"""
     author: str = Field("human", min_length=1, max_length=80)
     """Who asks: human | llm:<model> (kept in the edit log with the edits and new intents)"""
     with_prompt: bool | None = None
