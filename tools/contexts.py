@@ -18,16 +18,32 @@ from ksearch.tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext,
 from ksearch.tools.protocols import protocol_line
 from ksearch.tools.select_action import base_attempt
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.models import Attempt, Node, Search, compile_baseline_how
+from ksearch.worldmodel.models import CPU_INTERPRETER, Attempt, Node, Search, compile_baseline_how
 from ksearch.worldmodel.render import render_tree
 
 TREE_BUDGET = 6000
 
 
-async def hardware_text(ws: Workspace) -> str:
+async def hardware_text(ws: Workspace, s: Search | None = None) -> str:
+    """This machine's hardware facts; on a machine without a GPU, also the GPU `s`'s attempts were timed on, if any
+    (a search run on a GPU machine and read here: its numbers are that GPU's, not this machine's)."""
     hw = await (await ws.sandbox()).hardware()
     facts = hw.model_dump(exclude_none=True)
-    return "; ".join(f"{k}={v}" for k, v in facts.items())
+    text = "; ".join(f"{k}={v}" for k, v in facts.items())
+    if s is not None and hw.cpu_mode:
+        timed = {
+            t.device
+            for a in await ws.store.list_attempts(s.id)
+            if a.evaluation is not None
+            for t in a.evaluation.timings
+            if t.device != CPU_INTERPRETER
+        }
+        if timed:
+            text += (
+                f" (this machine, which serves the search); its attempts were timed on {', '.join(sorted(timed))}: "
+                "their numbers are that GPU's"
+            )
+    return text
 
 
 async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
@@ -65,7 +81,7 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
         timing=protocol_line(s.config.timing_protocol),
         workloads=[f"{w.name}: {w.params}" for w in task.by_split("search")],
         language=s.config.language,
-        hardware=await hardware_text(ws),
+        hardware=await hardware_text(ws, s),
         tolerance=tolerance_text(task, dtype if facts is not None else ""),
         reference_times=await reference_times_text(ws, s),
     )

@@ -92,3 +92,21 @@ async def test_final_evaluation_refuses_and_keeps_the_best(ws: Workspace, snapsh
         await final_evaluation(ws, FinalEvalIn(search=s.id))
     assert SAID in str(info.value) and "nothing was recorded" in str(info.value)
     assert await snapshot() == before and (await ws.search(s.id)).status == "new"  # not ended
+
+
+async def test_a_prompt_served_without_a_gpu_names_the_gpu_the_attempts_ran_on(ws: Workspace) -> None:
+    """A search timed on a GPU machine and read here: the brief's hardware is this machine's, and says whose the
+    numbers are (a host read 'cpu-interpreter' hardware over attempts that all ran on the H200)."""
+    from ksearch.tools.contexts import task_brief
+    from tests.fixtures.evals import gpu_eval
+
+    s = await create_search(ws, CreateSearchIn(task="softmax", name="timed"))
+    assert "were timed on" not in (await task_brief(ws, s)).hardware  # nothing timed yet
+    cand = await ws.store.put_candidate(DOUBLE, "triton")
+    await ws.store.record_attempt(
+        s.id, (await ws.store.root(s.id)).id, cand.id, gpu_eval(2.0), author="human"
+    )
+    hw = (await task_brief(ws, s)).hardware
+    assert (
+        "cpu_mode=True" in hw and "its attempts were timed on NVIDIA H200: their numbers are that GPU's" in hw
+    )
