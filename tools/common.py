@@ -146,11 +146,18 @@ def check_python_syntax(source: str, task: Task | None = None) -> None:
         ) from e
 
 
+async def gpu_lacking(ws: Workspace, task: Task) -> str | None:
+    """Why `task` needs a GPU (its reference or inputs pinned to CUDA) when this machine has none, else None."""
+    needs = task.extras.get("needs_gpu")
+    if needs and (await (await ws.sandbox()).hardware()).cpu_mode:
+        return str(needs)
+    return None
+
+
 async def refuse_without_gpu(ws: Workspace, task: Task) -> None:
     """A task that needs a GPU, on a machine without one: refused before anything is evaluated or recorded. No
     candidate could pass there, and a failed attempt would blame the code for the machine."""
-    needs = task.extras.get("needs_gpu")  # why: its reference or inputs pinned to CUDA
-    if needs and (await (await ws.sandbox()).hardware()).cpu_mode:
+    if needs := await gpu_lacking(ws, task):
         raise ToolFailure(
             f"this task needs a GPU ({needs}) and this machine has none: no candidate can be checked or timed "
             "here, and nothing was recorded. Run ksearch on a machine with a GPU."

@@ -12,7 +12,7 @@ from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
 from ksearch.gpu.tasks.tunables import TunableError, read_tunables
 from ksearch.tools import bank, loop
-from ksearch.tools.common import baseline_settings, summarize
+from ksearch.tools.common import baseline_settings, gpu_lacking, summarize
 from ksearch.tools.facts_wait import facts_for
 from ksearch.tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
 from ksearch.tools.protocols import protocol_line
@@ -50,10 +50,9 @@ async def task_brief(ws: Workspace, s: Search) -> TaskBrief:
     task = ws.search_task(s)
     # Shapes, dtypes, bytes and FLOPs from one (fake-tensor) run of the reference: a task that declares
     # none of them is still described truly. Cached per file content; the first call runs a subprocess.
-    needs = task.extras.get("needs_gpu")
-    no_gpu = bool(needs) and (await (await ws.sandbox()).hardware()).cpu_mode
-    facts = None if no_gpu else await facts_for(task)
-    if no_gpu:  # its reference or inputs are pinned to CUDA: no run of it here, so nothing is pending either
+    needs = await gpu_lacking(ws, task)
+    facts = None if needs else await facts_for(task)
+    if needs:  # its reference or inputs are pinned to CUDA: no run of it here, so nothing is pending either
         gone = "not derivable without a GPU (see Task facts)"
         op, dtype, bound = task.op or gone, gone, gone
         said = f"not derivable on this machine: the task needs a GPU ({needs}) and this machine has none"

@@ -28,6 +28,7 @@ from ksearch.worldmodel.models import CPU_INTERPRETER, Attempt, Language, Search
 from ksearch.worldmodel.render import no_best
 
 __all__ = [
+    "FORMAT_OF_STYLE",
     "ExportFormat",
     "ExportKernelIn",
     "ExportedKernel",
@@ -37,6 +38,12 @@ __all__ = [
 ]
 
 ExportFormat = Literal["submission", "kernelbench", "solution"]
+FORMAT_OF_STYLE: dict[str, ExportFormat] = {
+    "gpumode": "submission",
+    "kernelbench": "kernelbench",
+    "flashinfer": "solution",
+}
+"""The one format a task of each style exports as."""
 CPU_STATUS = "correct on the CPU interpreter, never timed on a GPU"
 
 
@@ -160,7 +167,7 @@ _WHAT = {
 
 def _fits(task: Task, fmt: ExportFormat, s: Search) -> None:
     """Refuse a format the search's task is not written for, naming the one it is."""
-    fits = {"gpumode": "submission", "kernelbench": "kernelbench", "flashinfer": "solution"}[task.style]
+    fits = FORMAT_OF_STYLE[task.style]
     if fmt == fits:
         return
     on = {"submission": "GPU MODE folder", "kernelbench": "KernelBench-format task file",

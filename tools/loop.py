@@ -21,6 +21,7 @@ from pydantic import Field
 
 from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
 from ksearch.gpu.task import Task
+from ksearch.tools.export_kernel import FORMAT_OF_STYLE
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
@@ -378,9 +379,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     elif over:
         phase = "done"
         # only a search with a result has a best kernel to read
-        fmt = {"gpumode": "submission", "kernelbench": "kernelbench", "flashinfer": "solution"}[
-            ws.search_task(s).style
-        ]
+        fmt = FORMAT_OF_STYLE[ws.search_task(s).style]
         read = (
             f"Read the best kernel with get_tree, or take it out in its task owner's format with export_kernel "
             f"(search={name!r}, format={fmt!r}); "

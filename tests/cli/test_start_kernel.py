@@ -5,6 +5,7 @@ first, and the tuner's rounds move what it declares."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,13 @@ FIX = Path(__file__).parents[1] / "driver" / "fixtures"
 TASK = FIX / "scaled_relu.py"
 STARTS = FIX / "starts"
 OPTS = ["--policy", "tuner", "--rounds", "1", "--max-attempts", "1", "--no-final"]
+
+
+def _run_from(tmp_path: Path, db: Path, start: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    """`ksearch run TASK` with the tuner's options on `db`, started from `start`."""
+    return ksearch_cli(
+        tmp_path, "run", str(TASK), *OPTS, *more, "--plain", "--db", str(db), "--start", str(start)
+    )
 
 
 def _attempts(db: Path) -> list[tuple[str, int, str, str]]:
@@ -47,17 +55,7 @@ def test_a_run_starts_from_a_kernel_of_ones_own_and_the_tuner_moves_its_tunables
     assert (
         bare.returncode != 0 and "has no seed" in bare.stdout + bare.stderr
     )  # without it the tuner has nothing to tune
-    r = ksearch_cli(
-        tmp_path,
-        "run",
-        str(TASK),
-        *OPTS,
-        "--plain",
-        "--db",
-        str(db),
-        "--start",
-        str(STARTS / "scaled_relu.py"),
-    )
+    r = _run_from(tmp_path, db, STARTS / "scaled_relu.py")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "start: scaled_relu.py submitted on the root as attempt #1: status: ok" in r.stdout + r.stderr
     rows = _attempts(db)
@@ -67,30 +65,9 @@ def test_a_run_starts_from_a_kernel_of_ones_own_and_the_tuner_moves_its_tunables
         "BLOCK = 1024" in rows[0][3] and "BLOCK = 1024" not in rows[1][3]
     )  # the tuner moved a declared value
     # --start begins a search: with the one that exists it is refused, and nothing is recorded
-    again = ksearch_cli(
-        tmp_path,
-        "run",
-        str(TASK),
-        *OPTS,
-        "--plain",
-        "--db",
-        str(db),
-        "--start",
-        str(STARTS / "scaled_relu.py"),
-    )
+    again = _run_from(tmp_path, db, STARTS / "scaled_relu.py")
     assert again.returncode == 2 and "--start begins a new search" in again.stderr, again.stderr[-2000:]
-    missing = ksearch_cli(
-        tmp_path,
-        "run",
-        str(TASK),
-        *OPTS,
-        "--new",
-        "--plain",
-        "--db",
-        str(db),
-        "--start",
-        str(tmp_path / "no.py"),
-    )
+    missing = _run_from(tmp_path, db, tmp_path / "no.py", "--new")
     assert missing.returncode == 2 and "cannot read it" in missing.stderr, missing.stderr[-2000:]
     assert len(_attempts(db)) == len(rows)
     # a file that is no candidate is refused before any search is made (it would leave one without its start)
@@ -101,16 +78,14 @@ def test_a_run_starts_from_a_kernel_of_ones_own_and_the_tuner_moves_its_tunables
         ("syntax.py", "does not parse as Python (line 1"),
         ("other.py", "defines no `ModelNew`"),
     ):
-        r = ksearch_cli(tmp_path, "run", str(TASK), *OPTS, "--plain", "--db", str(fresh),
-                        "--start", str(tmp_path / bad_file))  # fmt: skip
+        r = _run_from(tmp_path, fresh, tmp_path / bad_file)
         assert r.returncode == 2 and said in r.stderr and "nothing was made" in r.stderr, r.stderr[-2000:]
         assert not fresh.exists() or not _searches(fresh)
     # a kernel that runs but is wrong is recorded, and the run says the rounds do not build on it
     (tmp_path / "wrong.py").write_text(
         (STARTS / "scaled_relu.py").read_text().replace("* scale + shift", "* scale")
     )
-    r = ksearch_cli(tmp_path, "run", str(TASK), *OPTS, "--plain", "--new", "--db", str(fresh),
-                    "--start", str(tmp_path / "wrong.py"))  # fmt: skip
+    r = _run_from(tmp_path, fresh, tmp_path / "wrong.py", "--new")
     out = r.stdout + r.stderr
     assert "not a correct kernel, so the rounds do not build on it" in out, out[-3000:]
     assert "start from a correct kernel of your own" in out, out[
