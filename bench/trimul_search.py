@@ -67,6 +67,7 @@ async def main() -> None:
     from ksearch.tools.contexts import reference_times_text
     from ksearch.tools.create_search import CreateSearchIn, create_search
     from ksearch.tools.export_kernel import ExportKernelIn, export_kernel
+    from ksearch.tools.facts_wait import bounded
     from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
     from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
     from ksearch.tools.phase_prompts import analyse_kernel
@@ -126,7 +127,11 @@ async def main() -> None:
         if s is None:
             return
         out["timing_protocol"] = s.config.timing_protocol
-        first = await call("analyse_kernel prompt (at once)", analyse_kernel(ws, s.id))
+        # read as an assistant reads it (MCP: the facts waited for at most facts_wait.PROMPT_WAIT_S)
+        with bounded():
+            first = await call(
+                "analyse_kernel prompt (assistant's reading, at once)", analyse_kernel(ws, s.id)
+            )
         out["analyse_prompt_at_once"] = (first or "")[-3000:]
         out["reference_times_at_once"] = await reference_times_text(ws, s)
         best: tuple[float, int, str] | None = None
@@ -163,6 +168,10 @@ async def main() -> None:
                 if best is None or ev.speedup_vs_eager > best[0]:
                     best = (ev.speedup_vs_eager, got.attempt_id or 0, got.candidate_id)  # type: ignore[union-attr]
         out["reference_times_later"] = await reference_times_text(ws, s)
+        with bounded():
+            await call(
+                "analyse_kernel prompt (assistant's reading, after the rounds)", analyse_kernel(ws, s.id)
+            )
         if best is not None and args.export_eval:
             # the search's best out as the folder's submission.py, run by the folder's own eval.py, unchanged
             exported = await call(

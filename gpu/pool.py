@@ -32,7 +32,7 @@ import shutil
 import signal
 import sys
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -480,6 +480,8 @@ class WorkerProcess:
         # seconds its processes reported building torch extensions (or waiting for another's build)
         self.build_s = 0.0
         self.reference_s = 0.0  # host seconds its processes reported running the reference for the checks
+        # input fills its processes made on the GPU (gpu/tasks/gpu_fills.py), by op
+        self.gpu_fills: Counter[str] = Counter()
         self.spare = spare
         self.starts = 0  # processes that have served this slot
         self.spares_taken = 0  # of those, the ones a spare supplied (no cold start waited for)
@@ -553,6 +555,7 @@ class WorkerProcess:
         self.inputs_s += float(reply.get("inputs_s") or 0.0)
         self.build_s += float(reply.get("build_s") or 0.0)
         self.reference_s += float(reply.get("reference_s") or 0.0)
+        self.gpu_fills.update(reply.get("gpu_fills") or {})
         return reply
 
     # ------------------------------------------------------------------ starting and replacing

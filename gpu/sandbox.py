@@ -21,6 +21,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -249,6 +250,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         self._ceilings: dict[str, Any] | None = None
         self._fingerprints: dict[int, str] = {}
         self._drawn_ahead: set[str] = set()
+        self._filled: dict[str, Counter[str]] = {}
         self._hw_lock = asyncio.Lock()
         # the GPU-less worker that dry-runs candidates for `compile` (gpu/sandbox_dryrun.py)
         self.dryrun_timeout_s = dryrun_timeout_s
@@ -471,6 +473,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                     "wait_for_baselines" if baselines_busy and waited >= 0.05 else "wait_for_worker"
                 ] = waited
                 drawn, built, referenced = w.inputs_s, w.build_s, w.reference_s
+                filled = Counter(w.gpu_fills)
                 if timing and not env.cpu_mode:
                     with run.step("gpu_ceilings"):
                         await self._ensure_ceilings(w, env)
@@ -511,6 +514,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                 run.steps["build"] = w.build_s - built  # torch extension builds, inside load or correctness
                 # the reference's runs for the checks, inside correctness and timing (its re-checks)
                 run.steps["reference"] = w.reference_s - referenced
+                self._note_fills(run, task, w.gpu_fills - filled)
             report = await static
             await say("done", 1.0)
             return finish(run, report, env, self.arch, profile=profile, timing=timing)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,7 @@ class EvalSteps:
     _fingerprints: dict[int, str]
     _drawn_ahead: set[str]  # (task, workloads, seeds) whose slow draws a clean process already made
     memory_bytes: int  # host memory a worker's jail may use (its children's draws included)
+    _filled: dict[str, Counter[str]]  # per task: its input fills made on the GPU in this sandbox, by op
 
     def _fingerprint(self, task: Task) -> str:
         key = id(task)
@@ -181,6 +183,19 @@ class EvalSteps:
             )
             return
         self._drawn_ahead.add(key)
+
+    def _note_fills(self, run: Run, task: Task, made: Counter[str]) -> None:
+        """Say, on every evaluation of a task whose draws had CPU-generator fills made on the GPU (gpu/tasks/
+        gpu_fills.py), that its inputs are so made: a later one may find them all kept and draw nothing."""
+        seen = self._filled.setdefault(self._fingerprint(task), Counter())
+        seen.update(made)
+        if seen:
+            ops = ", ".join(sorted(seen))
+            run.flag(
+                f"note: inputs: the generator's fills of CPU tensors from torch's global CPU generator ({ops}) are "
+                "drawn on the GPU, seeded by the trial's seed; GPU MODE's evaluator draws them from its unseeded "
+                "CPU generator: the same distribution, values no function of the seed there either"
+            )
 
     # ------------------------------------------------------------------ load & check
     async def _load(self, w: WorkerProcess, run: Run, task: Task) -> bool:

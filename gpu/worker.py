@@ -45,7 +45,7 @@ def main() -> None:
     import torch  # after the fd juggling: CUDA/triton banners go to stderr
 
     from ksearch.gpu import build_baton
-    from ksearch.gpu.tasks import input_cache
+    from ksearch.gpu.tasks import gpu_fills, input_cache
     from ksearch.gpu.worker_state import WorkerState
 
     build_baton.install()  # a build killed in another worker must not hang this one's (the cache is shared)
@@ -83,6 +83,7 @@ def main() -> None:
             break
         t0 = time.perf_counter()
         drawn, built, referenced = state.inputs_s, build_baton.seconds(), state.reference_s
+        filled = dict(gpu_fills.MADE)
         try:
             result = state.handle(op, args)
             reply: dict[str, Any] = {"id": rid, "ok": True, "result": result}
@@ -97,6 +98,9 @@ def main() -> None:
         reply["inputs_s"] = state.inputs_s - drawn
         reply["reference_s"] = state.reference_s - referenced
         reply["build_s"] = build_baton.seconds() - built
+        made = {op: n - filled.get(op, 0) for op, n in gpu_fills.MADE.items() if n != filled.get(op, 0)}
+        if made:
+            reply["gpu_fills"] = made
         stray = state.stray_threads()
         if stray:
             reply["stray_threads"] = stray

@@ -30,6 +30,7 @@ import torch
 
 from ksearch.gpu.checking import poisoned_allocations
 from ksearch.gpu.task import Cost, Task, TaskError, Workload
+from ksearch.gpu.tasks.gpu_fills import applies, gpu_fills
 from ksearch.gpu.tasks.input_cache import InputCache
 from ksearch.gpu.tasks.rt_common import (
     CandidateError,
@@ -89,9 +90,16 @@ class GpuModeRuntime:
             # earlier evaluation left in that memory: with the same seed, possibly the very answer.
             with poisoned_allocations("nan"):
                 seed_everything(seed)
-                return gen(**params)
+                with gpu_fills(device, seed):
+                    return gen(**params)
 
-        key = (workload.name, repr(sorted(params.items())), seed)
+        # draws whose CPU-generator fills were made on the GPU are other values than the CPU's: apart in the keys
+        key = (
+            workload.name,
+            repr(sorted(params.items())),
+            seed,
+            *(("gpu_fills",) if applies(device) else ()),
+        )
         inputs = [self.inputs.get(key, draw, device)]
         self._last[workload.name] = inputs
         return inputs

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Device calls for inputs and final evaluations on the H200. Writes into $OUT.
+#   checks: the GPU tests of fills made on the GPU (gpu/tasks/gpu_fills.py), and bench/kb_final_gap.py (a
+#           KernelBench final evaluation's slower reading: the same kernel with and without work between the calls);
+#           carry .ext/kb
+#   trimul: a TriMul search of one round per published kernel and the final evaluation of its best 3, with per-call
+#           seconds (bench/trimul_search.py); carry .ext/reference-kernels .ext/K-Search
+# Usage (repo root, .whl carried): source .whl/setup.sh && bash bench/h200_inputs.sh checks|trimul
+set -u
+source "$(dirname "$0")/h200_steps.sh"
+case "${1:-}" in
+  checks)
+    step fills-gpu "${KS_FILLS_S:-150}" python3 -m pytest -m gpu -q -rA -s -p no:cacheprovider -o timeout=120 \
+      tests/tasks/test_gpu_fills.py
+    step kb-final-gap "${KS_GAP_S:-150}" python3 bench/kb_final_gap.py \
+      --problem .ext/kb/KernelBench/level1/40_LayerNorm.py \
+      --kernel bench/results/live-host-h200/export-level1_40_LayerNorm.py --out "$OUT/kb-final-gap-h200.json" ;;
+  trimul)
+    step trimul-search "${KS_TRIMUL_S:-570}" python3 bench/trimul_search.py --skip-profile --top-k 3 \
+      --budget-s $(( ${KS_TRIMUL_S:-570} - 15 )) --out "$OUT/trimul-search-h200.json" ;;
+  *) echo "usage: bash bench/h200_inputs.sh checks|trimul" >&2; exit 2 ;;
+esac
+cat "$OUT/steps.txt"

@@ -1,0 +1,124 @@
+"""Why a KernelBench final evaluation read a kernel slower than the search did: the same kernel, the same inputs,
+timed by ksearch's kernelbench-protocol loop with and without work between the timed calls -> JSON.
+
+    python bench/kb_final_gap.py --problem .ext/kb/KernelBench/level1/40_LayerNorm.py \
+        --kernel bench/results/live-host-h200/export-level1_40_LayerNorm.py --out bench/results/kb-final-gap-h200.json
+
+Variants, each run twice in alternation (to see drift), 100 trials each as KernelBench times them:
+- `plain`: the search's loop (nothing between the calls but the L2 clear);
+- `check_each`: the final mode's loop, every timed output checked on the host's request after its events (what the
+  final evaluation did when it read LayerNorm 40% slower);
+- `idle_gap`: no check, the host sleeping as long as one check took: the GPU idles as long;
+- `device_check`: each output compared on the device, queued after the events, read once at the end.
+The script's own timer per check is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ksearch.gpu import checking  # noqa: E402
+from ksearch.gpu.task import Tolerance  # noqa: E402
+from ksearch.gpu.timing_kernelbench import l2_clearer, time_like_kernelbench  # noqa: E402
+
+
+def _module(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem", type=Path, required=True)
+    ap.add_argument("--kernel", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    prob, kern = _module(a.problem, "kb_problem"), _module(a.kernel, "kb_kernel")
+    torch.manual_seed(1)
+    inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in prob.get_inputs()]
+    init = prob.get_init_inputs()
+    ref = prob.Model(*init).to(dev).eval()
+    new = kern.ModelNew(*init).to(dev).eval()
+    new.load_state_dict(ref.state_dict(), strict=False)
+    with torch.no_grad():
+        exp = ref(*inputs)
+        fn = lambda data: new(*data)  # noqa: E731
+        tol = Tolerance()
+        check_s: list[float] = []
+
+        def check_each(trial: int, got: Any) -> None:
+            t0 = time.perf_counter()
+            chk = checking.compare_outputs(got, exp, tol)
+            check_s.append(time.perf_counter() - t0)
+            assert chk.passed, chk.message
+
+        gap = [0.0]
+
+        def idle_gap(trial: int, got: Any) -> None:
+            time.sleep(gap[0])
+
+        bad = torch.zeros((), dtype=torch.bool, device=dev)
+
+        def device_check(trial: int, got: Any) -> None:
+            bad.logical_or_(~torch.isclose(got, exp, rtol=1e-4, atol=1e-4).all())
+
+        variants = {
+            "plain": None,
+            "check_each": check_each,
+            "idle_gap": idle_gap,
+            "device_check": device_check,
+        }
+        rows: dict[str, list[dict[str, Any]]] = {k: [] for k in variants}
+        for _ in range(a.rounds):
+            for name, after in variants.items():
+                if name == "idle_gap":
+                    gap[0] = statistics.median(check_s) if check_s else 0.02
+                res = time_like_kernelbench(
+                    fn, lambda k: inputs, clear_l2=l2_clearer(dev), after_each=after, host_check=False
+                )
+                rows[name].append(
+                    {
+                        "mean_us": round(float(res.mean_us or 0.0), 1),
+                        "median_us": round(res.summary.median, 1),
+                        "wall_s": round(res.wall_s or 0.0, 2),
+                        **({"gap_s": round(gap[0], 4)} if name == "idle_gap" else {}),
+                    }
+                )
+                print(name, rows[name][-1], flush=True)
+        torch.cuda.synchronize()
+        assert not bool(bad), "device_check found a wrong output"
+    out = {
+        "what": __doc__.split("\n\n")[0],
+        "problem": a.problem.name,
+        "kernel": a.kernel.name,
+        "device": torch.cuda.get_device_name(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "check_s_median": round(statistics.median(check_s), 4) if check_s else None,
+        "variants": rows,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
