@@ -74,7 +74,9 @@ def test_a_fill_with_its_own_generator_is_left_alone() -> None:
     g = torch.Generator().manual_seed(3)
     with redirected_fills(CPU, 7) as made:
         a = torch.empty(1000).normal_(generator=g)
-    assert torch.equal(a, torch.empty(1000).normal_(generator=torch.Generator().manual_seed(3))) and made == {}
+    assert (
+        torch.equal(a, torch.empty(1000).normal_(generator=torch.Generator().manual_seed(3))) and made == {}
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
@@ -141,6 +143,11 @@ def test_on_the_gpu_a_large_cauchy_draw_takes_a_fraction_of_the_cpus_time() -> N
     assert gpu_s < cpu_s / 3, (cpu_s, gpu_s)
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
 @pytest.mark.gpu
 @pytest.mark.anyio
 async def test_an_evaluation_says_its_inputs_were_drawn_on_the_gpu(tmp_path: Path) -> None:
@@ -151,7 +158,8 @@ async def test_an_evaluation_says_its_inputs_were_drawn_on_the_gpu(tmp_path: Pat
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
     task = load_task(str(FIX))
-    cand = Candidate.of("import torch\n\ndef custom_kernel(data):\n    x, w = data\n    return torch.tanh(x) * w\n")
+    src = "import torch\n\ndef custom_kernel(data):\n    x, w = data\n    return torch.tanh(x) * w\n"
+    cand = Candidate.of(src, "triton")
     sb = LocalSandbox(scratch_dir=tmp_path, call_timeout_s=120.0, n_workers=1)
     try:
         ev = await sb.evaluate(cand, task, EvalSettings(seed=5, timing_protocol="gpumode"))
