@@ -9,7 +9,8 @@ Variants, each run twice in alternation (to see drift), 100 trials each as Kerne
 - `check_each`: the final mode's loop, every timed output checked on the host's request after its events (what the
   final evaluation did when it read LayerNorm 40% slower);
 - `idle_gap`: no check, the host sleeping as long as one check took: the GPU idles as long;
-- `device_check`: each output compared on the device, queued after the events, read once at the end.
+- `device_check`: each output compared on the device, queued after the events, read once at the end
+  (gpu/deferred_check.py).
 The script's own timer per check is reported too.
 """
 
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ksearch.gpu import checking  # noqa: E402
+from ksearch.gpu.deferred_check import DeferredChecks  # noqa: E402
 from ksearch.gpu.task import Tolerance  # noqa: E402
 from ksearch.gpu.timing_kernelbench import l2_clearer, time_like_kernelbench  # noqa: E402
 
@@ -75,10 +77,10 @@ def main() -> None:
         def idle_gap(trial: int, got: Any) -> None:
             time.sleep(gap[0])
 
-        bad = torch.zeros((), dtype=torch.bool, device=dev)
+        deferred = DeferredChecks(exp, tol)
 
         def device_check(trial: int, got: Any) -> None:
-            bad.logical_or_(~torch.isclose(got, exp, rtol=1e-4, atol=1e-4).all())
+            deferred.add(trial, got)
 
         variants = {
             "plain": None,
@@ -104,7 +106,9 @@ def main() -> None:
                 )
                 print(name, rows[name][-1], flush=True)
         torch.cuda.synchronize()
-        assert not bool(bad), "device_check found a wrong output"
+        assert deferred.first_failure() is None, (
+            f"device_check found a wrong output: {deferred.first_failure()}"
+        )
     out = {
         "what": __doc__.split("\n\n")[0],
         "problem": a.problem.name,

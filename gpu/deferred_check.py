@@ -1,0 +1,131 @@
+"""Every timed output of a loop checked on the device, read once when the loop is over.
+
+A final evaluation checks each timed call's output. Checked by `checking.compare_outputs` between the calls, the
+host reads results back several times per check and the GPU idles meanwhile; the next timed call then starts on an
+idle GPU, which a loop of back-to-back calls (KernelBench's own) never does (bench/kb_final_gap.py measures it).
+Here the shape, dtype and device of each output are checked on the host at once (metadata: no GPU work), and its
+values are compared on the device by the tolerance rule of `checking.compare_tensor` (NaN/Inf where the reference
+is finite fails; elsewhere |got - ref| <= atol + rtol * |ref|, a non-finite reference matched exactly, up to the
+tolerance's mismatch ratio), queued after the call's events; the counts are read back once, at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ksearch.gpu.checking import OutputCheck, compare_outputs, dtype_name, flatten, subclass_output
+from ksearch.gpu.task import Tolerance
+
+
+def deferrable(exp: Any) -> bool:
+    """Whether outputs like `exp` can be checked on the device: every output a real or integer tensor."""
+    outs = flatten(exp)
+    return bool(outs) and all(
+        isinstance(e, torch.Tensor) and not e.is_complex() and type(e) is torch.Tensor for e in outs
+    )
+
+
+class DeferredChecks:
+    """Checks of many outputs against one expected output (see the module's docstring)."""
+
+    def __init__(self, exp: Any, tol: Tolerance) -> None:
+        self.exp_raw = exp
+        self.exp = flatten(exp)
+        self.tol = tol
+        self._pending: list[tuple[int, torch.Tensor]] = []  # (trial, [mismatches, non-finite] per output)
+        self.failure: tuple[int, OutputCheck] | None = None  # the first failing trial, once known
+
+    def add(self, trial: int, got: Any) -> None:
+        """Queue the check of one output (a metadata failure is known at once)."""
+        if self.failure is not None:
+            return
+        meta = self._metadata(got)
+        if meta is not None:
+            self.failure = (trial, meta)
+            return
+        counts = [self._counts(g, e) for g, e in zip(flatten(got), self.exp, strict=True)]
+        self._pending.append((trial, torch.stack(counts)))
+
+    def first_failure(self) -> tuple[int, OutputCheck] | None:
+        """The first trial whose output failed, with what failed; one read-back for every queued check. (A metadata
+        failure stops the queue, so every queued trial came before it.)"""
+        if self._pending:
+            trials = [t for t, _ in self._pending]
+            counts = torch.stack([c for _, c in self._pending]).cpu().tolist()  # [trials][outputs][2]
+            self._pending = []
+            for trial, per_out in zip(trials, counts, strict=True):
+                for i, (mism, bad) in enumerate(per_out):
+                    check = self._verdict(i, int(mism), int(bad))
+                    if check is not None:
+                        self.failure = (trial, check)
+                        return self.failure
+        return self.failure
+
+    def _metadata(self, got: Any) -> OutputCheck | None:
+        odd = subclass_output(got, self.exp_raw)
+        if odd is not None:
+            return odd
+        gl = flatten(got)
+        if len(gl) != len(self.exp) or not all(isinstance(g, torch.Tensor) for g in gl):
+            return compare_outputs(got, self.exp_raw, self.tol)  # the count or kind of outputs is wrong
+        for i, (g, e) in enumerate(zip(gl, self.exp, strict=True)):
+            where = f"output {i}: " if i else ""
+            if tuple(g.shape) != tuple(e.shape):
+                return OutputCheck(
+                    False,
+                    "wrong_shape",
+                    f"{where}shape {tuple(g.shape)}, expected {tuple(e.shape)}",
+                    output_index=i,
+                )
+            if g.dtype != e.dtype or g.device != e.device:
+                return OutputCheck(
+                    False,
+                    "wrong_dtype",
+                    f"{where}dtype {dtype_name(g.dtype)} on {g.device}, expected {dtype_name(e.dtype)} on {e.device}",
+                    output_index=i,
+                )
+        return None
+
+    def _counts(self, g: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        """[mismatches, non-finite where the reference is finite] as a device tensor (no read-back)."""
+        if e.numel() == 0:
+            return torch.zeros(2, dtype=torch.int64, device=e.device)
+        if not e.is_floating_point():
+            return torch.stack([(g != e).sum(), torch.zeros((), dtype=torch.int64, device=e.device)])
+        atol, rtol = self.tol.for_dtype(dtype_name(e.dtype))
+        gd, ed = g.double(), e.double()
+        g_fin, e_fin = torch.isfinite(gd), torch.isfinite(ed)
+        bad = ~g_fin & e_fin
+        ref_mismatch = ~e_fin & ~((gd == ed) | (torch.isnan(gd) & torch.isnan(ed)))
+        diff = (torch.where(g_fin, gd, 0.0) - torch.where(e_fin, ed, 0.0)).abs()
+        mism = (diff > atol + rtol * torch.where(e_fin, ed, 0.0).abs()) | ref_mismatch
+        return torch.stack([(mism & ~bad).sum(), bad.sum()])
+
+    def _verdict(self, i: int, mism: int, bad: int) -> OutputCheck | None:
+        e = self.exp[i]
+        where = f"output {i}: " if i else ""
+        numel = e.numel()
+        if bad:
+            return OutputCheck(
+                False,
+                "nan_inf",
+                f"{where}{bad} of {numel} elements are NaN/Inf where the reference is finite",
+                mismatches=bad,
+                numel=numel,
+                output_index=i,
+                caught_by="nonfinite",
+            )
+        if mism and mism > self.tol.mismatch_ratio * numel:
+            atol, rtol = self.tol.for_dtype(dtype_name(e.dtype))
+            return OutputCheck(
+                False,
+                "wrong_values",
+                f"{where}{mism} of {numel} elements differ beyond atol={atol:g}, rtol={rtol:g}",
+                mismatches=mism,
+                numel=numel,
+                output_index=i,
+                caught_by="tolerance",
+            )
+        return None
