@@ -10,7 +10,8 @@ Variants, each run twice in alternation (to see drift), 100 trials each as Kerne
   final evaluation did when it read LayerNorm 40% slower);
 - `idle_gap`: no check, the host sleeping as long as one check took: the GPU idles as long;
 - `device_check`: each output compared on the device, queued after the events, read once at the end
-  (gpu/deferred_check.py).
+  (gpu/deferred_check.py);
+- `sampled_check`: the same on SAMPLE elements drawn afresh per call (what a KernelBench final evaluation does).
 The script's own timer per check is reported too.
 """
 
@@ -34,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from ksearch.gpu import checking  # noqa: E402
 from ksearch.gpu.deferred_check import DeferredChecks  # noqa: E402
 from ksearch.gpu.task import Tolerance  # noqa: E402
+from ksearch.gpu.timing_kernelbench import FINAL_SAMPLE as SAMPLE  # noqa: E402
 from ksearch.gpu.timing_kernelbench import l2_clearer, time_like_kernelbench  # noqa: E402
 
 
@@ -78,9 +80,13 @@ def main() -> None:
             time.sleep(gap[0])
 
         deferred = DeferredChecks(exp, tol)
+        sampled = DeferredChecks(exp, tol, sample=SAMPLE)
 
         def device_check(trial: int, got: Any) -> None:
             deferred.add(trial, got)
+
+        def sampled_check(trial: int, got: Any) -> None:
+            sampled.add(trial, got)
 
         variants = {
             "plain": None,

@@ -93,3 +93,23 @@ def test_integer_outputs_are_compared_exactly_and_complex_ones_are_not_deferred(
     assert (
         not deferrable(torch.zeros(3, dtype=torch.complex64)) and not deferrable(3.0) and not deferrable(())
     )
+
+
+def test_a_sampled_check_draws_fresh_positions_per_call_and_says_it_sampled() -> None:
+    e = torch.zeros(1 << 16)
+    half_wrong = e.clone()
+    half_wrong[::2] = 1.0  # half of the elements: 64 samples miss them all with probability 2^-64
+    dc = DeferredChecks(e, TOL, sample=64)
+    for trial in range(5):
+        dc.add(trial, e.clone())
+    dc.add(5, half_wrong)
+    fail = dc.first_failure()
+    assert fail is not None and fail[0] == 5 and fail[1].numel == 64
+    assert "of 64 elements sampled" in fail[1].message
+    # positions differ from call to call: one wrong element is found by some call among many
+    one_wrong = e.clone()
+    one_wrong[12345] = 1.0
+    dc = DeferredChecks(e, TOL, sample=1 << 12)
+    for trial in range(200):
+        dc.add(trial, one_wrong)
+    assert dc.first_failure() is not None  # missed by all 200 calls with probability (1 - 2^-4)^200 < 1e-5
