@@ -17,7 +17,7 @@ case "${1:-}" in
       --kernel bench/results/live-host-h200/export-level1_40_LayerNorm.py --out "$OUT/kb-final-gap-h200.json" ;;
   trimul)
     step trimul-search "${KS_TRIMUL_S:-570}" python3 bench/trimul_search.py --skip-profile --top-k 3 \
-      --budget-s $(( ${KS_TRIMUL_S:-570} - 15 )) --out "$OUT/trimul-search-h200.json" ;;
+      --candidates "${KS_TRIMUL_CANDIDATES:-.ext/K-Search/results/gpumode_trimul}" --budget-s $(( ${KS_TRIMUL_S:-570} - 15 )) --out "$OUT/trimul-search-h200.json" ;;
   *) echo "usage: bash bench/h200_inputs.sh checks|trimul" >&2; exit 2 ;;
 esac
 cat "$OUT/steps.txt"
