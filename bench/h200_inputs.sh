@@ -5,7 +5,9 @@
 #           carry .ext/kb
 #   trimul: a TriMul search of one round per published kernel and the final evaluation of its best 3, with per-call
 #           seconds (bench/trimul_search.py); carry .ext/reference-kernels .ext/K-Search
-# Usage (repo root, .whl carried): source .whl/setup.sh && bash bench/h200_inputs.sh checks|trimul
+#   draws:  bench/kb_final_gap.py again and bench/trimul_draws.py (where a final evaluation's seconds per TriMul call
+#           go); carry .ext/kb .ext/reference-kernels
+# Usage (repo root, .whl carried): source .whl/setup.sh && bash bench/h200_inputs.sh checks|trimul|draws
 set -u
 source "$(dirname "$0")/h200_steps.sh"
 case "${1:-}" in
@@ -18,6 +20,11 @@ case "${1:-}" in
   trimul)
     step trimul-search "${KS_TRIMUL_S:-570}" python3 bench/trimul_search.py --skip-profile --top-k 3 \
       --candidates "${KS_TRIMUL_CANDIDATES:-.ext/K-Search/results/gpumode_trimul}" --budget-s $(( ${KS_TRIMUL_S:-570} - 15 )) --out "$OUT/trimul-search-h200.json" ;;
-  *) echo "usage: bash bench/h200_inputs.sh checks|trimul" >&2; exit 2 ;;
+  draws)
+    step kb-final-gap "${KS_GAP_S:-40}" python3 bench/kb_final_gap.py \
+      --problem .ext/kb/KernelBench/level1/40_LayerNorm.py \
+      --kernel bench/results/live-host-h200/export-level1_40_LayerNorm.py --out "$OUT/kb-final-gap-h200.json"
+    step trimul-draws "${KS_DRAWS_S:-60}" python3 bench/trimul_draws.py --out "$OUT/trimul-draws-h200.json" ;;
+  *) echo "usage: bash bench/h200_inputs.sh checks|trimul|draws" >&2; exit 2 ;;
 esac
 cat "$OUT/steps.txt"

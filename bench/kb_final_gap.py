@@ -93,6 +93,7 @@ def main() -> None:
             "check_each": check_each,
             "idle_gap": idle_gap,
             "device_check": device_check,
+            "sampled_check": sampled_check,
         }
         rows: dict[str, list[dict[str, Any]]] = {k: [] for k in variants}
         for _ in range(a.rounds):

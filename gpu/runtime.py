@@ -46,10 +46,13 @@ class TaskRuntime:
 
             self._impl = NativeRuntime(task)
 
-    def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
-        """Forward inputs for one trial: the same seed gives the same values, signed and varied."""
+    def make_inputs(self, workload: Workload, seed: int, device: str, *, once: bool = False) -> list:
+        """Forward inputs for one trial: the same seed gives the same values, signed and varied. `once`: this
+        process asks for them once (a GPU MODE evaluator's fresh data per call), so a slow draw is not kept."""
         t0 = time.perf_counter()
         try:
+            if once and self.task.style == "gpumode":
+                return self._impl.make_inputs(workload, seed, device, once=True)
             return self._impl.make_inputs(workload, seed, device)
         finally:
             self.inputs_s += time.perf_counter() - t0

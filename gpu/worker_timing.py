@@ -236,7 +236,8 @@ class Timing(WorkerCore):
         def inputs_for(k: int) -> list[Any]:
             if k == 0 and own is not None:
                 return own
-            return self.rt.make_inputs(wl, seed + draw_seeds.EVALUATOR_STEP * k, self.device)
+            # asked for once in this process: a slow draw made here is not kept (drawn-ahead ones are served)
+            return self.rt.make_inputs(wl, seed + draw_seeds.EVALUATOR_STEP * k, self.device, once=True)
 
         check = None
         if flags is not None:

@@ -95,8 +95,9 @@ class InputCache:
         """Whether a request for `key` would be served without drawing (kept here or in the store)."""
         return key in self._kept or (self.store is not None and self.store.has(self.scope, key))
 
-    def get(self, key: tuple[Any, ...], draw: Callable[[], Any], device: str) -> Any:
-        """`draw()`'s data on `device`: drawn now, or a copy of the kept draw for `key`."""
+    def get(self, key: tuple[Any, ...], draw: Callable[[], Any], device: str, keep: bool = True) -> Any:
+        """`draw()`'s data on `device`: drawn now, or a copy of the kept draw for `key`. `keep=False`: a draw made
+        now is not kept (the caller asks for it once; keeping a large one costs a host copy and a checksum)."""
         if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
             # fake tensors (the task-facts probe): shapes without data, nothing to keep or to serve
             return draw()
@@ -119,7 +120,7 @@ class InputCache:
         data = draw()
         took = time.perf_counter() - t0
         self.draw_s += took
-        if took >= self.min_draw_s:
+        if keep and took >= self.min_draw_s:
             kept = self._keep(key, data)
             if self.store is not None and self.store.writable:
                 self.store.save(self.scope, key, kept.data, kept.sum, kept.rng)

@@ -64,12 +64,13 @@ class GpuModeRuntime:
         # store under the digest of the folder's code (a changed generator never finds an older draw)
         self.inputs = InputCache(scope=_code_digest(modules))
 
-    def make_inputs(self, workload: Workload, seed: int, device: str) -> list:
-        """Fresh inputs for a trial: the workload's own seed combined with `seed`."""
+    def make_inputs(self, workload: Workload, seed: int, device: str, *, once: bool = False) -> list:
+        """Fresh inputs for a trial: the workload's own seed combined with `seed` (`once`: not kept, see
+        TaskRuntime.make_inputs)."""
         params = dict(workload.params)
         own = params.get("seed")
         mixed = combine_seeds(own, seed) if isinstance(own, int) and not isinstance(own, bool) else seed
-        return self._generate(workload, params, mixed, device)
+        return self._generate(workload, params, mixed, device, keep=not once)
 
     def task_inputs(self, workload: Workload, device: str) -> list:
         """The inputs GPU MODE's evaluator benchmarks outside ranked runs: the workload's seed as it stands."""
@@ -77,7 +78,9 @@ class GpuModeRuntime:
         own = params.get("seed")
         return self._generate(workload, params, own if isinstance(own, int) else 0, device)
 
-    def _generate(self, workload: Workload, params: dict[str, Any], seed: int, device: str) -> list:
+    def _generate(
+        self, workload: Workload, params: dict[str, Any], seed: int, device: str, keep: bool = True
+    ) -> list:
         gen = self.reference.generate_input
         why = self.task.extras.get("needs_gpu")
         if why and torch.device(device).type != "cuda":
@@ -100,7 +103,7 @@ class GpuModeRuntime:
             seed,
             *(("gpu_fills",) if applies(device) else ()),
         )
-        inputs = [self.inputs.get(key, draw, device)]
+        inputs = [self.inputs.get(key, draw, device, keep=keep)]
         self._last[workload.name] = inputs
         return inputs
 

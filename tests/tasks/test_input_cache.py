@@ -73,3 +73,19 @@ def test_a_gpumode_runtime_draws_each_workload_and_seed_once_when_slow() -> None
     (xa, *_), (xb, *_), (xc, *_) = a[0], b[0], c[0]  # the data: (input tensor, output buffer)
     assert torch.equal(xa, xb) and not torch.equal(xa, xc)
     assert len(impl.inputs._kept) == 2
+
+
+def test_a_draw_asked_for_once_is_not_kept_but_a_kept_one_still_serves_it() -> None:
+    """A GPU MODE final evaluation draws fresh data for every timed call, each asked for once in its process:
+    keeping a slow one costs a host copy and a checksum of data nothing asks for again."""
+    task = load_task(str(SCALAR_SUM))
+    rt = TaskRuntime(task)
+    impl = rt._impl
+    impl.inputs = InputCache(min_draw_s=0.0)
+    wl = task.workloads[0]
+    once = rt.make_inputs(wl, 7, "cpu", once=True)
+    assert not impl.inputs._kept and impl.inputs.hits == 0
+    kept = rt.make_inputs(wl, 8, "cpu")
+    again = rt.make_inputs(wl, 8, "cpu", once=True)
+    assert impl.inputs.hits == 1 and torch.equal(kept[0][0], again[0][0])
+    assert torch.equal(once[0][0], rt.make_inputs(wl, 7, "cpu")[0][0])  # the same values either way
