@@ -351,6 +351,9 @@ class LocalSandbox(EvalSteps, Sandbox):
             await w.restart("candidate")
         await self.ceilings(w)
 
+    async def runs_without_gpu(self) -> bool:
+        return self.cpu_mode  # from nvidia-smi at the start: no worker asked, none waited for
+
     async def hardware(self) -> HardwareFacts:
         if self._facts is not None:
             return self._facts

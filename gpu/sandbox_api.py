@@ -101,5 +101,10 @@ class Sandbox(abc.ABC):
     async def hardware(self) -> HardwareFacts:
         """The device, versions and measured ceilings (cached per environment)."""
 
+    async def runs_without_gpu(self) -> bool:
+        """Whether candidates run without a GPU (the CPU interpreter). A sandbox that knows it from its start says
+        so at once; this default asks `hardware()`, which may wait for a worker to measure the GPU's ceilings."""
+        return (await self.hardware()).cpu_mode
+
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -149,7 +149,8 @@ def check_python_syntax(source: str, task: Task | None = None) -> None:
 async def gpu_lacking(ws: Workspace, task: Task) -> str | None:
     """Why `task` needs a GPU (its reference or inputs pinned to CUDA) when this machine has none, else None."""
     needs = task.extras.get("needs_gpu")
-    if needs and (await (await ws.sandbox()).hardware()).cpu_mode:
+    # not hardware(): it may wait a minute for the worker the background baselines hold (a prompt reads this)
+    if needs and await (await ws.sandbox()).runs_without_gpu():
         return str(needs)
     return None
 

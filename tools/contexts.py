@@ -13,7 +13,7 @@ from ksearch.gpu.tasks import contract
 from ksearch.gpu.tasks.tunables import TunableError, read_tunables
 from ksearch.tools import bank, loop
 from ksearch.tools.common import baseline_settings, gpu_lacking, summarize
-from ksearch.tools.facts_wait import facts_for
+from ksearch.tools.facts_wait import facts_for, within_reading
 from ksearch.tools.phase_models import AttemptOutcome, TaskBrief, UpdateContext, WriteContext
 from ksearch.tools.protocols import protocol_line
 from ksearch.tools.select_action import base_attempt
@@ -27,7 +27,12 @@ TREE_BUDGET = 6000
 async def hardware_text(ws: Workspace, s: Search | None = None) -> str:
     """This machine's hardware facts; on a machine without a GPU, also the GPU `s`'s attempts were timed on, if any
     (a search run on a GPU machine and read here: its numbers are that GPU's, not this machine's)."""
-    hw = await (await ws.sandbox()).hardware()
+    hw = await within_reading((await ws.sandbox()).hardware())
+    if hw is None:  # an assistant's reading: the ceilings wait for the worker the background baselines hold
+        return (
+            "being measured: the GPU's worker is measuring the baselines in the background (the device, versions "
+            "and measured ceilings follow in a later reading)"
+        )
     facts = hw.model_dump(exclude_none=True)
     text = "; ".join(f"{k}={v}" for k, v in facts.items())
     if s is not None and hw.cpu_mode:
@@ -112,9 +117,8 @@ async def reference_times_text(ws: Workspace, s: Search) -> str:
     times = getattr(sb, "reference_times", None)
     if times is None:
         return ""
-    # the sandbox knows from the start whether it has a GPU: asking the hardware would wait for a worker, which
-    # the background measurement of these very times may hold for a minute
-    if getattr(sb, "cpu_mode", False):
+    # not hardware(): it would wait for a worker, which the background measurement of these very times may hold
+    if await sb.runs_without_gpu():
         return "not measured: this machine has no GPU (candidates run in the Triton interpreter)"
     task = ws.search_task(s)
     mode, protocol = s.config.compile_mode, s.config.timing_protocol

@@ -1,9 +1,11 @@
-"""How long a prompt waits for its task's facts.
+"""How long a prompt waits for its task's facts and the machine's hardware facts.
 
 A search's task facts (shapes, dtypes, bytes, FLOPs, bound: its reference run once under fake tensors, cached per
 task content) are probed in the background from the search's creation. The driver's prompts wait for them. A
 prompt an assistant reads (MCP) waits at most `PROMPT_WAIT_S` in all, so that reading one stays quick; when that
 runs out it says the facts are being derived and the next reading has them (the probe goes on in its thread).
+The hardware facts share that deadline (`within_reading`): their measured ceilings wait for a worker, which the
+background baselines may hold for a minute.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
+from typing import TypeVar
 
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks.facts import TaskFacts, task_facts
 
+T = TypeVar("T")
 PROMPT_WAIT_S = 0.8
 """The longest an assistant's prompt reading waits for the task's facts."""
 
@@ -34,6 +38,19 @@ def bounded(wait_s: float = PROMPT_WAIT_S) -> Iterator[None]:
         yield
     finally:
         _deadline.reset(token)
+
+
+async def within_reading(aw: Awaitable[T]) -> T | None:
+    """`aw`'s result; None when a bounded reading's deadline passes first (the work goes on, shielded, and a later
+    reading finds it done). Unbounded (the driver's prompts): waits."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return await aw
+    job = asyncio.ensure_future(aw)
+    try:
+        return await asyncio.wait_for(asyncio.shield(job), max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        return None
 
 
 async def facts_for(task: Task) -> TaskFacts | None:

@@ -1,0 +1,80 @@
+"""An assistant's prompt reading does not wait for the GPU's measured ceilings. On the H200 the first analyse reading
+of a TriMul search took 80 s: the task needs a GPU, asking whether this machine has one went through `hardware()`,
+and the ceilings waited for the only worker, which the background baselines held. Real store, real sandbox (CPU
+mode); the sandbox's `hardware()` is made slow, as a held worker makes it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ksearch.tools.common import gpu_lacking
+from ksearch.tools.contexts import hardware_text
+from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.facts_wait import PROMPT_WAIT_S, bounded, within_reading
+from ksearch.tools.phase_prompts import analyse_kernel
+from ksearch.tools.workspace import Workspace
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
+
+CUDA_PINNED = Path(__file__).resolve().parents[1] / "tasks" / "fixtures" / "gpumode" / "cuda_pinned"
+HELD_S = 5.0
+
+
+async def test_a_bounded_reading_gives_up_on_slow_work_which_goes_on() -> None:
+    done: list[int] = []
+
+    async def slow() -> int:
+        await asyncio.sleep(1.5)
+        done.append(1)
+        return 7
+
+    t0 = time.monotonic()
+    with bounded(0.2):
+        got = await within_reading(slow())
+    assert got is None and time.monotonic() - t0 < 1.0
+    await asyncio.sleep(2.0)
+    assert done == [1]  # shielded: the work finished after the reading gave up on it
+    assert await within_reading(slow()) == 7  # unbounded: waits
+
+
+async def test_asking_whether_the_machine_has_a_gpu_never_asks_the_hardware(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sb = await ws.sandbox()
+
+    async def hardware() -> Any:
+        raise AssertionError("hardware() was asked: it may wait a minute for a held worker")
+
+    monkeypatch.setattr(sb, "hardware", hardware)
+    s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
+    needs = await gpu_lacking(ws, ws.search_task(s))
+    assert needs is not None and "CUDA" in needs  # this machine has no GPU, and it said so at once
+
+
+async def test_the_analyse_reading_answers_while_the_hardware_waits_for_a_held_worker(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sb = await ws.sandbox()
+    real = sb.hardware
+    s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
+    await analyse_kernel(ws, s.id)  # the task's facts in the cache, as a second reading finds them
+
+    async def held() -> Any:
+        await asyncio.sleep(HELD_S)
+        return await real()
+
+    monkeypatch.setattr(sb, "hardware", held)
+    t0 = time.monotonic()
+    with bounded():
+        text = await analyse_kernel(ws, s.id)
+    took = time.monotonic() - t0
+    assert took < PROMPT_WAIT_S + 2.0, took
+    assert "being measured: the GPU's worker is measuring the baselines" in text, text[:2000]
+    with bounded():
+        assert (await hardware_text(ws)).startswith("being measured")
+    assert "device=" in await hardware_text(ws)  # the driver's reading waits for them
