@@ -529,7 +529,7 @@ def row_trimul_search(r: Results) -> str:
     bench = [c for n, c in calls.items() if n.startswith("benchmark ")]
     if not bench:
         raise FiguresError("trimul-search-h200.json: no benchmark call")
-    first = calls.get("analyse_kernel prompt (at once)")
+    readings = [(n, c) for n, c in calls.items() if n.startswith("analyse_kernel prompt")]
     secs = ", ".join(
         f"{c['candidate']} {c['seconds']:.0f} s ("
         + (
@@ -548,14 +548,13 @@ def row_trimul_search(r: Results) -> str:
         for c in bench
     )
     final = [n for n in calls if n.startswith("final_evaluation")]
+    said = "; ".join(
+        f"{n.removeprefix('analyse_kernel prompt ').strip('()')}: analyse_kernel {c['seconds']:.2f} s"
+        for n, c in readings
+    )
     return _row(
         f"a TriMul search through the tools (`timing_protocol: {data.get('timing_protocol')}`), per call",
-        (
-            f"analyse_kernel prompt {first['seconds']:.0f} s (the search's first, read while its baselines were "
-            "measured in the background); "
-            if first
-            else ""
-        )
+        (f"{said}; " if said else "")
         + f"benchmark of a new candidate, in order: {secs}"
         + ("" if final else "; final_evaluation did not finish within the call's budget" + _stood(data)),
         "`bench/trimul_search.py` → `trimul-search-h200.json`",
@@ -563,15 +562,31 @@ def row_trimul_search(r: Results) -> str:
 
 
 def _stood(data: dict[str, Any]) -> str:
-    """Where an unfinished final evaluation stood, from its progress messages ([seconds, fraction, message])."""
+    """Where an unfinished final evaluation stood, from its progress messages ([seconds, fraction, message]): each
+    candidate it finished, with its two slowest timed workloads, and where it was when the call ended."""
     prog = data.get("final_progress") or []
     if not prog:
         return ""
-    loading = next((p[0] for p in prog if p[2].endswith(": loading")), None)
+    by_cand: dict[str, list[list[Any]]] = {}
+    for p in prog:
+        by_cand.setdefault(p[2].split(": ", 1)[0], []).append(p)
+    done = []
+    for cand, ps in by_cand.items():
+        if not ps[-1][2].endswith(": done"):
+            continue
+        timed = [
+            (ps[k + 1][0] - ps[k][0], ps[k][2].rsplit(": ", 1)[-1])
+            for k in range(len(ps) - 1)
+            if ": timing: " in ps[k][2]
+        ]
+        slow = ", ".join(f"{w} {t:.0f} s" for t, w in sorted(timed, reverse=True)[:2])
+        loading = next((p[0] for p in ps if p[2].endswith(": loading")), ps[0][0])
+        done.append(
+            f"{cand.split(' (')[0]} in {ps[-1][0] - ps[0][0]:.0f} s (inputs drawn ahead {loading - ps[0][0]:.0f} s; "
+            f"timing {slow})"
+        )
     last = prog[-1]
-    return (
-        f" (its inputs drawn ahead in {loading:.0f} s; " if loading is not None else " ("
-    ) + f"at {last[0]:.0f} s: {last[2].split(': ', 1)[-1]})"
+    return " (" + "; ".join([*done, f"at {last[0]:.0f} s: {last[2]}"]) + ")"
 
 
 def row_jail_gpu(r: Results) -> str:
