@@ -589,6 +589,29 @@ def _stood(data: dict[str, Any]) -> str:
     return " (" + "; ".join([*done, f"at {last[0]:.0f} s: {last[2]}"]) + ")"
 
 
+def row_suite_scaling(r: Results) -> str:
+    """A suite of KernelBench problems on the H200's one GPU, locally and through a one-node Ray cluster."""
+    parts = []
+    for name in ("suite-scaling-h200.json", "suite-scaling-h200-ray.json"):
+        data = r.json(name)
+        for row in data["rows"]:
+            where = f"{row['slots']} GPU {'through Ray' if data['backend'] == 'ray' else 'locally'}"
+            if not row["attempts"]:
+                parts.append(f"{where}: no candidate recorded in its {row['wall_s']:.0f} s")
+                continue
+            parts.append(
+                f"{where}: {row['attempts']} candidates in {row['wall_s']:.0f} s ({row['per_min']:.1f} a minute, the "
+                f"first at {row['first_attempt_s']:.0f} s)"
+            )
+    tasks = r.json("suite-scaling-h200.json")["tasks"]
+    return _row(
+        f"a suite of {len(tasks)} KernelBench level-1 problems (tuner policy, stopped at its budget), the runs in "
+        "this order on one machine",
+        "; ".join(parts) + "; a machine of 2 or 4 GPUs was not available",
+        "`bench/h200_ray.sh` → `suite-scaling-h200{,-ray}.json`",
+    )
+
+
 def row_jail_gpu(r: Results) -> str:
     data = r.json("jail-gpu-h200.json")
     parts = data.get("parts") or {}
@@ -867,6 +890,7 @@ REGIONS: dict[str, Callable[[Results], str]] = {
     "row-search-kernels": row_search_kernels,
     "row-flashinfer": row_flashinfer,
     "row-trimul-search": row_trimul_search,
+    "row-suite-scaling": row_suite_scaling,
     "row-jail-gpu": row_jail_gpu,
     "row-bank-pairs": row_bank_pairs,
 }

@@ -43,7 +43,7 @@ the output on the timed inputs and the stale-output check (`Timing._recheck`), t
 (`Timing._assemble`); in final mode the inputs are drawn afresh and every timed call's output is checked, on the
 device at `FINAL_SAMPLE` elements drawn afresh per call, read back once after the loop
 (`ksearch.gpu.deferred_check`): a check on the host between the calls leaves the GPU idle, and on the H200 a
-LayerNorm kernel then read 345-364 us where KernelBench's back-to-back loop reads 243 us. A loop
+LayerNorm kernel then read 281-364 us where the back-to-back loop reads 232-243 us (bench/kb_final_gap.py). A loop
 that runs past `WALL_S` stops early (KernelBench has no such limit) and says so in a note.
 """
 
