@@ -6,9 +6,10 @@ the aiosqlite connection's thread alive, which the interpreter then waits for at
 
 Here the first SIGINT (or SIGTERM) cancels the work, whose own cleanup releases what it holds (the driver
 releases its intent and marks the search stopped, the workspace closes the database and the sandbox). A
-second signal (not the first delivered twice, as `timeout -s INT` does: `SAME_SIGNAL_S`), or a cleanup still
-running after `GRACE_S`, ends the process with `os._exit`: whatever was
-committed is safe in SQLite, and a search left `running` reads as interrupted and resumes.
+second signal (not the first delivered twice, as `timeout -s INT` does: `SAME_SIGNAL_S`), a cleanup still
+running after `GRACE_S`, or an exit after a clean stop still waiting `GRACE_S` for threads of the cancelled work,
+ends the process with `os._exit`: whatever was committed is safe in SQLite, and a search left `running` reads as
+interrupted and resumes.
 """
 
 from __future__ import annotations
@@ -177,3 +178,21 @@ def run_stoppable(coro: Coroutine[Any, Any, T], *, stopping: str, hint: Callable
         if stopper.signum is not None:  # work was cancelled: its subprocesses may outlive the loop
             sys.unraisablehook = functools.partial(_after_the_loop, previous=sys.unraisablehook)
             logging.getLogger("asyncio").addFilter(_AfterTheLoop())
+            _exit_by_grace(128 + stopper.signum)
+
+
+def _exit_by_grace(code: int) -> None:
+    """After a clean stop, the caller says so and exits; the interpreter's shutdown then joins every non-daemon
+    thread, and a thread of the cancelled work still waiting on a subprocess (a facts probe, a baseline
+    measurement) held one suite's exit for over a minute on a GPU machine. Past `GRACE_S` the process ends as
+    `exit_at_once` ends it: everything was committed before the stop was reported."""
+
+    def end() -> None:
+        _write_err(
+            f"stopped; the exit waited {GRACE_S:g} s for threads of the cancelled work: exiting at once\n"
+        )
+        exit_at_once(code)
+
+    timer = threading.Timer(GRACE_S, end)
+    timer.daemon = True  # it must not itself keep the process alive
+    timer.start()

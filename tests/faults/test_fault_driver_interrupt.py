@@ -243,3 +243,36 @@ def test_a_subprocess_outliving_the_loop_prints_no_traceback(env: dict[str, str]
     )
     assert r.returncode == 0 and r.stdout == "interrupted\n", r.stderr
     assert not [t for t in NO_TRACE if t in r.stderr] and "that handles pid" not in r.stderr, r.stderr
+
+
+LINGERING = """
+import asyncio, os, signal, sys, threading, time
+from ksearch.server.cli.interrupt import Interrupted, run_stoppable
+
+async def work():
+    # a thread of the work that waits on something slow (as a facts probe's subprocess): the interpreter's
+    # shutdown would join it
+    threading.Thread(target=time.sleep, args=(60,)).start()
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    await asyncio.sleep(60)
+
+try:
+    run_stoppable(work(), stopping="stopping", hint=lambda: "")
+except Interrupted as e:
+    print("interrupted")
+    sys.exit(e.code)
+"""
+
+
+def test_a_clean_stop_is_not_held_by_a_thread_of_the_cancelled_work(env: dict[str, str]) -> None:
+    """On the H200 a suite stopped cleanly ("stopped: interrupted") and then did not exit for over a minute."""
+    from ksearch.server.cli.interrupt import GRACE_S
+
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-c", LINGERING], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    took = time.monotonic() - t0
+    assert r.returncode == 130 and r.stdout == "interrupted\n", (r.returncode, r.stdout, r.stderr)
+    assert took < GRACE_S + 10, took  # not the thread's 60 s
+    assert "exiting at once" in r.stderr and not [t for t in NO_TRACE if t in r.stderr], r.stderr
