@@ -47,6 +47,8 @@ async def within_reading(aw: Awaitable[T]) -> T | None:
     if deadline is None:
         return await aw
     job = asyncio.ensure_future(aw)
+    # a job given up on may still fail; its error is for the reading that next asks, not for the loop's log
+    job.add_done_callback(lambda j: j.cancelled() or j.exception())
     try:
         return await asyncio.wait_for(asyncio.shield(job), max(0.0, deadline - time.monotonic()))
     except TimeoutError:
