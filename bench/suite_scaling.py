@@ -13,6 +13,9 @@ KernelBench problems have no seed kernel, and the offline tuner only tunes one: 
 elementwise problems bench/suite_starts.py has starting kernels for, and the suite starts each from its kernel
 (`--starts`); `--starts DIR` gives any other folder of them.
 
+`--warm-up-s N` first runs the suite on one slot for N s, uncounted (its row is `warm_up`): the machine's one-time
+setup (the GPU's measured ceilings, cold compiler caches) otherwise falls on the first measured run alone.
+
 Candidates per minute = attempts recorded / the suite's working time (up to --budget-s, when the suite is stopped
 there as Ctrl-C stops it; `wall_s` adds the stop); `per_min_after_first` counts from the first recorded candidate on,
 without the setup. Speedup = the per-minute rate over the 1-slot rate. `first_attempt_s`: the suite's start to its first
@@ -67,9 +70,18 @@ def _first_attempt_s(db: Path, t0_wall: float) -> float | None:
     return round(datetime.fromisoformat(row[0]).timestamp() - t0_wall, 1)
 
 
-def run_once(tasks: list[str], slots: int, a: argparse.Namespace, work: Path) -> dict[str, Any]:
-    db = work / f"slots{slots}.db"
-    cmd = [sys.executable, "-m", "ksearch.server.cli", "suite", "run", *tasks, "--name", f"s{slots}",
+def run_once(
+    tasks: list[str],
+    slots: int,
+    a: argparse.Namespace,
+    work: Path,
+    *,
+    tag: str = "",
+    budget_s: float | None = None,
+) -> dict[str, Any]:
+    budget = a.budget_s if budget_s is None else budget_s
+    db = work / f"{tag}slots{slots}.db"
+    cmd = [sys.executable, "-m", "ksearch.server.cli", "suite", "run", *tasks, "--name", f"{tag}s{slots}",
            "--policy", "tuner", "--rounds", str(a.rounds), "--max-attempts", str(a.max_attempts), "--no-final",
            "--db", str(db)]  # fmt: skip
     if a.starts:
@@ -82,14 +94,14 @@ def run_once(tasks: list[str], slots: int, a: argparse.Namespace, work: Path) ->
         cmd += ["--gpus", ",".join(str(i) for i in range(slots))]
     t0_wall = time.time()
     t0 = time.monotonic()
-    log = work / f"slots{slots}.log"
+    log = work / f"{tag}slots{slots}.log"
     stopped = False
     # Streamed to a file, not captured: a run cut off by an outer timeout still leaves its progress.
     with log.open("w") as fh:
         p = subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, text=True,
                              env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
         try:
-            p.wait(timeout=a.budget_s)
+            p.wait(timeout=budget)
         except subprocess.TimeoutExpired:
             # The budget: stop the suite as Ctrl-C does (it records what finished and can resume), then count.
             stopped = True
@@ -100,7 +112,7 @@ def run_once(tasks: list[str], slots: int, a: argparse.Namespace, work: Path) ->
                 p.kill()
                 p.wait()
     wall = time.monotonic() - t0
-    worked = min(wall, a.budget_s) if stopped and a.budget_s else wall  # not the seconds the stop itself took
+    worked = min(wall, budget) if stopped and budget else wall  # not the seconds the stop itself took
     if p.returncode != 0 and not stopped:
         raise SystemExit(f"suite with {slots} slots failed ({p.returncode}):\n{log.read_text()[-3000:]}")
     n, ok = _attempts(db)
@@ -133,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--budget-s", type=float, default=None, help="per slot count: stop the suite (as Ctrl-C does) "
                     "after this long and count what it recorded")  # fmt: skip
+    ap.add_argument("--warm-up-s", type=float, default=0.0, help="first run the suite on one slot for this long, "
+                    "uncounted: the machine's one-time setup (measured ceilings, compiler caches) is then not in the "
+                    "first measured run alone")  # fmt: skip
     a = ap.parse_args(argv)
     if (a.tasks is None) == (a.kb_level1 is None):
         ap.error("give --tasks or --kb-level1")
@@ -146,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             write_starts(a.starts)
         else:
             tasks = _tasks(a.tasks, a.limit)
+        warm = (
+            run_once(tasks, 1, a, Path(tmp), tag="warm-", budget_s=a.warm_up_s) if a.warm_up_s > 0 else None
+        )
         for n in [int(x) for x in a.slots.split(",")]:
             rows.append(run_once(tasks, n, a, Path(tmp)))
             print(json.dumps(rows[-1]), flush=True)
@@ -167,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.kb_level1 is not None
         else (str(a.starts) if a.starts else None),
         "rounds": a.rounds,
+        "warm_up": warm,
         "max_attempts": a.max_attempts,
         "rows": rows,
     }
