@@ -27,6 +27,7 @@ from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import Conflict
 from ksearch.worldmodel.models import SearchConfig
 from tests.fixtures import evals
+from tests.fixtures.cli import ksearch_cli
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,3 +201,10 @@ async def test_a_suite_exports_each_task_s_kernel_in_its_owner_s_format(
     assert Path(rows[0].path).name.startswith("000-") and "ksearch" in Path(rows[0].path).read_text()
     assert rows[1].path is None and "no best kernel to export yet" in rows[1].skipped
     assert rows[2].path is None and "no such task file" in rows[2].skipped
+    # the CLI lists every task with its whole reason, however long
+    said = ksearch_cli(
+        tmp_path, "suite", "export", "ex", str(tmp_path / "out2"), "--db", str(tmp_path / "k.db")
+    )
+    assert said.returncode == 0, said.stderr
+    assert "wrote 1 of 3 tasks' kernels" in said.stdout
+    assert f"gone.py: skipped: {' '.join(rows[2].skipped.split())}" in said.stdout, said.stdout
