@@ -27,8 +27,14 @@ TREE_BUDGET = 6000
 async def hardware_text(ws: Workspace, s: Search | None = None) -> str:
     """This machine's hardware facts; on a machine without a GPU, also the GPU `s`'s attempts were timed on, if any
     (a search run on a GPU machine and read here: its numbers are that GPU's, not this machine's)."""
-    hw = await within_reading((await ws.sandbox()).hardware())
-    if hw is None:  # an assistant's reading: the ceilings wait for the worker the background baselines hold
+    sb = await ws.sandbox()
+    hw = await within_reading(sb.hardware())
+    if hw is None:  # an assistant's reading: the facts wait for a worker, which the background work holds
+        if await sb.runs_without_gpu():
+            return (
+                "this machine has no GPU: candidates run in the Triton interpreter on the CPU (its versions follow "
+                "in a later reading, once a worker is free)"
+            )
         return (
             "being measured: the GPU's worker is measuring the baselines in the background (the device, versions "
             "and measured ceilings follow in a later reading)"

@@ -68,7 +68,11 @@ async def test_the_analyse_reading_answers_while_the_hardware_waits_for_a_held_w
         await asyncio.sleep(HELD_S)
         return await real()
 
+    async def on_a_gpu() -> bool:
+        return False  # as on the H200: the sandbox has a GPU, whose ceilings wait for the held worker
+
     monkeypatch.setattr(sb, "hardware", held)
+    monkeypatch.setattr(sb, "runs_without_gpu", on_a_gpu)
     t0 = time.monotonic()
     with bounded():
         text = await analyse_kernel(ws, s.id)
@@ -78,3 +82,21 @@ async def test_the_analyse_reading_answers_while_the_hardware_waits_for_a_held_w
     with bounded():
         assert (await hardware_text(ws)).startswith("being measured")
     assert "device=" in await hardware_text(ws)  # the driver's reading waits for them
+
+
+async def test_without_a_gpu_a_reading_that_cannot_wait_says_there_is_none(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host read "being measured: the GPU's worker …" on a machine without a GPU: its workers were busy."""
+    sb = await ws.sandbox()
+    assert await sb.runs_without_gpu()
+    real = sb.hardware
+
+    async def held() -> Any:
+        await asyncio.sleep(HELD_S)
+        return await real()
+
+    monkeypatch.setattr(sb, "hardware", held)
+    with bounded():
+        text = await hardware_text(ws)
+    assert text.startswith("this machine has no GPU") and "GPU's worker" not in text, text
