@@ -25,6 +25,7 @@ from ksearch.worldmodel.models import (
     Node,
     Search,
     TimingProtocol,
+    WorkloadCorrectness,
     WorkloadTiming,
     compile_baseline_how,
 )
@@ -325,11 +326,7 @@ def summarize(ev: Evaluation) -> str:
             lines.append(f"  kernel {k.name}: {kernel_resources(k)}")
     for r in ev.correctness:
         if r.passed:
-            lines.append(
-                f"correct on {r.workload} ({r.trials} trials, max abs err {r.max_abs_err:.3g})"
-                if r.max_abs_err is not None
-                else f"correct on {r.workload} ({r.trials} trials)"
-            )
+            lines.append(f"correct on {r.workload} ({r.trials} trials{_errors_text(r)})")
         else:
             lines.append(f"INCORRECT on {r.workload}: {r.kind}: {r.message}")
             if r.first_mismatch_index is not None:
@@ -388,3 +385,21 @@ def why_failed(ev: Evaluation) -> str:
     if ev.status == "ok" and ev.pure_pytorch:
         return "no kernel of its own ran"
     return f"{ev.status}: {(ev.error or ', '.join(ev.flags))[:200]}"
+
+
+LOOSE_REL = 0.01  # a passing output this far off in relative terms passed by the absolute tolerance
+
+
+def _errors_text(r: WorkloadCorrectness) -> str:
+    """A passing check's errors; a large relative one said plainly: the outputs are then of the order of the
+    absolute tolerance, and a kernel that is visibly wrong in relative terms still passes the rule."""
+    out = f", max abs err {r.max_abs_err:.3g}" if r.max_abs_err is not None else ""
+    if r.max_rel_err is None:
+        return out
+    if r.max_rel_err <= LOOSE_REL:
+        return out + f", max rel err {r.max_rel_err:.2g}"
+    return (
+        out
+        + f", max rel err {100 * r.max_rel_err:.3g}% on elements above the absolute tolerance: the rule accepts it "
+        "by its absolute tolerance alone, which is of the order of these outputs"
+    )
