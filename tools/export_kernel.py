@@ -95,7 +95,8 @@ def exported_status(a: Attempt) -> str:
     return said
 
 
-def _cpu_correct(attempts: list[Attempt]) -> list[int]:
+def cpu_correct(attempts: list[Attempt]) -> list[int]:
+    """The attempts correct on the CPU interpreter (never timed, so never a best; each can be exported)."""
     return [
         a.id
         for a in attempts
@@ -132,7 +133,7 @@ async def exported_attempt(
     if best is not None and best.evaluation is not None:
         return best
     attempts = await store.list_attempts(s.id)
-    cpu = _cpu_correct(attempts)
+    cpu = cpu_correct(attempts)
     if cpu:
         listed = ", ".join(f"#{i}" for i in cpu[-8:])
         raise error(

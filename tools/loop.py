@@ -21,7 +21,7 @@ from pydantic import Field
 
 from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
 from ksearch.gpu.task import Task
-from ksearch.tools.export_kernel import FORMAT_OF_STYLE
+from ksearch.tools.export_kernel import FORMAT_OF_STYLE, cpu_correct
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
@@ -380,12 +380,19 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         phase = "done"
         # only a search with a result has a best kernel to read
         fmt = FORMAT_OF_STYLE[ws.search_task(s).style]
-        read = (
-            f"Read the best kernel with get_tree, or take it out in its task owner's format with export_kernel "
-            f"(search={name!r}, format={fmt!r}); "
-            if s.best_attempt_id is not None
-            else "It ended without a result (no attempt correct and timed on a GPU); "
-        )
+        if s.best_attempt_id is not None:
+            read = (
+                f"Read the best kernel with get_tree, or take it out in its task owner's format with export_kernel "
+                f"(search={name!r}, format={fmt!r}); "
+            )
+        else:
+            read = "It ended without a result (no attempt correct and timed on a GPU); "
+            cpu = cpu_correct(await ws.store.list_attempts(s.id))
+            if cpu:  # correct on the interpreter, never timed: each can still be taken out, by its number
+                read += (
+                    f"its attempts correct on the CPU interpreter ({', '.join(f'#{i}' for i in cpu[-8:])}) can "
+                    f"still be taken out with export_kernel (search={name!r}, format={fmt!r}, attempt={cpu[-1]}); "
+                )
         nxt = (
             f"The search is over ({s.status}); its final evaluation is recorded. {read}to search further, raise "
             f"its budgets with set_budgets (a spent one stops it) or reopen intents with edit_tree, then call "

@@ -60,6 +60,7 @@ async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
     assert (
         "Without a GPU this checked correctness on the smoke workload only (3 workloads skipped)" in out.next
     )
+    assert f"export_kernel (search='fin', format=" in out.next and f"attempt={ids[1]})" in out.next, out.next
     # nothing is left open: the search is done; interpreter timings never make a best
     assert out.next.startswith("The search is done.")
     after = await ws.search(s.id)
@@ -76,6 +77,9 @@ async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
     # what the loop says next points at no best kernel, as there is none (nothing was timed on a GPU)
     state = await loop_state(ws, s.id)
     assert "ended without a result" in state.next and "Read the best kernel" not in state.next, state.next
+    # but the attempts correct on the interpreter can still be taken out, and it says how (a live host missed it)
+    assert f"on the CPU interpreter (#{ids[1]}) can still be taken out with export_kernel" in state.next, state.next
+    assert f"attempt={ids[1]})" in state.next, state.next
 
 
 async def test_a_search_without_a_correct_attempt_ends_without_a_result(
