@@ -126,7 +126,8 @@ async def exported_attempt(
             why = f": {ev.error.splitlines()[0][:200]}" if ev is not None and ev.error else ""
             raise error(
                 f"attempt #{a.id} of search {s.name!r} is {what}{why}; only a correct attempt is written out "
-                f"(`ksearch attempt {s.name} {a.id} -o FILE` writes its source as it is)"
+                f"(its source as it is: the resource ksearch://attempts/{a.id} over MCP, or `ksearch attempt "
+                f"{s.name} {a.id} -o FILE`)"
             )
         return a
     best = await store.best_attempt(s.id)

@@ -40,6 +40,8 @@ def evaluation_lines(out: EvaluationOut) -> list[str]:
     head = f"candidate {out.candidate_id}"
     if out.attempt_id is not None:
         built = f" (built on #{out.base_attempt_id})" if out.base_attempt_id is not None else ""
+        if out.base_assumed and out.base_attempt_id is not None:  # not the caller's: say it was assumed
+            built = f" (built on #{out.base_attempt_id}, assumed: no base_attempt_id was given)"
         head = f"recorded as attempt #{out.attempt_id}{built}, {head}; record: ksearch://attempts/{out.attempt_id}"
     lines = [head, f"status: {ev.status}"]
     if ev.pure_pytorch:

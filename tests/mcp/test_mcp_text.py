@@ -147,3 +147,15 @@ def test_a_wrong_answer_says_where_and_cpu_timings_state_no_speedup() -> None:
     # a protocol that reports a mean names the mean, as its summary does
     ev.timings[0] = ev.timings[0].model_copy(update={"statistic": "mean", "mean_us": 88790.4})
     assert "smoke: mean 88790 us in the CPU interpreter (not a speed)" in text_of(_out(ev), None)
+
+
+def test_a_base_the_caller_did_not_name_is_said_to_be_assumed() -> None:
+    """A live host read "recorded as attempt #3 (built on #1)" and could not tell that #1 was guessed."""
+    ev = Evaluation(status="ok", compile=CompileReport(ok=True, language="triton", seconds=0.01))
+    out = _out(ev)
+    out.base_assumed = "#9 assumed (no base_attempt_id was given): …"
+    assert (
+        text_of(out, None)
+        .splitlines()[0]
+        .startswith("recorded as attempt #14 (built on #9, assumed: no base_attempt_id was given), candidate")
+    )

@@ -188,8 +188,13 @@ async def test_on_a_cpu_a_correct_attempt_is_picked_by_id_and_marked_as_never_ti
         f"# triton candidate {(await ws.store.get_attempt(second)).candidate_id}; status: {CPU_STATUS}"
         in out.text
     )
-    with pytest.raises(ToolFailure, match=rf"attempt #{wrong} of search 'cpu' is incorrect: smoke: 7 of 17"):
+    with pytest.raises(
+        ToolFailure, match=rf"attempt #{wrong} of search 'cpu' is incorrect: smoke: 7 of 17"
+    ) as no:
         await export_kernel(ws, ExportKernelIn(search="cpu", format="submission", attempt=wrong))
+    assert f"the resource ksearch://attempts/{wrong} over MCP" in str(
+        no.value
+    )  # where a host reads its source
     with pytest.raises(ToolFailure, match=rf"has no attempt #99: its attempts are #{first}–#{second}"):
         await export_kernel(ws, ExportKernelIn(search="cpu", format="submission", attempt=99))
     other = await _search(ws, SCALED_ADD, "other")

@@ -78,7 +78,9 @@ async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
     state = await loop_state(ws, s.id)
     assert "ended without a result" in state.next and "Read the best kernel" not in state.next, state.next
     # but the attempts correct on the interpreter can still be taken out, and it says how (a live host missed it)
-    assert f"on the CPU interpreter (#{ids[1]}) can still be taken out with export_kernel" in state.next, state.next
+    assert f"on the CPU interpreter (#{ids[1]}) can still be taken out with export_kernel" in state.next, (
+        state.next
+    )
     assert f"attempt={ids[1]})" in state.next, state.next
 
 
