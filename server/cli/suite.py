@@ -187,7 +187,8 @@ def register(app: typer.Typer) -> None:
             wrote = sum(1 for r in rows if r.path)
             lines = [f"wrote {wrote} of {len(rows)} tasks' kernels to {folder}"]
             lines += [
-                f"  {r.idx:>3} {Path(r.task).name}: {r.path or 'skipped: ' + ' '.join(r.skipped.split())}" for r in rows
+                f"  {r.idx:>3} {Path(r.task).name}: {r.path or 'skipped: ' + ' '.join(r.skipped.split())}"
+                for r in rows
             ]
             return "\n".join(lines)
 

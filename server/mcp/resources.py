@@ -14,6 +14,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
 from ksearch.tools.bank import QueryBankIn, query_bank
+from ksearch.tools.common import gpu_lacking
+from ksearch.tools.facts_wait import bounded, facts_for
 from ksearch.tools.get_tree import GetTreeIn, get_tree
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError
@@ -66,9 +68,23 @@ def register_resources(mcp: MCPServer, workspace: Callable[[], Awaitable[Workspa
         task = ws.task(urllib.parse.unquote(name))
         ref = task.source_path
         src = ref.read_text() if ref.is_file() else ""
+        # `task` holds what the task declares (op "" and bound "unknown" when it declares none); `facts` what
+        # running its reference derived, as the prompts give it (a reading waits for them only briefly)
+        needs = await gpu_lacking(ws, task)
+        with bounded():
+            facts = None if needs else await facts_for(task)
+        if facts is not None:
+            derived: object = facts.model_dump(mode="json", exclude={"key"})
+        elif needs:
+            derived = (
+                f"not derivable on this machine: the task needs a GPU ({needs}) and this machine has none"
+            )
+        else:
+            derived = "being derived from the reference in the background: read this resource again shortly"
         return json.dumps(
             {
                 "task": task.model_dump(mode="json", exclude={"seeds"}),
+                "facts": derived,
                 "reference_source": src,
                 "seed_languages": sorted(task.seeds),
             }

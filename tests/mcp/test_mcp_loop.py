@@ -49,5 +49,8 @@ async def test_results_carry_next_and_prompts_default_to_the_intent_in_play(tmp_
             uri = "ksearch://tasks/" + urllib.parse.quote(str(FIXTURE), safe="")
             got = json.loads((await c.read_resource(uri)).contents[0].text)
             assert "class Model" in got["reference_source"] and got["seed_languages"] == []
+            # what the reference's run derived beside what the task declares (a host read op "" and bound
+            # "unknown" there while the prompt said which op and bound): by now the prompts have derived them
+            assert isinstance(got["facts"], dict) and got["facts"]["bound"] != "unknown", got["facts"]
     finally:
         await ks.close()
