@@ -72,6 +72,28 @@ def _triton_line(message: str, py_source: str) -> int | None:
     return None
 
 
+def _interpreter_fault(cause: BaseException, files: set[str], where: str) -> Fault:
+    """The Triton interpreter (the CPU) failed inside a kernel's body: the kernel's own line, not the launch's, and
+    said as the interpreter's failure, which a GPU compile may not share (it runs the body as Python: a loop
+    variable of `range` is a Python int there, for one)."""
+    inner = candidate_frames(cause, files)
+    line = None
+    if inner:
+        m = re.match(r"line (\d+)", inner[-1])
+        line = int(m.group(1)) if m else None
+    what = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
+    at = f" at {inner[-1]}" if inner else ""
+    message = (
+        f"the Triton interpreter (CPU) could not run the kernel: {what}{at}; compiled for a GPU it may run (a "
+        "compile_kernel dry run checks that), but this machine can only interpret it"
+    )
+    return Fault(
+        "compile",
+        f"Triton interpreter error: {message}{where}",
+        [{"severity": "error", "message": message, "line": line}],
+    )
+
+
 def describe(exc: BaseException, py_source: str, files: set[str]) -> Fault:
     name = type(exc).__name__
     text = str(exc)
@@ -97,6 +119,8 @@ def describe(exc: BaseException, py_source: str, files: set[str]) -> Fault:
                 line = locate_line(py_source, cpp_text, int(m.group("line")) - 1)
                 diags.append({"severity": m.group("sev"), "message": m.group("msg").strip(), "line": line})
         return Fault("compile", f"torch extension build failed:\n{log[-3000:]}", diags)
+    if name == "InterpreterError" and exc.__cause__ is not None:
+        return _interpreter_fault(exc.__cause__, files, where)
     if name in ("CompilationError", "CompileTimeAssertionFailure") or type(exc).__module__.startswith(
         "triton"
     ):

@@ -96,3 +96,20 @@ async def test_a_first_evaluation_accounts_for_its_seconds_worker_start_included
     # the compile runs beside the others and drawing inputs is inside them: the rest is the whole call
     accounted = sum(v for k, v in steps.items() if k not in ("inputs", "reference", "build", "compile"))
     assert 0.9 * ev.seconds <= accounted <= ev.seconds + 1e-3, (accounted, ev.seconds, steps)
+
+
+async def test_a_kernel_only_the_interpreter_cannot_run_is_said_so_at_its_own_line(
+    sandbox, affine, cand, st
+) -> None:
+    """A live host read "Triton compile error: AttributeError(...)" at the launch line in `forward`, for a kernel that
+    compiles for a GPU: the interpreter runs `range` as Python, so `b.to(...)` fails only there."""
+    c = cand("interpreter_only")
+    ev = await sandbox.correctness(c, affine, st("smoke"))
+    assert ev.status == "compile_error", ev.error
+    assert ev.error is not None and ev.error.startswith(
+        "Triton interpreter error: the Triton interpreter (CPU)"
+    )
+    assert "AttributeError: 'int' object has no attribute 'to'" in ev.error
+    kernel_line = next(i for i, ln in enumerate(c.source.splitlines(), 1) if "b.to(tl.int64)" in ln)
+    assert ev.compile is not None
+    assert [d.line for d in ev.compile.diagnostics if d.severity == "error"] == [kernel_line], ev.compile
