@@ -43,6 +43,7 @@ async def run_search(
     ws: Workspace, inp: RunSearchIn, db: Path, progress: Progress | None = None
 ) -> RunSearchOut:
     s = await ws.search(inp.search)
+    before_round, before_attempts = s.round, len(await ws.store.attempt_speedups(s.id))
     log = db.parent / "logs" / f"search-{s.id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -58,6 +59,7 @@ async def run_search(
     ]
     if inp.rounds is not None:
         cmd += ["--rounds", str(inp.rounds)]
+    start = log.stat().st_size if log.exists() else 0  # this run's part of the log begins here
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         proc = await asyncio.create_subprocess_exec(  # its own session: the driver outlives this request
@@ -98,6 +100,22 @@ async def run_search(
         message=(
             "driver running in the background; call get_tree or list_searches to follow it"
             if running
-            else "driver finished"
+            else _finished(cur.round - before_round, len(speedups) - before_attempts, log, start)
         ),
+    )
+
+
+def _finished(rounds: int, attempts: int, log: Path, start: int) -> str:
+    """What a finished run did: its policy, its counts and its log's stop line (a host read only "driver finished"
+    from a run whose tuner declined every open intent)."""
+    with log.open("rb") as f:
+        f.seek(start)
+        said = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    policy = next((ln.split("; policy: ", 1)[1] for ln in said if "; policy: " in ln), "")
+    stop = next((ln for ln in reversed(said) if ln.startswith("stopped:")), "")
+    return (
+        f"driver finished: {rounds} round(s) and {attempts} attempt(s) in this run"
+        + (f"; policy: {policy}" if policy else "")
+        + (f"; {stop}" if stop else "")
+        + f" (its log: {log})"
     )

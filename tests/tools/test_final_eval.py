@@ -60,7 +60,7 @@ async def test_on_the_cpu_each_intents_best_is_rechecked_on_the_smoke_workload(
     assert (
         "Without a GPU this checked correctness on the smoke workload only (3 workloads skipped)" in out.next
     )
-    assert f"export_kernel (search='fin', format=" in out.next and f"attempt={ids[1]})" in out.next, out.next
+    assert "export_kernel (search='fin', format=" in out.next and f"attempt={ids[1]})" in out.next, out.next
     # nothing is left open: the search is done; interpreter timings never make a best
     assert out.next.startswith("The search is done.")
     after = await ws.search(s.id)

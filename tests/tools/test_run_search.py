@@ -27,7 +27,10 @@ async def test_the_driver_runs_a_round_and_the_final_evaluation(bare_ws: Workspa
         progress.append(msg)
 
     out = await run_search(bare_ws, RunSearchIn(search="run", wait_s=240), tmp_path / "k.db", said)
-    assert not out.running and out.message == "driver finished" and out.search_id == s.id
+    assert not out.running and out.search_id == s.id
+    # what the run did, and how its log ended
+    assert out.message.startswith("driver finished: 1 round(s) and 2 attempt(s) in this run; policy: tuner")
+    assert "; stopped: round budget reached (1 of 1 rounds started)" in out.message, out.message
     # the seed's attempt on the root, then one attempt of the tuner's first intent
     assert (out.round, out.attempts, out.best_speedup_vs_eager) == (1, 2, None)
     log = Path(out.log).read_text()
