@@ -17,6 +17,7 @@ from ksearch.tools.common import (
     check_workloads,
     eval_settings,
     node_in,
+    refuse_oversized,
     refuse_without_gpu,
     resolve_candidate,
     summarize,
@@ -78,6 +79,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         # the loop's own refusal comes after the arguments' (a broken field is named first)
         refine = await _refinable(ws, s, node)
     await refuse_without_gpu(ws, task)
+    await refuse_oversized(ws, task, inp.workloads or [])  # the defaults without a GPU are the smoke ones
     base_attempt_id, assumed = inp.base_attempt_id, ""
     try:
         cand = await resolve_candidate(ws, inp.candidate, task)

@@ -12,6 +12,7 @@ from ksearch.gpu.sandbox_api import Sandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.facts_wait import facts_for
 from ksearch.tools.protocols import protocol_line
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
@@ -164,6 +165,30 @@ async def refuse_without_gpu(ws: Workspace, task: Task) -> None:
             f"this task needs a GPU ({needs}) and this machine has none: no candidate can be checked or timed "
             "here, and nothing was recorded. Run ksearch on a machine with a GPU."
         )
+
+
+async def refuse_oversized(ws: Workspace, task: Task, workloads: list[str]) -> None:
+    """On a machine without a GPU, a workload whose inputs and outputs alone (the candidate's and the reference's)
+    exceed the host memory a worker may use is refused before it runs: it would end as a crash of the worker,
+    read as the kernel's fault (a host asked for KernelBench's 6.4 GB softmax shape on the CPU)."""
+    sb = await ws.sandbox()
+    limit = getattr(sb, "memory_bytes", None)
+    big = [w for w in workloads if task.workload(w).split != "smoke"]
+    if not limit or not big or not await sb.runs_without_gpu():
+        return
+    facts = await facts_for(task)
+    for name in big:
+        wf = facts.workload(name) if facts is not None else None
+        if wf is None or not wf.inputs:
+            continue
+        need = sum(t.bytes for t in wf.inputs) + 2 * sum(t.bytes for t in wf.outputs)
+        if need > limit:
+            raise ToolFailure(
+                f"workload {name!r} needs at least {need / 2**30:.1f} GiB of host memory (its inputs and two outputs: "
+                f"the candidate's and the reference's), and a worker on this machine, which has no GPU, may use "
+                f"{limit / 2**30:.1f} GiB: nothing was run or recorded. Check it on the smoke workload here, or on a "
+                "GPU machine"
+            )
 
 
 async def task_for(ws: Workspace, search: int | str | None, task: str | None) -> tuple[Search | None, Task]:

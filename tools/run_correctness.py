@@ -9,6 +9,7 @@ from ksearch.tools.common import (
     Progress,
     check_workloads,
     eval_settings,
+    refuse_oversized,
     refuse_without_gpu,
     resolve_candidate,
     summarize,
@@ -45,6 +46,7 @@ async def run_correctness(
     s, task = await task_for(ws, inp.search, inp.task)
     check_workloads(task, inp.workloads)
     await refuse_without_gpu(ws, task)
+    await refuse_oversized(ws, task, inp.workloads or [])  # the defaults without a GPU are the smoke ones
     cand = await resolve_candidate(ws, inp.candidate, task)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
     ev = await (await ws.sandbox()).evaluate(cand, task, settings, timing=False, progress=progress)
