@@ -289,7 +289,7 @@ async def test_run_search_starts_the_driver_and_reports_progress(tmp_path: Path)
         )
         assert not res.is_error, res.content[0].text
         out = res.structured_content
-        assert out["running"] is False and out["message"] == "driver finished"
+        assert out["running"] is False and out["message"].startswith("driver finished: 1 round(s) and ")
         assert out["attempts"] >= 2 and out["round"] == 1  # the seed, then one round
         assert seen and all("round" in m for m in seen)
         assert Path(out["log"]).read_text().count("policy: tuner") == 1
