@@ -355,7 +355,9 @@ def render_tree(
         best_text = f"no best yet: {no_best(_cpu_correct(tree.attempts))}"
         if cpu:
             more = f" and {len(cpu) - 3} more" if len(cpu) > 3 else ""
-            best_text += " (at " + ", ".join(f"#{i}" for i in cpu[:3]) + more + ")"
+            best_text += (
+                " (at nodes " + ", ".join(f"#{i}" for i in cpu[:3]) + more + ")"
+            )  # not attempt numbers
     header = f"tree: {total} nodes ({_fmt_counts(total_counts) or 'no intents yet'}); {best_text}"
     header = header[: budget_chars // 4]
 

@@ -296,7 +296,7 @@ def test_cpu_only_tree_has_no_best_marker() -> None:
         for best in (None, 5):
             text = render_tree(nodes, attempts, best_attempt_id=best)
             assert "BEST" not in text and "x " not in text.split("\n", 1)[1]
-            assert text.splitlines()[0].endswith("no best yet: 1 correct, none timed on a GPU (at #2)")
+            assert text.splitlines()[0].endswith("no best yet: 1 correct, none timed on a GPU (at nodes #2)")
             assert f"#2 [closed] p0.50 d3 {CPU_TEXT} idea 2" in text
             data = tree_json(nodes, attempts, best_attempt_id=best)
             assert (data["best_node_id"], data["best_path"]) == (None, [])
