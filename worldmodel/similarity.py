@@ -1,9 +1,10 @@
 """Near-duplicate detection for intent titles.
 
 Two titles are near-duplicates when, after normalisation (case, punctuation, filler words), their
-word sets overlap by a Jaccard index of at least 0.8 or their character sequences match with a
-difflib ratio of at least 0.9 — unless they differ in a number ("BLOCK_M=64" and "BLOCK_M=128" are
-different ideas) or carry different concrete `params`.
+word sets overlap by a Jaccard index of at least 0.8, or every word of the new one (at least 4) is in the
+other's (the same idea said shorter; the other way round, a longer title may add to an idea), or their
+character sequences match with a difflib ratio of at least 0.9 — unless they differ in a number ("BLOCK_M=64"
+and "BLOCK_M=128" are different ideas) or carry different concrete `params`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 JACCARD_MIN = 0.8
 RATIO_MIN = 0.9
+SUBSET_MIN = 4  # words of a new title all found in an existing one: fewer are too generic to judge
 
 _FILLER = frozenset(
     {"a", "an", "the", "of", "to", "in", "into", "for", "with", "on", "and", "by", "using", "use"}
@@ -59,6 +61,8 @@ def near_duplicate(a: TitleKey, b: TitleKey) -> bool:
     union = a.words | b.words
     if union and len(a.words & b.words) / len(union) >= JACCARD_MIN:
         return True
+    if len(a.words) >= SUBSET_MIN and a.words <= b.words:
+        return True  # `a` (the new title) says nothing `b` does not: the same idea, said shorter
     matcher = difflib.SequenceMatcher(None, a.text, b.text, autojunk=False)
     # The quick upper bounds skip most unrelated pairs before the full comparison.
     return (
