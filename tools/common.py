@@ -26,7 +26,6 @@ from ksearch.worldmodel.models import (
     Node,
     Search,
     TimingProtocol,
-    WorkloadCorrectness,
     WorkloadTiming,
     compile_baseline_how,
 )
@@ -351,7 +350,9 @@ def summarize(ev: Evaluation) -> str:
             lines.append(f"  kernel {k.name}: {kernel_resources(k)}")
     for r in ev.correctness:
         if r.passed:
-            lines.append(f"correct on {r.workload} ({r.trials} trials{_errors_text(r)})")
+            lines.append(
+                f"correct on {r.workload} ({r.trials} trials{errors_text(r.max_abs_err, r.max_rel_err)})"
+            )
         else:
             lines.append(f"INCORRECT on {r.workload}: {r.kind}: {r.message}")
             if r.first_mismatch_index is not None:
@@ -415,16 +416,16 @@ def why_failed(ev: Evaluation) -> str:
 LOOSE_REL = 0.01  # a passing output this far off in relative terms passed by the absolute tolerance
 
 
-def _errors_text(r: WorkloadCorrectness) -> str:
+def errors_text(max_abs_err: float | None, max_rel_err: float | None) -> str:
     """A passing check's errors; a large relative one said plainly: the outputs are then of the order of the
     absolute tolerance, and a kernel that is visibly wrong in relative terms still passes the rule."""
-    out = f", max abs err {r.max_abs_err:.3g}" if r.max_abs_err is not None else ""
-    if r.max_rel_err is None:
+    out = f", max abs err {max_abs_err:.3g}" if max_abs_err is not None else ""
+    if max_rel_err is None:
         return out
-    if r.max_rel_err <= LOOSE_REL:
-        return out + f", max rel err {r.max_rel_err:.2g}"
+    if max_rel_err <= LOOSE_REL:
+        return out + f", max rel err {max_rel_err:.2g}"
     return (
         out
-        + f", max rel err {100 * r.max_rel_err:.3g}% on elements above the absolute tolerance: the rule accepts it "
+        + f", max rel err {100 * max_rel_err:.3g}% on elements above the absolute tolerance: the rule accepts it "
         "by its absolute tolerance alone, which is of the order of these outputs"
     )

@@ -102,13 +102,16 @@ async def final_evaluation(
         atts = sorted(timed, key=lambda a: (a.speedup or 0.0, a.id), reverse=True)
         chosen_by = "the highest speedups vs eager measured on the GPU during the search"
     else:
-        # Interpreter timings never rank: take each node's best correct attempt (its first correct one),
-        # latest first, so every intent that produced correct code is represented.
-        bests = {n.best_attempt_id for n in await ws.store.list_nodes(s.id) if n.best_attempt_id is not None}
-        atts = sorted((a for a in correct if a.id in bests), key=lambda a: a.id, reverse=True)
+        # Interpreter timings never rank: take each node's latest correct attempt (the code its refinement
+        # ended with: a first correct attempt may be one the rule passed loosely), latest first, so every intent
+        # that produced correct code is represented.
+        latest: dict[int | None, Attempt] = {}
+        for a in sorted(correct, key=lambda a: a.id):
+            latest[a.node_id] = a
+        atts = sorted(latest.values(), key=lambda a: a.id, reverse=True)
         chosen_by = (
-            "each intent's best correct attempt (without GPU timings, its first correct one), the latest intents' "
-            "first (no GPU timing exists: CPU-interpreter timings never rank candidates)"
+            "each intent's latest correct attempt (without GPU timings, the code its refinement ended with), the "
+            "latest intents' first (no GPU timing exists: CPU-interpreter timings never rank candidates)"
         )
     seen: set[str] = set()
     top = []

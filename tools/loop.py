@@ -375,6 +375,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         nxt = (
             f"The search was over ({s.status}) with intents open ({ids}) and budget left: call select_action "
             f"(search={name!r}) to search further; a new final_evaluation is due at its end."
+            + (f" Meanwhile, {take}" if (take := await _take_out(ws, s)) else "")
         )
     elif over:
         phase = "done"
@@ -386,13 +387,9 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
                 f"(search={name!r}, format={fmt!r}); "
             )
         else:
-            read = "It ended without a result (no attempt correct and timed on a GPU); "
-            cpu = cpu_correct(await ws.store.list_attempts(s.id))
-            if cpu:  # correct on the interpreter, never timed: each can still be taken out, by its number
-                read += (
-                    f"its attempts correct on the CPU interpreter ({', '.join(f'#{i}' for i in cpu[-8:])}) can "
-                    f"still be taken out with export_kernel (search={name!r}, format={fmt!r}, attempt={cpu[-1]}); "
-                )
+            read = "It ended without a result (no attempt correct and timed on a GPU); " + await _take_out(
+                ws, s
+            )
         nxt = (
             f"The search is over ({s.status}); its final evaluation is recorded. {read}to search further, raise "
             f"its budgets with set_budgets (a spent one stops it) or reopen intents with edit_tree, then call "
@@ -472,4 +469,20 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         timing_protocol=s.config.timing_protocol,
         best_lost=verdict.note() if verdict is not None else "",
         next=nxt,
+    )
+
+
+async def _take_out(ws: Workspace, s: Search) -> str:
+    """How to take out a search's kernels when it has no best: its attempts correct on the CPU interpreter (never
+    timed, so never a best) by number, the latest first; '' when it has a best or none such."""
+    if s.best_attempt_id is not None:
+        return ""
+    cpu = cpu_correct(await ws.store.list_attempts(s.id))
+    if not cpu:
+        return ""
+    fmt = FORMAT_OF_STYLE[ws.search_task(s).style]
+    shown = ", ".join(f"#{i}" for i in reversed(cpu[-8:]))
+    return (
+        f"its attempts correct on the CPU interpreter ({shown}) can be taken out with export_kernel "
+        f"(search={s.name!r}, format={fmt!r}, attempt={cpu[-1]}); "
     )

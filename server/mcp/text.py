@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ksearch.tools.bank import QueryBankOut
-from ksearch.tools.common import seconds_text
+from ksearch.tools.common import errors_text, seconds_text
 from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.worldmodel.models import CPU_INTERPRETER, compile_label
 
@@ -68,7 +68,8 @@ def evaluation_lines(out: EvaluationOut) -> list[str]:
             else ", ".join(r.workload for r in passed[:6])
             + (f" +{len(passed) - 6}" if len(passed) > 6 else "")
         )
-        err = f", max abs err {max(errs):.3g}" if errs else ""
+        rels = [r.max_rel_err for r in passed if r.max_rel_err is not None]
+        err = errors_text(max(errs) if errs else None, max(rels) if rels else None)
         lines.append(f"correct on {names} ({passed[0].trials} trials{err})")
     for r in ev.correctness:
         if r.passed:

@@ -159,3 +159,21 @@ def test_a_base_the_caller_did_not_name_is_said_to_be_assumed() -> None:
         .splitlines()[0]
         .startswith("recorded as attempt #14 (built on #9, assumed: no base_attempt_id was given), candidate")
     )
+
+
+def test_a_large_relative_error_that_passed_is_said_in_the_hosts_text() -> None:
+    """A live host's 16%-off softmax read "correct on smoke (3 trials, max abs err 8.61e-05)" in benchmark's text."""
+    ev = Evaluation(
+        status="ok",
+        compile=CompileReport(ok=True, language="triton", seconds=0.01),
+        correctness=[
+            WorkloadCorrectness(
+                workload="smoke", passed=True, kind="ok", trials=3, max_abs_err=8.61e-5, max_rel_err=0.1646
+            )
+        ],
+    )
+    line = next(ln for ln in text_of(_out(ev), None).splitlines() if ln.startswith("correct on"))
+    assert line.startswith(
+        "correct on smoke (3 trials, max abs err 8.61e-05, max rel err 16.5% on elements above"
+    )
+    assert "by its absolute tolerance alone" in line
