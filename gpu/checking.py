@@ -238,8 +238,8 @@ def _value_at(t: torch.Tensor, flat_index: int) -> float | None:
     return _float_or_none(v.real if v.is_complex() else v)
 
 
-def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx: int = 0) -> OutputCheck:
-    """Shape, dtype and device, then NaN/Inf, then the tolerance, one piece at a time (see `pieces`)."""
+def metadata_mismatch(got: torch.Tensor, exp: torch.Tensor, out_idx: int = 0) -> OutputCheck | None:
+    """The first of shape, dtype and device in which `got` differs from `exp`, as a failure; None when none does."""
     where = f"output {out_idx}: " if out_idx else ""
     if tuple(got.shape) != tuple(exp.shape):
         return OutputCheck(
@@ -262,6 +262,33 @@ def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx
             f"{where}on {got.device.type}, expected on {exp.device.type}",
             output_index=out_idx,
         )
+    return None
+
+
+def tolerance_masks(
+    got: torch.Tensor, exp: torch.Tensor, atol: float, rtol: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The tolerance rule elementwise, in float64, with no read-back: (non-finite where the reference is finite,
+    outside |got - ref| <= atol + rtol * |ref| or not matching a non-finite reference exactly, |got - ref|, |ref|),
+    both differences 0 where either side is not finite."""
+    g, e = got.double(), exp.double()
+    g_fin, e_fin = torch.isfinite(g), torch.isfinite(e)
+    # non-finite where the reference is finite: poison left in place, or a computed NaN/Inf
+    bad = ~g_fin & e_fin
+    # where the reference itself is non-finite, the candidate must match it exactly (NaN == NaN)
+    ref_nonfinite_mismatch = ~e_fin & ~((g == e) | (torch.isnan(g) & torch.isnan(e)))
+    g0, e0 = torch.where(g_fin, g, 0.0), torch.where(e_fin, e, 0.0)
+    diff = (g0 - e0).abs()
+    ref_abs = e0.abs()
+    return bad, (diff > atol + rtol * ref_abs) | ref_nonfinite_mismatch, diff, ref_abs
+
+
+def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx: int = 0) -> OutputCheck:
+    """Shape, dtype and device, then NaN/Inf, then the tolerance, one piece at a time (see `pieces`)."""
+    where = f"output {out_idx}: " if out_idx else ""
+    odd = metadata_mismatch(got, exp, out_idx)
+    if odd is not None:
+        return odd
     numel = exp.numel()
     if numel == 0:
         return OutputCheck(True, "ok", numel=0)
@@ -279,20 +306,9 @@ def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx
         if cplx:
             gp, ep = gp.view(-1, 2), ep.view(-1, 2)
         if floating:
-            g, e = gp.double(), ep.double()
-            g_fin, e_fin = torch.isfinite(g), torch.isfinite(e)
-            # non-finite where the reference is finite: poison left in place, or a computed NaN/Inf
-            bad = ~g_fin & e_fin
-            # where the reference itself is non-finite, the candidate must match it exactly (NaN == NaN)
-            ref_nonfinite_mismatch = ~e_fin & ~((g == e) | (torch.isnan(g) & torch.isnan(e)))
-            g0, e0 = torch.where(g_fin, g, 0.0), torch.where(e_fin, e, 0.0)
-            diff = (g0 - e0).abs()
-            ref_abs = e0.abs()
-            mism = diff > atol + rtol * ref_abs
+            bad, mism, diff, ref_abs = tolerance_masks(gp, ep, atol, rtol)
             if cplx:
-                bad, ref_nonfinite_mismatch = bad.any(-1), ref_nonfinite_mismatch.any(-1)
-                mism, diff, ref_abs = mism.any(-1), diff.amax(-1), ref_abs.amax(-1)
-            mism = mism | ref_nonfinite_mismatch
+                bad, mism, diff, ref_abs = bad.any(-1), mism.any(-1), diff.amax(-1), ref_abs.amax(-1)
             nb = int(bad.sum())
             if nb:
                 if bad_mask is None:

@@ -4,9 +4,9 @@ A final evaluation checks each timed call's output. Checked by `checking.compare
 host reads results back several times per check and the GPU idles meanwhile; the next timed call then starts on an
 idle GPU, which a loop of back-to-back calls (KernelBench's own) never does (bench/kb_final_gap.py measures it).
 Here the shape, dtype and device of each output are checked on the host at once (metadata: no GPU work), and its
-values are compared on the device by the tolerance rule of `checking.compare_tensor` (NaN/Inf where the reference
-is finite fails; elsewhere |got - ref| <= atol + rtol * |ref|, a non-finite reference matched exactly, up to the
-tolerance's mismatch ratio), queued after the call's events; the counts are read back once, at the end.
+values are compared on the device by `checking.tolerance_masks`, the rule every check applies (NaN/Inf where the
+reference is finite fails; elsewhere |got - ref| <= atol + rtol * |ref|, a non-finite reference matched exactly, up
+to the tolerance's mismatch ratio), queued after the call's events; the counts are read back once, at the end.
 """
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ from typing import Any
 
 import torch
 
-from ksearch.gpu.checking import OutputCheck, compare_outputs, dtype_name, flatten, subclass_output
+from ksearch.gpu.checking import (
+    OutputCheck,
+    compare_outputs,
+    dtype_name,
+    flatten,
+    metadata_mismatch,
+    subclass_output,
+    tolerance_masks,
+)
 from ksearch.gpu.task import Tolerance
 
 
@@ -76,23 +84,14 @@ class DeferredChecks:
         gl = flatten(got)
         if len(gl) != len(self.exp) or not all(isinstance(g, torch.Tensor) for g in gl):
             return compare_outputs(got, self.exp_raw, self.tol)  # the count or kind of outputs is wrong
-        for i, (g, e) in enumerate(zip(gl, self.exp, strict=True)):
-            where = f"output {i}: " if i else ""
-            if tuple(g.shape) != tuple(e.shape):
-                return OutputCheck(
-                    False,
-                    "wrong_shape",
-                    f"{where}shape {tuple(g.shape)}, expected {tuple(e.shape)}",
-                    output_index=i,
-                )
-            if g.dtype != e.dtype or g.device != e.device:
-                return OutputCheck(
-                    False,
-                    "wrong_dtype",
-                    f"{where}dtype {dtype_name(g.dtype)} on {g.device}, expected {dtype_name(e.dtype)} on {e.device}",
-                    output_index=i,
-                )
-        return None
+        return next(
+            (
+                odd
+                for i, (g, e) in enumerate(zip(gl, self.exp, strict=True))
+                if (odd := metadata_mismatch(g, e, i))
+            ),
+            None,
+        )
 
     def _sampled(self, g: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.sample is None or e.numel() <= self.sample:
@@ -110,13 +109,7 @@ class DeferredChecks:
             return torch.zeros(2, dtype=torch.int64, device=e.device)
         if not e.is_floating_point():
             return torch.stack([(g != e).sum(), torch.zeros((), dtype=torch.int64, device=e.device)])
-        atol, rtol = self.tol.for_dtype(dtype_name(e.dtype))
-        gd, ed = g.double(), e.double()
-        g_fin, e_fin = torch.isfinite(gd), torch.isfinite(ed)
-        bad = ~g_fin & e_fin
-        ref_mismatch = ~e_fin & ~((gd == ed) | (torch.isnan(gd) & torch.isnan(ed)))
-        diff = (torch.where(g_fin, gd, 0.0) - torch.where(e_fin, ed, 0.0)).abs()
-        mism = (diff > atol + rtol * torch.where(e_fin, ed, 0.0).abs()) | ref_mismatch
+        bad, mism, _, _ = tolerance_masks(g, e, *self.tol.for_dtype(dtype_name(e.dtype)))
         return torch.stack([(mism & ~bad).sum(), bad.sum()])
 
     def _verdict(self, i: int, mism: int, bad: int) -> OutputCheck | None:

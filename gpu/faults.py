@@ -77,10 +77,8 @@ def _interpreter_fault(cause: BaseException, files: set[str], where: str) -> Fau
     said as the interpreter's failure, which a GPU compile may not share (it runs the body as Python: a loop
     variable of `range` is a Python int there, for one)."""
     inner = candidate_frames(cause, files)
-    line = None
-    if inner:
-        m = re.match(r"line (\d+)", inner[-1])
-        line = int(m.group(1)) if m else None
+    own = [fr.lineno for fr in traceback.extract_tb(cause.__traceback__) if fr.filename in files]
+    line = own[-1] if own else None
     what = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
     at = f" at {inner[-1]}" if inner else ""
     message = (

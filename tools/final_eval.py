@@ -13,7 +13,6 @@ from ksearch.tools import loop
 from ksearch.tools.bank_record import record_quietly
 from ksearch.tools.common import Progress, refuse_without_gpu, summarize, why_failed
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.export_kernel import FORMAT_OF_STYLE
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import (
@@ -196,13 +195,8 @@ async def final_evaluation(
     if not rows:
         nxt = "No correct candidate to re-evaluate: the search ends without a result."
     elif hw.cpu_mode:
-        ok = [r.attempt_id for r in rows if r.status == "ok" and not r.pure_pytorch]
-        take = (
-            f" A correct one is taken out with export_kernel (search={s.name!r}, "
-            f"format={FORMAT_OF_STYLE[ws.search_task(s).style]!r}, attempt={ok[0]})."
-            if ok
-            else ""
-        )
+        take = await loop.take_out(ws, await ws.search(s.id))
+        take = f" Meanwhile, {take}." if take else ""
         nxt = (
             f"The search is {status}. Without a GPU this checked correctness on the smoke workload only "
             f"({len(skipped)} workloads skipped); run final_evaluation (or `ksearch final`) on a GPU machine "

@@ -375,7 +375,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         nxt = (
             f"The search was over ({s.status}) with intents open ({ids}) and budget left: call select_action "
             f"(search={name!r}) to search further; a new final_evaluation is due at its end."
-            + (f" Meanwhile, {take}" if (take := await _take_out(ws, s)) else "")
+            + (f" Meanwhile, {take}." if (take := await take_out(ws, s)) else "")
         )
     elif over:
         phase = "done"
@@ -387,8 +387,9 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
                 f"(search={name!r}, format={fmt!r}); "
             )
         else:
-            read = "It ended without a result (no attempt correct and timed on a GPU); " + await _take_out(
-                ws, s
+            take = await take_out(ws, s)
+            read = "It ended without a result (no attempt correct and timed on a GPU); " + (
+                take and f"{take}; "
             )
         nxt = (
             f"The search is over ({s.status}); its final evaluation is recorded. {read}to search further, raise "
@@ -472,7 +473,7 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
     )
 
 
-async def _take_out(ws: Workspace, s: Search) -> str:
+async def take_out(ws: Workspace, s: Search) -> str:
     """How to take out a search's kernels when it has no best: its attempts correct on the CPU interpreter (never
     timed, so never a best) by number, the latest first; '' when it has a best or none such."""
     if s.best_attempt_id is not None:
@@ -484,5 +485,5 @@ async def _take_out(ws: Workspace, s: Search) -> str:
     shown = ", ".join(f"#{i}" for i in reversed(cpu[-8:]))
     return (
         f"its attempts correct on the CPU interpreter ({shown}) can be taken out with export_kernel "
-        f"(search={s.name!r}, format={fmt!r}, attempt={cpu[-1]}); "
+        f"(search={s.name!r}, format={fmt!r}, attempt={cpu[-1]})"
     )
