@@ -29,8 +29,9 @@ case "${1:-}" in
     cat /tmp/ray-parts/ray.part* .lab/ray2/ray.part* > "/tmp/ray-parts/$name"  # parts in name order
     got=$(sha256sum "/tmp/ray-parts/$name" | cut -d' ' -f1)
     [ "$got" = "$(cat .lab/ray2/ray.sha256)" ] || { echo "ray wheel digest mismatch: $got" >&2; exit 3; }
+    shopt -s nullglob; deps=(.lab/ray2/*.whl); shopt -u nullglob  # ray's dependencies where .whl lacks them
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "/tmp/ray-parts/$name" \
-      .lab/ray2/*.whl 2>&1 | grep -v "^WARNING: Target directory" || true
+      "${deps[@]}" 2>&1 | grep -v "^WARNING: Target directory" || true
     python3 -c "import ray; print('ray', ray.__version__)"
     step suite-local "$(( ${KS_LOCAL_S:-200} + ${KS_WARM_S:-0} ))" python3 bench/suite_scaling.py \
       --kb-level1 .ext/kb/KernelBench/level1 --slots 1 --budget-s $(( ${KS_LOCAL_S:-200} - 70 )) \
