@@ -5,7 +5,10 @@ CPU as the owner's code draws them, with the fills made on the GPU, kept or not)
 
 Per Cauchy benchmark (and one normal one), fresh seeds each time, in one process:
 - `cpu_draw_s`: generate_input as the owner's code runs it, the Cauchy fill on the CPU;
-- `gpu_fills_s`: the same under gpu/tasks/gpu_fills.py;
+- `gpu_fills_s`: the same under gpu/tasks/gpu_fills.py (a fill of fresh memory kept on the GPU until read:
+  gpu/tasks/lazy_fills.py);
+- `gpu_fills_via_host_s`: the same with every fill written into its CPU tensor (the values cross to the host and
+  back, as before fills were kept on the GPU);
 - `make_inputs_once_s` / `make_inputs_kept_s`: ksearch's runtime drawing it (fills on the GPU) for a call asked for
   once (a final evaluation's per-call data) and for one that is kept (a host copy and a checksum);
 - `check_s`: the task's check_implementation on the data and a correct output (it runs the reference).
@@ -30,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from ksearch.gpu.runtime import TaskRuntime  # noqa: E402
 from ksearch.gpu.tasks import gpu_fills, load_task  # noqa: E402
+from ksearch.gpu.tasks.lazy_fills import LazyFills  # noqa: E402
 from ksearch.gpu.tasks.rt_common import seed_everything  # noqa: E402
 
 DEFAULT_TASK = ROOT / ".ext" / "reference-kernels" / "problems" / "bioml" / "trimul"
@@ -44,6 +48,15 @@ def _timed(fn: Any, reps: int) -> float:
         torch.cuda.synchronize()
         out.append(time.perf_counter() - t0)
     return round(statistics.median(out), 3)
+
+
+def via_host(owner: Any) -> Any:
+    keep = LazyFills.can_keep
+    LazyFills.can_keep = lambda self, t: False  # type: ignore[method-assign]
+    try:
+        return owner(True)
+    finally:
+        LazyFills.can_keep = keep  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -81,6 +94,7 @@ def main() -> None:
                 lambda: owner(False), 1 if params.get("distribution") == "cauchy" else a.reps
             ),
             "gpu_fills_s": _timed(lambda: owner(True), a.reps),
+            "gpu_fills_via_host_s": _timed(lambda: via_host(owner), a.reps),
             "make_inputs_once_s": _timed(lambda: rt.make_inputs(wl, next(seeds), "cuda", once=True), a.reps),  # noqa: B023
             "make_inputs_kept_s": _timed(lambda: rt.make_inputs(wl, next(seeds), "cuda"), a.reps),  # noqa: B023
         }

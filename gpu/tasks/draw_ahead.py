@@ -8,10 +8,11 @@ children as `parallel` allows and the host-memory limit leaves room for (each ma
 draw), else one after another in the worker.
 
 Where the sizes of the workloads' inputs are known beforehand (the task's facts, probed under fake tensors), the
-large workloads skip that first draw in the worker: every one of their draws goes to the children at once, the
-largest first, so that drawing them takes about the longest draw rather than the sum of each workload's first
-one (TriMul's final evaluation: 143 s of first draws one after another). A large workload whose first draw turns
-out quick (a GPU generator) has its other draws called off.
+worker draws the largest workload's first pair: a quick one says the task's draws are quick (nothing is drawn
+ahead). Otherwise the other large workloads skip that first draw in the worker: every one of their draws goes to the
+children at once, the largest first, so that drawing them takes about the longest draw rather than the sum of each
+workload's first one (TriMul's final evaluation, drawn on the CPU: 143 s of first draws one after another). A large
+workload whose first draw turns out quick (a GPU generator) has its other draws called off.
 """
 
 from __future__ import annotations
@@ -65,8 +66,16 @@ class DrawAhead:
             (wl for wl in by_wl if sizes.get(wl, 0) >= LARGE_BYTES), key=lambda wl: sizes[wl], reverse=True
         )
         if large and store is not None and store.writable and self.parallel > 1:
-            self._submit_large(large, by_wl, sizes[large[0]])
-            by_wl = {wl: seeds for wl, seeds in by_wl.items() if wl not in large}
+            # the largest's first draw here says whether the task's draws are slow at all: children cost seconds
+            # to start, and a fill kept on the GPU (gpu/tasks/lazy_fills.py) draws TriMul's largest in ~0.01 s
+            first, seeds = large[0], by_wl[large[0]]
+            if self._first(first, seeds[0]):
+                by_wl[first] = seeds[1:]
+                self._submit_large(large, by_wl, sizes[first])
+                by_wl = {wl: seeds for wl, seeds in by_wl.items() if wl not in large}
+            else:
+                self.quick.append(first)
+                by_wl.pop(first)
         # each other workload's first draw here, so that the children are sized for the largest draw
         rest: list[tuple[str, int | None]] = []
         for wl, seeds in by_wl.items():
@@ -110,6 +119,7 @@ class DrawAhead:
 
             return done
 
+        large = [wl for wl in large if by_wl[wl]]
         firsts = []
         for wl in large:
             f = pool.submit(draw_child.draw, wl, by_wl[wl][0])

@@ -8,8 +8,10 @@ evaluation draws fresh inputs for every timed call.
 
 On a GPU evaluation ksearch makes those fills on the GPU: the same op (`cauchy_`, `normal_`, `uniform_`,
 `exponential_`, `log_normal_`) with the same arguments, drawn in float64 (as the CPU's `cauchy_` computes; its heavy
-tail intact) from a CUDA generator seeded by the trial's seed, cast to the tensor's dtype and copied into the very
-CPU tensor the generator asked to fill. The values are a function of the seed, as every input in ksearch is; they
+tail intact) from a CUDA generator seeded by the trial's seed and cast to the tensor's dtype. A fill of fresh memory
+(a tensor just allocated, TriMul's case) keeps them on the GPU until something reads the tensor: a move to the GPU
+then copies nothing across (gpu/tasks/lazy_fills.py); any other fill copies them into the very CPU tensor the
+generator asked to fill. The values are a function of the seed, as every input in ksearch is; they
 are not the CPU generator's for that seed, which the owner's evaluator does not produce either.
 
 Not done where the owner's values are a function of its seed: a fill given its own `generator=`, and every fill
@@ -26,6 +28,8 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from ksearch.gpu.tasks.lazy_fills import LazyFills
 
 FILLS = (
     torch.Tensor.cauchy_,
@@ -52,6 +56,7 @@ class _GpuFills(TorchFunctionMode):
         self.initial = torch.initial_seed()
         self.owner_seeded = False
         self.made: Counter[str] = Counter()
+        self.lazy = LazyFills(device)  # values kept on the device until something reads them
 
     def _applies(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         if func not in FILLS or kwargs.get("generator") is not None or not args:
@@ -70,19 +75,27 @@ class _GpuFills(TorchFunctionMode):
     ) -> Any:
         kwargs = dict(kwargs or {})
         if not self._applies(func, args, kwargs):
-            return func(*args, **kwargs)
+            return self.lazy.handle(func, args, kwargs)
         t, rest = args[0], args[1:]
         kwargs["generator"] = self.gen
+        self.made[func.__name__] += 1
+        if t.is_contiguous() and self.lazy.can_keep(t):
+            values = torch.empty(t.shape, dtype=t.dtype, device=self.device)
+            self._draw(func, values.view(-1), rest, kwargs)
+            return self.lazy.keep(t, values)
         target = t if t.is_contiguous() else torch.empty(t.shape, dtype=t.dtype)
-        out = target.view(-1)
+        self._draw(func, target.view(-1), rest, kwargs)
+        if target is not t:
+            t.copy_(target)
+        return t
+
+    def _draw(self, func: Any, out: torch.Tensor, rest: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Fill the flat `out` (any device) chunk by chunk, each drawn in float64 on the device: the same values
+        wherever `out` lies."""
         for i in range(0, out.numel(), CHUNK):
             n = min(CHUNK, out.numel() - i)
             drawn = func(torch.empty(n, dtype=torch.float64, device=self.device), *rest, **kwargs)
-            out[i : i + n].copy_(drawn.to(t.dtype))
-        if target is not t:
-            t.copy_(target)
-        self.made[func.__name__] += 1
-        return t
+            out[i : i + n].copy_(drawn.to(out.dtype))
 
 
 _SEEDERS = ("manual_seed", "set_rng_state", "seed")
@@ -132,5 +145,6 @@ def redirected_fills(device: torch.device, seed: int) -> Iterator[Counter[str]]:
         with mode:
             yield mode.made
     finally:
+        mode.lazy.write_all()  # tensors that outlive the context hold their values
         for (m, name), fn in originals.items():
             setattr(m, name, fn)

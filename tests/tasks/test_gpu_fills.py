@@ -143,6 +143,41 @@ def test_on_the_gpu_a_large_cauchy_draw_takes_a_fraction_of_the_cpus_time() -> N
     assert gpu_s < cpu_s / 3, (cpu_s, gpu_s)
 
 
+@pytest.mark.gpu
+def test_on_the_gpu_a_sample_moved_to_it_never_crosses_to_the_host_and_has_the_same_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from ksearch.gpu.tasks.lazy_fills import LazyFills
+
+    def trimul_like() -> torch.Tensor:  # TriMul's bench4 input, drawn as its generate_input draws it
+        return (
+            torch.distributions.Cauchy(0, 2)
+            .sample((1, 1024, 1024, 128))
+            .to(device="cuda", dtype=torch.float32)
+        )
+
+    def timed() -> tuple[torch.Tensor, float]:
+        with gpu_fills.gpu_fills("cuda", 5):
+            trimul_like()  # warm: the allocator's blocks, the generator
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with gpu_fills.gpu_fills("cuda", 5):
+            x = trimul_like()
+        torch.cuda.synchronize()
+        return x, time.perf_counter() - t0
+
+    kept, kept_s = timed()
+    monkeypatch.setattr(LazyFills, "can_keep", lambda self, t: False)
+    written, written_s = timed()
+    assert kept.device.type == "cuda" and torch.equal(kept, written)
+    print(
+        f"134M Cauchy values moved to the GPU: kept there {kept_s:.3f} s, through the host {written_s:.3f} s"
+    )
+    assert kept_s < written_s / 3, (kept_s, written_s)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -168,3 +203,90 @@ async def test_an_evaluation_says_its_inputs_were_drawn_on_the_gpu(tmp_path: Pat
     assert ev.status == "ok", ev.error
     (note,) = [f for f in ev.flags if "drawn on the GPU" in f]
     assert "cauchy_" in note, note
+
+
+# ---------------------------------------------------------------- values kept on the device (gpu/tasks/lazy_fills.py)
+
+
+def _eager_cauchy(seed: int, n: int) -> torch.Tensor:
+    """The same draw made without keeping anything on the device: a tensor the fills did not see allocated."""
+    eps = torch.zeros(n)
+    with redirected_fills(CPU, seed):
+        eps.cauchy_()
+    return torch.tensor(0.0) + eps * torch.tensor(2.0)
+
+
+def test_a_sample_cast_away_is_written_on_the_host_only_as_its_cast_and_has_the_same_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gpu_fills, "CHUNK", 3000)
+    modes: list[object] = []
+    real = gpu_fills._GpuFills.__init__
+
+    def spy(self: object, *a: object, **k: object) -> None:
+        real(self, *a, **k)  # type: ignore[arg-type]
+        modes.append(self)
+
+    monkeypatch.setattr(gpu_fills._GpuFills, "__init__", spy)
+    with redirected_fills(CPU, 11) as made:
+        moved = _cauchy(10_000).to(dtype=torch.float64)  # the sample itself is dropped on the way
+    lazy = modes[0].lazy  # type: ignore[attr-defined]
+    assert made == {"cauchy_": 1}
+    # kept: eps, eps * scale, loc + that, the cast; written: only the cast, which outlives the context (on a GPU a
+    # move to it is a copy of the shadow: nothing is written)
+    assert lazy.kept == 4 and lazy.written == 1, (lazy.kept, lazy.written)
+    assert torch.equal(moved, _eager_cauchy(11, 10_000).to(torch.float64))
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: t[3:7].clone(),  # a view made after the fill
+        lambda t: torch.from_numpy(t.numpy().copy()),
+        lambda t: t.add_(0.0).clone(),  # in place
+        lambda t: torch.exp(t).log(),  # an op not run on the shadow
+        lambda t: t.to(torch.float64, copy=True).float(),
+        lambda t: t * torch.ones(10_000),  # a tensor operand that is not a number
+    ],
+)
+def test_anything_else_that_reads_a_kept_tensor_reads_its_values(read: object) -> None:
+    want = _eager_cauchy(4, 10_000)
+    with redirected_fills(CPU, 4):
+        t = _cauchy(10_000)
+        got = read(t)  # type: ignore[operator]
+    expected = read(want.clone())  # type: ignore[operator]
+    assert torch.equal(got, expected) or torch.allclose(got, expected, equal_nan=True)
+    assert torch.equal(t, want)
+
+
+def test_a_kept_tensor_that_outlives_the_context_holds_its_values() -> None:
+    with redirected_fills(CPU, 9):
+        t = torch.empty(5000).normal_(1.0, 2.0)
+        s = t * 3.0 - 1
+        shape, dtype, n = t.shape, t.dtype, t.numel()  # metadata alone leaves it kept
+    eager = torch.zeros(5000)
+    with redirected_fills(CPU, 9):
+        eager.normal_(1.0, 2.0)
+    assert (shape, dtype, n) == ((5000,), torch.float32, 5000)
+    assert torch.equal(t, eager) and torch.equal(s, eager * 3.0 - 1)
+
+
+def test_a_tensor_used_before_its_fill_is_filled_in_place() -> None:
+    # a view made before the fill shares the memory: the values must be in it
+    with redirected_fills(CPU, 2):
+        base = torch.empty(100)
+        view = base[10:20]
+        base.uniform_(5.0, 6.0)
+        assert bool(((view >= 5.0) & (view <= 6.0)).all())
+    with redirected_fills(CPU, 2):
+        half = torch.empty(100, dtype=torch.float16).uniform_(5.0, 6.0)  # not kept: float16
+    assert half.dtype == torch.float16 and bool(((half >= 5.0) & (half <= 6.0)).all())
+
+
+def test_a_scaled_add_runs_on_the_host_as_written() -> None:
+    # add(alpha=) may be fused on the CPU: it is not run on the shadow
+    want = _eager_cauchy(3, 1000)
+    with redirected_fills(CPU, 3):
+        t = _cauchy(1000)
+        got = torch.add(t, t, alpha=0.5)
+    assert torch.equal(got, torch.add(want, want, alpha=0.5))
