@@ -11,7 +11,10 @@ Variants, each run twice in alternation (to see drift), 100 trials each as Kerne
 - `idle_gap`: no check, the host sleeping as long as one check took: the GPU idles as long;
 - `device_check`: each output compared on the device, queued after the events, read once at the end
   (gpu/deferred_check.py);
-- `sampled_check`: the same on SAMPLE elements drawn afresh per call (what a KernelBench final evaluation does).
+- `sampled_check`: the same on SAMPLE elements drawn afresh per call (what a KernelBench final evaluation did before
+  `kept_outputs`);
+- `kept_outputs`: the outputs of 8 calls chosen in secret kept by reference, checked after the loop, the allocator
+  given free blocks before it (gpu/kept_outputs.py: what a KernelBench final evaluation does).
 The script's own timer per check is reported too.
 """
 
@@ -34,9 +37,11 @@ sys.path.insert(0, str(ROOT))
 
 from ksearch.gpu import checking  # noqa: E402
 from ksearch.gpu.deferred_check import DeferredChecks  # noqa: E402
+from ksearch.gpu.kept_outputs import KeptOutputs  # noqa: E402
 from ksearch.gpu.task import Tolerance  # noqa: E402
-from ksearch.gpu.timing_kernelbench import FINAL_SAMPLE as SAMPLE  # noqa: E402
 from ksearch.gpu.timing_kernelbench import l2_clearer, time_like_kernelbench  # noqa: E402
+
+SAMPLE = 1 << 16  # elements per output the sampled check compares
 
 
 def _module(path: Path, name: str) -> Any:
@@ -88,12 +93,22 @@ def main() -> None:
         def sampled_check(trial: int, got: Any) -> None:
             sampled.add(trial, got)
 
+        kept: list[KeptOutputs] = []
+
+        def kept_outputs(trial: int, got: Any) -> None:
+            kept[-1].add(trial, got)
+
+        def new_kept() -> None:
+            kept.append(KeptOutputs(exp, 100))
+            kept[-1].prewarm()
+
         variants = {
             "plain": None,
             "check_each": check_each,
             "idle_gap": idle_gap,
             "device_check": device_check,
             "sampled_check": sampled_check,
+            "kept_outputs": kept_outputs,
         }
         rows: dict[str, list[dict[str, Any]]] = {k: [] for k in variants}
         for _ in range(a.rounds):
@@ -101,7 +116,12 @@ def main() -> None:
                 if name == "idle_gap":
                     gap[0] = statistics.median(check_s) if check_s else 0.02
                 res = time_like_kernelbench(
-                    fn, lambda k: inputs, clear_l2=l2_clearer(dev), after_each=after, host_check=False
+                    fn,
+                    lambda k: inputs,
+                    clear_l2=l2_clearer(dev),
+                    after_each=after,
+                    before_loop=new_kept if name == "kept_outputs" else None,
+                    host_check=False,
                 )
                 rows[name].append(
                     {
@@ -113,6 +133,9 @@ def main() -> None:
                 )
                 print(name, rows[name][-1], flush=True)
         torch.cuda.synchronize()
+        for k in kept:
+            failed, _ = k.first_failure(lambda got: checking.compare_outputs(got, exp, tol))
+            assert failed is None and len(k.kept) == 8, (failed, len(k.kept))
         assert deferred.first_failure() is None, (
             f"device_check found a wrong output: {deferred.first_failure()}"
         )

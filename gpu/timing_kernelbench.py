@@ -40,11 +40,11 @@ What KernelBench does (ScalingIntelligence/KernelBench, `src/kernelbench/`, read
 
 What ksearch adds, outside the timed calls: the host-clock cross-check (`timing._host_check`), the re-check of
 the output on the timed inputs and the stale-output check (`Timing._recheck`), the harness and precision checks
-(`Timing._assemble`); in final mode the inputs are drawn afresh and every timed call's output is checked, on the
-device at `FINAL_SAMPLE` elements drawn afresh per call, read back once after the loop
-(`ksearch.gpu.deferred_check`): a check on the host between the calls leaves the GPU idle, and on the H200 a
-LayerNorm kernel then read 281-364 us where the back-to-back loop reads 232-243 us (bench/kb_final_gap.py). A loop
-that runs past `WALL_S` stops early (KernelBench has no such limit) and says so in a note.
+(`Timing._assemble`); in final mode the inputs are drawn afresh and the outputs of `kept_outputs.KEPT` timed calls,
+chosen in secret before the loop, are kept by reference and checked after it (`ksearch.gpu.kept_outputs`): any
+check between the calls changes what the events read (on the H200 a LayerNorm kernel read 244 us back to back,
+288 us with a sampled check queued on the device after each call, 350-370 us with a whole check:
+bench/kb_final_gap.py). A loop that runs past `WALL_S` stops early (KernelBench has no such limit) and says so in a note.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ksearch.gpu import timing
-from ksearch.gpu.deferred_check import DeferredChecks, deferrable
+from ksearch.gpu.kept_outputs import KeptOutputs
 from ksearch.gpu.stats import summarize
 from ksearch.gpu.tasks.rt_common import clone_data
 from ksearch.gpu.worker_core import CandidateFailure, restore_precision
@@ -71,7 +71,6 @@ TRIALS = 100  # num_perf_trials of KernelBench's scripts; measure_ref_program_ti
 DISCARD_FIRST = 1  # time_execution_with_cuda_event's default
 L2_CLEAR_SHAPE = (32, 1024, 1024)  # int64: 256 MiB, as timing.clear_l2_cache allocates
 L2_CLEAR_VALUE = 42
-FINAL_SAMPLE = 1 << 16  # elements of each timed output a final evaluation compares (all of a smaller output)
 WALL_S = 60.0  # ours: the worker's call must return within the sandbox's limit for it
 
 # bound now: a candidate patching torch.cuda or time later does not reach the loop
@@ -105,6 +104,7 @@ def time_like_kernelbench(
     discard_first: int = DISCARD_FIRST,
     clear_l2: Callable[[], None] | None = None,
     after_each: Callable[[int, Any], None] | None = None,
+    before_loop: Callable[[], None] | None = None,
     wall_s: float = WALL_S,
     host_check: bool = True,
 ) -> timing.TimingResult:
@@ -113,12 +113,14 @@ def time_like_kernelbench(
     `inputs_for(k)` gives the inputs of call k (warm-up calls are negative): KernelBench's one set each time, or
     a fresh copy of it where the task's format copies the data per call (made before the synchronize, outside
     the events). `after_each(trial, output)` sees each kept trial's output after its events (final mode's
-    checks). The mean of the kept trials is `mean_us`."""
+    checks); `before_loop()` runs after the warm-up's empty_cache. The mean of the kept trials is `mean_us`."""
     t_start = _perf()
     for i in range(warmup):
         fn(inputs_for(-1 - i))
         _sync()
     _empty_cache()
+    if before_loop is not None:
+        before_loop()
     samples: list[float] = []
     out: Any = None
     total = trials + discard_first
@@ -168,6 +170,7 @@ def _loop(
     warmup: int,
     st: EvalSettings,
     after_each: Callable[[int, Any], None] | None = None,
+    before_loop: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     copied = w.rt.copies_per_call
 
@@ -178,13 +181,18 @@ def _loop(
         fn,
         inputs_for,
         warmup=warmup,
-        trials=max(1, min(TRIALS, st.max_reps)),
+        trials=_trials(st),
         clear_l2=l2_clearer(w.device),
         after_each=after_each,
+        before_loop=before_loop,
     )
     out = res.to_dict()
     out["protocol"] = "kernelbench"
     return out
+
+
+def _trials(st: EvalSettings) -> int:
+    return max(1, min(TRIALS, st.max_reps))
 
 
 def benchmark(w: Timing, args: dict[str, Any]) -> dict[str, Any]:
@@ -216,37 +224,30 @@ def benchmark(w: Timing, args: dict[str, Any]) -> dict[str, Any]:
     tol = w.rt.tolerance()
     flags: list[str] = []
     try:
-        # final mode: inputs no earlier call has seen, and every timed output checked
+        # final mode: inputs no earlier call has seen, and the outputs of timed calls chosen in secret checked after
+        # the loop (any check between the calls changes what the events read: gpu/kept_outputs.py)
         data = w.rt.make_inputs(wl, seed + 90_000 if st.final else seed, w.device)
         exp = w._reference(wl, data)
-        kept = clone_data(data) if st.final else None
-        # checked on the device and read once after the loop, so the GPU is as busy between the timed calls as in
-        # KernelBench's loop (a host check leaves it idle for milliseconds: bench/kb_final_gap.py)
-        deferred = (
-            DeferredChecks(exp, tol, sample=FINAL_SAMPLE)
-            if st.final and not w.rt.has_own_check and deferrable(exp)
-            else None
+        kept = KeptOutputs(exp, _trials(st)) if st.final else None
+        judged = clone_data(data) if kept is not None else []  # the inputs as they were before any call
+        out = _loop(
+            w,
+            raw,
+            data,
+            WARMUP,
+            st,
+            kept.add if kept is not None else None,
+            kept.prewarm if kept is not None else None,
         )
-
-        def check_each(trial: int, got: Any) -> None:
-            if deferred is not None:
-                deferred.add(trial, got)
-                return
-            if kept is None or any(f.startswith("final_recheck_failed") for f in flags):
-                return
-            chk = w._compare(got, exp, wl, kept, tol)
-            if not chk.passed:
+        if kept is not None:
+            failed, note = kept.first_failure(lambda got: w._compare(got, exp, wl, judged, tol))
+            if failed is not None:
+                trial, chk = failed
                 flags.append(
                     f"final_recheck_failed: timed call {trial} gave a wrong answer ({chk.kind}: {chk.message})"
                 )
-
-        out = _loop(w, raw, data, WARMUP, st, check_each if st.final else None)
-        failed = deferred.first_failure() if deferred is not None else None
-        if failed is not None:
-            trial, chk = failed
-            flags.append(
-                f"final_recheck_failed: timed call {trial} gave a wrong answer ({chk.kind}: {chk.message})"
-            )
+            if note is not None:
+                flags.append(note)
         flags += w._recheck(fn, wl, [data], [exp], tol, seed)
     except CandidateFailure as cf:
         return {"fault": cf.fault.to_dict()}

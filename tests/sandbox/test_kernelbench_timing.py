@@ -230,14 +230,41 @@ def test_an_answer_cached_by_address_is_caught_after_the_loop(worker: Any, cand:
     assert any(f.startswith("stale_output") for f in out["flags"]), out["flags"]
 
 
-def test_final_mode_checks_every_timed_output(worker: Any) -> None:
+def test_final_mode_checks_timed_outputs_chosen_in_secret(worker: Any) -> None:
     worker.load_source(TIRES)
     search = timing_kernelbench.benchmark(worker, _args("candidate", max_reps=10))
     assert any(f.startswith("recheck_failed") for f in search["flags"])  # after the loop
     worker.load_source(TIRES.replace("N <= 20", "N <= 30"))
     final = timing_kernelbench.benchmark(worker, _args("candidate", max_reps=100, final=True))
     bad = [f for f in final["flags"] if f.startswith("final_recheck_failed")]
+    # wrong from the 27th timed call on: 8 calls chosen among 100 all fall before it with probability 1.5e-5
     assert len(bad) == 1 and "timed call" in bad[0], final["flags"]
+    assert int(bad[0].split("timed call ")[1].split(" ")[0]) >= 26
+
+
+def test_kept_outputs_are_the_chosen_calls_and_are_checked_after_the_loop() -> None:
+    from ksearch.gpu import kept_outputs
+    from ksearch.gpu.checking import compare_outputs
+
+    exp = torch.ones(64)
+    kept = kept_outputs.KeptOutputs(exp, trials=100)
+    assert len(kept.chosen) == kept_outputs.KEPT and all(0 <= t < 100 for t in kept.chosen)
+    assert kept_outputs.KeptOutputs(exp, trials=3).chosen == {0, 1, 2}  # no more than there are calls
+    choices = {frozenset(kept_outputs.KeptOutputs(exp, trials=100).chosen) for _ in range(5)}
+    assert len(choices) == 5  # drawn afresh, not a fixed pattern a candidate could learn
+    wrong = min(kept.chosen)
+    for trial in range(100):
+        kept.add(trial, exp * (2.0 if trial == wrong else 1.0))
+    assert sorted(t for t, _ in kept.kept) == sorted(kept.chosen)
+    failed, note = kept.first_failure(lambda got: compare_outputs(got, exp, Tolerance()))
+    assert failed is not None and failed[0] == wrong and not failed[1].passed and note is None
+    # one buffer returned on every call: checked as it stands, and said
+    same = kept_outputs.KeptOutputs(exp, trials=100)
+    buf = torch.ones(64)
+    for trial in range(100):
+        same.add(trial, buf)
+    failed, note = same.first_failure(lambda got: compare_outputs(got, exp, Tolerance()))
+    assert failed is None and note is not None and "same memory" in note
 
 
 # ---------------------------------------------------------------- KernelBench's correctness rule
