@@ -250,6 +250,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         self._ceilings: dict[str, Any] | None = None
         self._fingerprints: dict[int, str] = {}
         self._drawn_ahead: set[str] = set()
+        self._quick_draws: set[str] = set()
         self._filled: dict[str, Counter[str]] = {}
         self._hw_lock = asyncio.Lock()
         # the GPU-less worker that dry-runs candidates for `compile` (gpu/sandbox_dryrun.py)

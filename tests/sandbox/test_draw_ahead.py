@@ -114,6 +114,13 @@ async def test_a_task_whose_largest_draw_is_quick_draws_nothing_ahead(
         notes = [f for f in ev.flags if f.startswith("note: inputs drawn ahead")]
         assert not notes or "processes at once" not in notes[0], notes
         assert not list(sb.pool.workers[0].draws.glob("*.pt"))
+        assert "draw_ahead" in ev.seconds_by_step, ev.seconds_by_step
+        # found quick once: other seeds are not drawn ahead (a worker restart and a draw per workload for nothing)
+        again = await sb.correctness(
+            Candidate.of(FIRST.format(extra=""), "triton"), task, st.model_copy(update={"seed": 4})
+        )
+        assert again.status == "ok", again.error
+        assert "draw_ahead" not in again.seconds_by_step, again.seconds_by_step
     finally:
         await sb.close()
 
