@@ -548,6 +548,10 @@ def row_trimul_search(r: Results) -> str:
         for c in bench
     )
     final = [n for n in calls if n.startswith("final_evaluation")]
+    ended = ""
+    if final:
+        per = _per_candidate(data)
+        ended = f"; {final[0]}: {calls[final[0]]['seconds']:.0f} s" + (f" ({per})" if per else "")
     said = "; ".join(
         f"{n.removeprefix('analyse_kernel prompt ').strip('()')}: analyse_kernel {c['seconds']:.2f} s"
         for n, c in readings
@@ -556,9 +560,26 @@ def row_trimul_search(r: Results) -> str:
         f"a TriMul search through the tools (`timing_protocol: {data.get('timing_protocol')}`), per call",
         (f"{said}; " if said else "")
         + f"benchmark of a new candidate, in order: {secs}"
-        + ("" if final else "; final_evaluation did not finish within the call's budget" + _stood(data)),
+        + (ended if final else "; final_evaluation did not finish within the call's budget" + _stood(data)),
         "`bench/trimul_search.py` → `trimul-search-h200.json`",
     )
+
+
+def _per_candidate(data: dict[str, Any]) -> str:
+    """A finished final evaluation's seconds per candidate, from its progress messages, with its input draws."""
+    by_cand: dict[str, list[list[Any]]] = {}
+    for p in data.get("final_progress") or []:
+        by_cand.setdefault(p[2].split(": ", 1)[0], []).append(p)
+    cands = {f["attempt_id"]: f for f in data.get("final") or []}
+    out = []
+    for cand, ps in by_cand.items():
+        if not ps[-1][2].endswith(": done"):
+            continue
+        aid = int(cand.split("#")[1].rstrip(")")) if "#" in cand else None
+        steps = (cands.get(aid) or {}).get("seconds_by_step") or {}
+        inputs = f", {steps['inputs']:.0f} s of it drawing inputs" if "inputs" in steps else ""
+        out.append(f"attempt #{aid} {ps[-1][0] - ps[0][0]:.0f} s{inputs}")
+    return "; ".join(out)
 
 
 def _stood(data: dict[str, Any]) -> str:
@@ -599,9 +620,15 @@ def row_suite_scaling(r: Results) -> str:
             if not row["attempts"]:
                 parts.append(f"{where}: no candidate recorded in its {row['wall_s']:.0f} s")
                 continue
+            warm = data.get("warm_up")
+            if warm:
+                where += f", after an uncounted {warm['wall_s']:.0f} s warm-up ({warm['attempts']} candidates in it)"
+            after = row.get("per_min_after_first")
             parts.append(
-                f"{where}: {row['attempts']} candidates in {row['wall_s']:.0f} s ({row['per_min']:.1f} a minute, the "
-                f"first at {row['first_attempt_s']:.0f} s)"
+                f"{where}: {row['attempts']} candidates in {row['wall_s']:.0f} s ({row['per_min']:.1f} a minute; the "
+                f"first at {row['first_attempt_s']:.0f} s"
+                + (f", {after:.1f} a minute from it on" if after else "")
+                + ")"
             )
     tasks = r.json("suite-scaling-h200.json")["tasks"]
     return _row(

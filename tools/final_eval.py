@@ -126,9 +126,9 @@ async def final_evaluation(
     rows: list[FinalRow] = []
     outcome: dict[int, FinalOutcome] = {}
     evals: dict[int, Evaluation] = {}
-    hw = await (await ws.sandbox()).hardware()
+    cpu = await (await ws.sandbox()).runs_without_gpu()  # not hardware(): see eval_settings_on
     every = loop.final_workloads(task)
-    names = [task.smoke().name] if hw.cpu_mode else every
+    names = [task.smoke().name] if cpu else every
     skipped = [w for w in every if w not in names]
     if top:
         sb = await ws.sandbox()
@@ -194,7 +194,7 @@ async def final_evaluation(
     await end_search(ws, s, status)
     if not rows:
         nxt = "No correct candidate to re-evaluate: the search ends without a result."
-    elif hw.cpu_mode:
+    elif cpu:
         take = await loop.take_out(ws, await ws.search(s.id))
         take = f" Meanwhile, {take}." if take else ""
         nxt = (

@@ -100,3 +100,26 @@ async def test_without_a_gpu_a_reading_that_cannot_wait_says_there_is_none(
     with bounded():
         text = await hardware_text(ws)
     assert text.startswith("this machine has no GPU") and "GPU's worker" not in text, text
+
+
+async def test_a_benchmarks_settings_do_not_wait_for_the_hardware(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the H200 a TriMul search's first benchmark took 72 s, 57 of them choosing its workloads (asking
+    `hardware()` whether the machine runs candidates without a GPU) before its evaluation began."""
+    from ksearch.tools.common import eval_settings
+
+    sb = await ws.sandbox()
+
+    async def hardware() -> Any:
+        raise AssertionError("hardware() was asked: it may wait a minute for a held worker")
+
+    async def on_a_gpu() -> bool:
+        return False
+
+    monkeypatch.setattr(sb, "hardware", hardware)
+    monkeypatch.setattr(sb, "runs_without_gpu", on_a_gpu)
+    s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
+    task = ws.search_task(s)
+    st = await eval_settings(ws, s, task, None, 1)
+    assert st.workloads == [w.name for w in task.by_split("search")] and len(st.workloads) >= 1
