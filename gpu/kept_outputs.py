@@ -1,14 +1,17 @@
 """A final evaluation's check of timed outputs that adds no work between the timed calls.
 
 Any work between a KernelBench loop's calls changes what its events read: on the H200 a LayerNorm kernel read
-244 us back to back, 288 us with a check of 65536 sampled elements queued on the device after each call, 350-370 us
-with the whole check on the host or on the device (bench/kb_final_gap.py, bench/results/kb-final-gap-h200*.json).
-KernelBench's own loop checks nothing, so its number is the back-to-back one.
+227-249 us back to back, 232-300 us with a check of 65536 sampled elements queued on the device after each call,
+258-444 us with the whole check on the host or on the device (bench/kb_final_gap.py,
+bench/results/kb-final-gap-h200*.json). KernelBench's own loop checks nothing, so its number is the back-to-back
+one.
 
 Here the outputs of `k` timed calls, drawn before the loop from the OS's randomness (the candidate cannot know
 which), are kept by reference: a set lookup and an append on the host, no device work. They are compared with the
 reference after the loop. So that keeping them does not send the next call's output to `cudaMalloc` inside the
-events, the allocator is given `k` + 1 free blocks of each output's size before the loop.
+events, the allocator is given `k` + 1 free blocks of each output's size before the loop. Measured so, the same
+kernel read 228.0-256.8 us: within 2.5% of the same round's back-to-back loop in four rounds of six, 8.7% and 12.7%
+above it in two, not explained yet.
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ What ksearch adds, outside the timed calls: the host-clock cross-check (`timing.
 the output on the timed inputs and the stale-output check (`Timing._recheck`), the harness and precision checks
 (`Timing._assemble`); in final mode the inputs are drawn afresh and the outputs of `kept_outputs.KEPT` timed calls,
 chosen in secret before the loop, are kept by reference and checked after it (`ksearch.gpu.kept_outputs`): any
-check between the calls changes what the events read (on the H200 a LayerNorm kernel read 244 us back to back,
-288 us with a sampled check queued on the device after each call, 350-370 us with a whole check:
+check between the calls changes what the events read (on the H200 a LayerNorm kernel read 227-249 us back to back,
+232-300 us with a sampled check queued on the device after each call, 258-444 us with a whole check:
 bench/kb_final_gap.py). A loop that runs past `WALL_S` stops early (KernelBench has no such limit) and says so in a note.
 """
 
