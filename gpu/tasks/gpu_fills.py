@@ -142,9 +142,12 @@ def redirected_fills(device: torch.device, seed: int) -> Iterator[Counter[str]]:
     try:
         for (m, name), fn in originals.items():
             setattr(m, name, seeder(fn))
-        with mode:
-            yield mode.made
+        with mode.lazy.hooked():
+            try:
+                with mode:
+                    yield mode.made
+            finally:
+                mode.lazy.write_all()  # tensors that outlive the context hold their values
     finally:
-        mode.lazy.write_all()  # tensors that outlive the context hold their values
         for (m, name), fn in originals.items():
             setattr(m, name, fn)

@@ -13,17 +13,26 @@ GPU returns a copy of the shadow. Anything else that touches a shadowed tensor (
 `numpy()`, printing, another device) first copies its shadow into it, as does leaving the fills' context with the
 tensor still alive: whatever reads its memory reads the values.
 
-Only a tensor the fills saw allocated (`torch.empty`, `Tensor.new`, ...) and passed to no other op before its fill is
-kept so: nothing else can share its memory, since every view of it would have been made by an op the fills see.
+Only a tensor the fills saw allocated from sizes alone (`torch.empty(n)`, `Tensor.new(size)`, ...; not `out=`, not
+`Tensor.new(tensor)`) and passed to no other op before its fill is kept so, outside inference mode: nothing else can
+share its memory, since every view of it would have been made by an op the fills see. The C paths that alias or
+read a tensor unseen by the mode (`nn.Parameter`, `as_subclass`, the legacy `torch.Tensor(t)`, DLPack, nested
+tensors) are patched for the context's length to write the values in first. Ops that keep a graph
+(`requires_grad` operands) and casts to integer types run as written. What is not covered: another thread reading
+such a tensor while the context is open (a torch function mode is the entering thread's alone); a generator's draw
+runs in the worker's one thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.nested
+import torch.utils.dlpack
 from torch.utils._pytree import tree_leaves
 
 # ops whose result is fresh, uninitialised memory of its own
@@ -42,6 +51,16 @@ NO_DATA = frozenset({
 })  # fmt: skip
 _NO_DATA_PROPS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "grad"})
 KEPT_DTYPES = (torch.float32, torch.float64)
+# C paths that alias or read a tensor without a torch function mode seeing it: (owner, name, leading arguments that
+# are not data: a class). Patched for the context's length, like the seeders (gpu_fills.redirected_fills).
+_BYPASSES: list[tuple[Any, str, int]] = [
+    (torch.Tensor, "_make_subclass", 1),  # nn.Parameter, nn.Buffer
+    (torch.Tensor, "as_subclass", 0),
+    (torch.Tensor, "__new__", 1),  # the legacy constructor torch.Tensor(t)
+    (torch.utils.dlpack, "to_dlpack", 0),
+    (torch.nested, "nested_tensor", 0),
+    (torch.nested, "as_nested_tensor", 0),
+]
 # bound at import: an evaluation poisons torch.empty_strided (checking.poisoned_allocations), and a stand-in for a
 # result whose values are its shadow's need not be written with NaN first (537 MB of TriMul's bench4: ~0.05 s)
 _empty_strided = torch.empty_strided
@@ -52,7 +71,9 @@ class LazyFills:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self._fresh: dict[int, weakref.ref[torch.Tensor]] = {}
+        # id -> (address, numel) of fresh tensors: no weak reference on them (torch.utils.swap_tensors refuses a
+        # tensor that has one); a dead one's entry cannot match a later tensor unless it has the same id and memory
+        self._fresh: dict[int, tuple[int, int]] = {}
         self._shadow: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self.kept = 0  # tensors whose values were kept on the device
         self.written = 0  # of those, copied into their CPU memory after all
@@ -60,8 +81,11 @@ class LazyFills:
     # ---- what the fills ask
 
     def can_keep(self, t: torch.Tensor) -> bool:
-        """Whether a fill of `t` may leave its memory unwritten: fresh (or already shadowed) memory of its own."""
-        return t.dtype in KEPT_DTYPES and (id(t) in self._fresh or id(t) in self._shadow)
+        """Whether a fill of `t` may leave its memory unwritten: fresh (or already shadowed) memory of its own,
+        outside inference mode (an inference tensor cannot be written later, outside it)."""
+        if t.dtype not in KEPT_DTYPES or torch.is_inference_mode_enabled() or t.is_inference():
+            return False
+        return self._fresh.get(id(t)) == _memory(t) or self._shadowed(t)
 
     def keep(self, t: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """`t`'s values are `values` (on the device) from now on; returns `t`."""
@@ -73,11 +97,10 @@ class LazyFills:
 
     def handle(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run `func` as the context's mode sees it."""
-        if func in ALLOC:
-            self._forget_fresh(args, kwargs)
+        if func in ALLOC and _sizes_only(func, args, kwargs):
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor) and out.device.type == "cpu" and type(out) is torch.Tensor:
-                self._fresh[id(out)] = weakref.ref(out, self._dropper(self._fresh, id(out)))
+                self._fresh[id(out)] = _memory(out)
             return out
         self._forget_fresh(args, kwargs)
         if not self._shadow or not any(self._shadowed(x) for x in tree_leaves((args, kwargs))):
@@ -97,13 +120,55 @@ class LazyFills:
                 self._write(x)
         return func(*args, **kwargs)
 
+    def release(self, *objs: Any) -> None:
+        """Before a path the mode does not see (an alias or a read made in C: nn.Parameter, as_subclass, the legacy
+        constructor, DLPack, nested tensors) takes `objs`: their shadows written in, none fresh any more."""
+        for x in tree_leaves(objs):
+            if isinstance(x, torch.Tensor):
+                self._fresh.pop(id(x), None)
+                if self._shadowed(x):
+                    self._write(x)
+
     def write_all(self) -> None:
         """Copy every live shadow into its tensor (the context ends: its tensors may be read by anything)."""
+        self._fresh.clear()
         for i in list(self._shadow):
             ref, _ = self._shadow[i]
             t = ref()
             if t is not None:
                 self._write(t)
+
+    @contextlib.contextmanager
+    def hooked(self) -> Iterator[None]:
+        """Within: the C paths that alias or read a tensor without the mode seeing them release it first."""
+        saved: list[tuple[Any, str, Any, bool]] = []
+
+        def wrap(fn: Any, skip: int) -> Any:
+            def inner(*a: Any, **k: Any) -> Any:
+                self.release(a[skip:], k)
+                return fn(*a, **k)
+
+            return inner
+
+        for owner, name, skip in _BYPASSES:
+            fn = getattr(owner, name, None)
+            if fn is None:
+                continue
+            own = name in vars(owner)
+            raw = vars(owner)[name] if own else None
+            wrapped = wrap(fn, skip)
+            if isinstance(raw, staticmethod) or name in ("_make_subclass", "__new__"):
+                wrapped = staticmethod(wrapped)
+            saved.append((owner, name, raw, own))
+            setattr(owner, name, wrapped)
+        try:
+            yield
+        finally:
+            for owner, name, raw, own in reversed(saved):
+                if own:
+                    setattr(owner, name, raw)
+                else:
+                    delattr(owner, name)
 
     # ---- inside
 
@@ -130,8 +195,11 @@ class LazyFills:
         return drop
 
     def _write(self, t: torch.Tensor) -> None:
-        _, values = self._shadow.pop(id(t))
-        t.copy_(values)
+        values = self._shadow[id(t)][1]
+        # past the mode (a hook may write from the owner's code); a shadowed tensor never requires grad
+        with torch._C.DisableTorchFunction(), torch.no_grad():
+            t.copy_(values)
+        del self._shadow[id(t)]  # after the copy: a failed one leaves the shadow for write_all to try again
         self.written += 1
 
     def _new_shadowed(self, values: torch.Tensor) -> torch.Tensor:
@@ -142,8 +210,10 @@ class LazyFills:
         return out
 
     def _arith(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-        if kwargs:  # alpha=, out=: the CPU may fuse a scaled add
-            return None
+        if kwargs or len(args) > 2 or torch.is_inference_mode_enabled():
+            return None  # alpha (by name or by place: the CPU may fuse a scaled add), out=; inference tensors
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return None  # the result has a graph: it is made as written
         moved: list[Any] = []
         for a in args:
             if self._shadowed(a):
@@ -186,11 +256,34 @@ class LazyFills:
                 return None
         values = self._shadow[id(t)][1]
         dtype = dtype or t.dtype
+        if not dtype.is_floating_point or torch.is_inference_mode_enabled():
+            return None  # a cast to an integer type saturates on CUDA where the CPU's wraps
         if device is None or device.type == "cpu":
             return t if dtype == t.dtype else self._new_shadowed(values.to(dtype))
         if _same_device(device, values.device):
             return values.to(dtype) if dtype != values.dtype else values.clone()
         return None
+
+
+def _memory(t: torch.Tensor) -> tuple[int, int]:
+    return t.data_ptr(), t.numel()
+
+
+def _sizes_only(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an allocation call makes memory of its own from sizes alone (not `Tensor.new(tensor|storage|data)`,
+    not `out=`, which return or alias existing memory)."""
+    if "out" in kwargs:
+        return False
+    if func is torch.empty_like or func is torch.Tensor.new_empty:
+        return True
+    sizes = args[1:] if func is torch.Tensor.new else args
+    if "size" in kwargs and not sizes:
+        sizes = (kwargs["size"],)
+    if len(sizes) == 1 and isinstance(sizes[0], (torch.Size, list, tuple)) and func is not torch.Tensor.new:
+        sizes = tuple(sizes[0])
+    elif len(sizes) == 1 and isinstance(sizes[0], torch.Size):
+        sizes = tuple(sizes[0])
+    return bool(sizes) and all(isinstance(n, int) and not isinstance(n, bool) for n in sizes)
 
 
 def _is_metadata_get(func: Callable[..., Any]) -> bool:
