@@ -1,5 +1,6 @@
 """What a host reads of a tool's result: an evaluation as its few decisive lines (the whole record stays in the
-structured result and the attempt resource), anything else as its JSON."""
+structured result and the attempt resource), anything else as its JSON with its long texts (a phase prompt)
+set out after it as text."""
 
 from __future__ import annotations
 
@@ -15,12 +16,36 @@ from ksearch.worldmodel.models import CPU_INTERPRETER, compile_label
 def text_of(out: Any, structured: Any) -> str:
     """What the model reads: an evaluation as its few decisive lines, short enough to read after every
     attempt (the whole record stays in the structured result and the attempt resource); anything else as
-    its JSON."""
+    its JSON with its long texts set out (`json_with_texts`)."""
     if isinstance(out, EvaluationOut):
         return "\n".join(evaluation_lines(out))
     if isinstance(out, QueryBankOut):  # the entries in words; the records stay in the structured result
         return out.text
-    return json.dumps(structured, indent=2)
+    return json_with_texts(structured)
+
+
+LONG_TEXT = 300  # a one-line string field at least this long is read as text too
+
+
+def json_with_texts(structured: Any) -> str:
+    """The JSON, but each long or multi-line string field (a phase prompt, a summary) after it as text, under its
+    name, rather than one JSON string of escaped newlines; `next` last."""
+    if not isinstance(structured, dict):
+        return json.dumps(structured, indent=2)
+    texts = {
+        k: v
+        for k, v in structured.items()
+        if isinstance(v, str) and ("\n" in v or len(v) >= LONG_TEXT) and k != "next"
+    }
+    nxt = structured.get("next")
+    rest = {
+        k: v for k, v in structured.items() if k not in texts and not (k == "next" and isinstance(nxt, str))
+    }
+    parts = [json.dumps(rest, indent=2)]
+    parts += [f"{k}:\n{v.strip()}" for k, v in texts.items()]
+    if isinstance(nxt, str) and nxt:
+        parts.append(f"next: {nxt.strip()}")
+    return "\n\n".join(parts)
 
 
 def _clip(text: str, n: int = 200) -> str:

@@ -177,3 +177,27 @@ def test_a_large_relative_error_that_passed_is_said_in_the_hosts_text() -> None:
         "correct on smoke (3 trials, max abs err 8.61e-05, max rel err 16.5% on elements above"
     )
     assert "by its absolute tolerance alone" in line
+
+
+def test_a_phase_prompt_in_a_result_reads_as_text_not_as_an_escaped_json_string() -> None:
+    """finish_intent's result carries the reflect prompt: read as one JSON string, its newlines were `\\n`."""
+    import json
+
+    prompt = (
+        "# Reflect\n\nThe tree:\n#1 [closed] online softmax\n  #2 [open] vectorize loads\n\nEdit the tree."
+    )
+    structured = {
+        "node": {"id": 2, "title": "vectorize loads"},
+        "reflect_prompt": prompt,
+        "next": "call edit_tree",
+    }
+    text = text_of(object(), structured)
+    head = text.split("\n\n", 1)[0]
+    assert json.loads(head) == {
+        "node": {"id": 2, "title": "vectorize loads"}
+    }  # the rest of the record as JSON
+    assert "reflect_prompt:\n# Reflect\n\nThe tree:\n#1 [closed] online softmax\n  #2 [open]" in text
+    assert "\\n" not in text and text.endswith("next: call edit_tree")
+    # a short one-line field stays in the JSON; a result that is not an object is its JSON
+    assert json.loads(text_of(object(), {"a": "short", "next": ""})) == {"a": "short"}
+    assert json.loads(text_of(object(), [1, 2])) == [1, 2]
