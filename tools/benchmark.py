@@ -216,8 +216,8 @@ def _next_step(search: str, r: loop.RefineState, ev: Evaluation) -> str:
         "timeout": "look for an unbounded loop first",
     }.get(ev.status, "implement the same intent differently, or better" if ev.status == "ok" else "fix it")
     cpu = (
-        " Note: CPU-interpreter timings are a functional check only, never a gain: each further correct attempt "
-        "counts toward the stagnation window."
+        # short: the whole benchmark text stays within 800 bytes (tests/ts), even with a `took` line
+        " CPU-interpreter timings are never a gain: each further correct attempt counts toward the window."
         if ev.timings and ev.timings[0].device == "cpu-interpreter"
         else ""
     )
