@@ -150,6 +150,8 @@ async def test_large_workloads_draw_in_children_from_the_start_and_quick_ones_ar
         assert "called off" in note, note
         store = sb.pool.workers[0].draws
         assert len(list(store.glob("*.pt"))) == slow  # bench0's: the quick bench1 is never kept
-        assert ev.seconds_by_step.get("inputs", 0.0) < 2 * DRAW_S, ev.seconds_by_step  # served from the store
+        # serving them is test_slow_draws_are_made_ahead_once_and_served_to_every_process's: here a load is a
+        # checksum over 80 MB and a copy, whose seconds on a loaded 2-core machine (up to 1.65 s for the
+        # candidate's three) say nothing about whether it drew
     finally:
         await sb.close()
