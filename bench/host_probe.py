@@ -105,6 +105,10 @@ def main() -> None:
         torch.cuda.set_per_process_memory_fraction(0.9)
         out["mem_fraction"] = 0.9
     out["plain"] = measure()
+    if "--no-profiler" in sys.argv:  # bench/host_pinning.py: the same measurement again instead
+        out["again"] = measure()
+        print(json.dumps(out), flush=True)
+        return
     from torch.profiler import ProfilerActivity, profile
 
     t = torch.zeros(1, device="cuda")

@@ -14,8 +14,10 @@ Variants, each run twice in alternation (to see drift), 100 trials each as Kerne
 - `sampled_check`: the same on SAMPLE elements drawn afresh per call (what a KernelBench final evaluation did before
   `kept_outputs`);
 - `kept_outputs`: the outputs of 8 calls chosen in secret kept by reference, checked after the loop, the allocator
-  given free blocks before it (gpu/kept_outputs.py: what a KernelBench final evaluation does).
-The script's own timer per check is reported too.
+  given free blocks before it (gpu/kept_outputs.py: what a KernelBench final evaluation does);
+- `kept_touched`: the same, each free block written once on the device before the loop.
+The script's own timer per check is reported too, and per variant and round the device allocations (`cudaMalloc`)
+made inside the loop; for the kept variants also the mean of the calls right after a kept one and of the others.
 """
 
 from __future__ import annotations
@@ -102,6 +104,19 @@ def main() -> None:
             kept.append(KeptOutputs(exp, 100))
             kept[-1].prewarm()
 
+        def new_kept_touched() -> None:
+            kept.append(KeptOutputs(exp, 100))
+            for e in checking.flatten(exp):
+                if isinstance(e, torch.Tensor) and e.is_cuda and e.numel():
+                    blocks = [torch.empty_like(e).zero_() for _ in range(len(kept[-1].chosen) + 1)]
+                    del blocks
+            torch.cuda.synchronize()
+
+        mallocs = [0]
+
+        def count_from_here() -> None:
+            mallocs[0] = torch.cuda.memory_stats().get("segment.all.allocated", 0)
+
         variants = {
             "plain": None,
             "check_each": check_each,
@@ -109,7 +124,15 @@ def main() -> None:
             "device_check": device_check,
             "sampled_check": sampled_check,
             "kept_outputs": kept_outputs,
+            "kept_touched": kept_outputs,
         }
+        setup = {"kept_outputs": new_kept, "kept_touched": new_kept_touched}
+
+        def before(name: str) -> None:
+            if name in setup:
+                setup[name]()
+            count_from_here()
+
         rows: dict[str, list[dict[str, Any]]] = {k: [] for k in variants}
         for _ in range(a.rounds):
             for name, after in variants.items():
@@ -120,15 +143,27 @@ def main() -> None:
                     lambda k: inputs,
                     clear_l2=l2_clearer(dev),
                     after_each=after,
-                    before_loop=new_kept if name == "kept_outputs" else None,
+                    before_loop=lambda name=name: before(name),  # type: ignore[misc]
                     host_check=False,
                 )
+                extra: dict[str, Any] = {}
+                if name in setup:
+                    after_kept = {t + 1 for t in kept[-1].chosen}
+                    s_after = [v for i, v in enumerate(res.samples_us) if i in after_kept]
+                    s_other = [v for i, v in enumerate(res.samples_us) if i not in after_kept]
+                    extra = {
+                        "after_kept_mean_us": round(statistics.mean(s_after), 1) if s_after else None,
+                        "other_mean_us": round(statistics.mean(s_other), 1),
+                    }
                 rows[name].append(
                     {
                         "mean_us": round(float(res.mean_us or 0.0), 1),
                         "median_us": round(res.summary.median, 1),
                         "wall_s": round(res.wall_s or 0.0, 2),
+                        "mallocs_in_loop": torch.cuda.memory_stats().get("segment.all.allocated", 0)
+                        - mallocs[0],
                         **({"gap_s": round(gap[0], 4)} if name == "idle_gap" else {}),
+                        **extra,
                     }
                 )
                 print(name, rows[name][-1], flush=True)

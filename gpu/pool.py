@@ -15,9 +15,11 @@ files (`ensure_view`) replaces its process (and its spare) with one that shows t
 
 A slot with `spare` keeps a second process started ahead, idle, that has never been handed out and so
 never ran candidate code: when the slot's process is killed or replaced, the spare takes over at once
-instead of the next caller waiting for a cold start (imports, CUDA context). The next spare starts when a
-live process is given back to the pool, so its start does not compete with the call that follows a
-takeover. Spares start in candidate mode only: a baseline process is always started afresh.
+instead of the next caller waiting for a cold start (imports, CUDA context). A spare starts as soon as a
+call holds the slot, and the next one at each takeover, so that back-to-back evaluations of new candidates each
+find one ready; a start competes for the host's CPU and the GPU's driver, so a call about to time waits for it
+first (`settle`). Spares start in
+candidate mode only: a baseline process is always started afresh.
 """
 
 from __future__ import annotations
@@ -661,6 +663,7 @@ class WorkerProcess:
             self.spares_taken += 1
             if old is not None:
                 self._discard_later(old)
+            self.keep_spare()  # ready by the next takeover; a timing waits for its start (settle)
         else:
             self._cur = self._launch(mode, after=self._discard_later(old) if old is not None else None)
         self.starts += 1
@@ -672,8 +675,13 @@ class WorkerProcess:
 
     def released(self) -> None:
         """The slot was given back: start a spare in the background if it has none and its process lives
-        (after a takeover the spare starts here, once the call that followed it is done, not under it)."""
-        if not self.spare or self.closed or self._spare is not None or not self.alive:
+        (the first spare starts here, once the slot's first process has served a call)."""
+        if self.alive:
+            self.keep_spare()
+
+    def keep_spare(self) -> None:
+        """Start a spare in the background if the slot keeps one and has none."""
+        if not self.spare or self.closed or self._spare is not None:
             return
         p = self._spare = self._launch("candidate")
         assert p.started is not None
@@ -713,13 +721,30 @@ class WorkerProcess:
 
     async def wait_spare(self) -> int | None:
         """The pid of the slot's spare once it is ready; None when there is none (none is started before
-        the slot's process is first given back) or it failed to start."""
+        the slot is first handed to a caller) or it failed to start."""
         p = self._spare
         if p is None or p.started is None:
             return None
         with contextlib.suppress(WorkerError, asyncio.CancelledError):
             await asyncio.shield(p.started)
         return p.pid if p.ready else None
+
+    @property
+    def spare_ready(self) -> bool:
+        """Whether a spare has started and waits, ready to take over."""
+        return self._spare is not None and self._spare.ready
+
+    async def settle(self) -> float:
+        """Wait until no spare of the slot is starting (a start takes host CPU and the GPU's driver, which would
+        move a timing of the process serving it); the seconds waited."""
+        p = self._spare
+        if p is None or p.started is None or p.started.done():
+            return 0.0
+        t0 = time.perf_counter()
+        await asyncio.wait(
+            [p.started]
+        )  # its failure is the spare's own (see _spare_started), not the caller's
+        return time.perf_counter() - t0
 
     async def stop(self) -> None:
         self.closed = True
@@ -762,6 +787,7 @@ class WorkerPool:
         try:
             await w.ensure_view(files)
             await w.ensure_started()
+            w.keep_spare()  # starting under this call, not behind its reply: a timing in it waits (settle)
             yield w
         finally:
             if not w.alive and not w.closed:

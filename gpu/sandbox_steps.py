@@ -452,6 +452,7 @@ class EvalSteps:
             if not reply.get("ok"):
                 raise SandboxError(f"the baseline worker could not set up the task: {reply.get('error')}")
         try:
+            await w.settle()  # no spare starting under the baselines' timing either
             for wl, kind, key in missing:
                 out[(wl, kind)] = await self._measure_baseline(w, run, wl, kind, key)
         finally:
@@ -475,6 +476,9 @@ class EvalSteps:
         may take the process over: a clean baseline process, then a fresh candidate one)."""
         st = run.settings
         measured: list[tuple[str, dict[str, Any]]] = []
+        settled = await w.settle()  # a spare started at this call's takeover is not starting under the timing
+        if settled >= 0.05:
+            run.steps["wait_for_spare"] = settled
         t_timing = time.perf_counter()
         for i, wl in enumerate(names):
             await say(f"timing: {wl}", 0.5 + 0.4 * i / len(names))

@@ -1,6 +1,7 @@
 """A worker slot keeps a spare process started ahead: a killed worker is replaced by it at once (no cold
-start for the next caller), the next spare starts only once the call after a takeover is done, a baseline
-is never measured in a spare, and closing the sandbox ends it too."""
+start for the next caller), the next spare starts at the takeover and a timing waits for its start, so
+back-to-back new candidates each find one ready; a baseline is never measured in a spare, and closing the
+sandbox ends it too."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
     try:
         sb.show(affine)  # a jailed worker shows the task's file from its start
         await sb.start()
-        assert await w.wait_spare() is None  # none before the slot's process is first given back
+        assert await w.wait_spare() is None  # none before the slot is first handed to a caller
         assert (await sb.correctness(cand("good_triton"), affine, st("small"))).status == "ok"
         assert w.hello is not None
         first, first_dir = w.hello["pid"], w.scratch
@@ -45,17 +46,49 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
         assert w.alive and w.hello is not None and w.hello["pid"] == spare
         assert (w.starts, w.spares_taken) == (starts + 1, 1)
         assert w.hello["mode"] == "candidate" and not w.ran_candidate  # it never ran a candidate before
-        assert await w.wait_spare() is None  # the next one waits until the slot is given back alive
+        nxt = await w.wait_spare()  # the next spare started at the takeover
+        assert nxt is not None and nxt not in (first, spare)
         ok = await sb.correctness(cand("good_triton"), affine, st("small"))
         assert ok.status == "ok", ok.error
         assert w.hello["pid"] == spare and w.ran_candidate
-        nxt = await w.wait_spare()  # a new spare, started as that call gave the slot back
-        assert nxt is not None and nxt not in (first, spare)
+        assert await w.wait_spare() == nxt  # one spare at a time
         assert await _gone(first)  # the crashed process was reaped
         assert first_dir.name == "w0-001" and not first_dir.exists()  # and its directory removed
     finally:
         await sb.close()
     assert await _gone(spare, 5.0) and await _gone(nxt, 5.0)  # close ends the spare too
+
+
+@pytest.mark.slow
+async def test_back_to_back_new_candidates_each_find_a_spare_ready(tmp_path, affine, cand, st) -> None:
+    """Each new candidate runs in a process that ran no other's code: the spare takes over at its load, the
+    next spare starts right then, and the timing waits for that start, so when the call returns the next
+    spare is ready and the following candidate's fresh process costs a handoff, not a cold start."""
+    sb = LocalSandbox(
+        scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=True, fresh_per_candidate=True
+    )
+    w = sb.pool.workers[0]
+    src = cand("good_triton").source
+    try:
+        sb.show(affine)
+        await sb.start()
+        evs = []
+        for i in range(3):  # back to back: no pause for a spare to start between the calls
+            ev = await sb.evaluate(cand(f"{src}\n# variant {i}\n"), affine, st("small"))
+            assert ev.status == "ok", ev.error
+            assert ev.timings, "timed"
+            # the spare for the next candidate is ready the moment this call returns (it started at this
+            # call's takeover, and the timing waited for its start), not starting behind the reply
+            assert w.spare_ready, f"call {i}: no spare ready as the call returned"
+            evs.append(ev)
+        assert w.spares_taken == 2 and w.starts == 3
+        for ev in evs[1:]:
+            # a handoff to a started process: no imports, no CUDA context waited for
+            assert ev.seconds_by_step["fresh_worker"] < 1.0, ev.seconds_by_step
+        pids = {w.hello["pid"], await w.wait_spare()}
+        assert len(pids) == 2
+    finally:
+        await sb.close()
 
 
 @pytest.mark.slow
