@@ -27,7 +27,10 @@ async def _gone(pid: int, within_s: float = 20.0) -> bool:
 
 @pytest.mark.slow
 async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, cand, st) -> None:
-    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=True)
+    # the same process for every candidate, as on a CPU (on a GPU a new candidate's load would take the spare)
+    sb = LocalSandbox(
+        scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=True, fresh_per_candidate=False
+    )
     w = sb.pool.workers[0]
     try:
         sb.show(affine)  # a jailed worker shows the task's file from its start
@@ -64,8 +67,15 @@ async def test_back_to_back_new_candidates_each_find_a_spare_ready(tmp_path, aff
     """Each new candidate runs in a process that ran no other's code: the spare takes over at its load, the
     next spare starts right then, and the timing waits for that start, so when the call returns the next
     spare is ready and the following candidate's fresh process costs a handoff, not a cold start."""
+    # baselines in the candidate's process, as on a CPU (on a GPU the first call's clean baseline process hands
+    # the slot to the spare at its end, and the next candidate then runs in that fresh process)
     sb = LocalSandbox(
-        scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, spare_workers=True, fresh_per_candidate=True
+        scratch_dir=tmp_path,
+        n_workers=1,
+        call_timeout_s=60.0,
+        spare_workers=True,
+        fresh_per_candidate=True,
+        clean_baselines=False,
     )
     w = sb.pool.workers[0]
     src = cand("good_triton").source
