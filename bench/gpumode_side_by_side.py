@@ -18,6 +18,12 @@ slowest; the first two parts for every candidate before the third for any):
                    the data copied per call outside the timed region).
   gpumode_eval_again  (--evaluator-again) the same eval.py run again in a new process, after ksearch's: the
                    owner's own spread between two processes (`evaluator_self_agreement`, second over first).
+  --processes N    the matching pair N times, alternating, each run in a new process (ksearch's: the candidate
+                   under a comment naming the run, so the sandbox loads it in a fresh worker): `over_processes`
+                   per shape gives each harness's per-process means, their median and spread, and the ratio of
+                   the medians. On a launch-bound shape one process's reading is the host's pace in it, which
+                   moves between processes on the same machine; the medians compare the harnesses, the spreads
+                   say how far one reading of either can be trusted.
 `agreement` is ksearch_gpumode's mean over gpumode_eval's mean per shape, `ksearch_over_gpumode` ksearch's
 median over gpumode_eval's mean. A `probe` part, in its own process, records what explains the gaps and the
 inputs: the cost of copying each benchmark's data (what ksearch's timing once included), whether a fresh
@@ -40,6 +46,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -341,6 +348,37 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
+def over_processes(runs: dict[str, list[dict[str, Any]]], names: list[str]) -> dict[str, Any]:
+    """Per shape: each harness's means over its processes, their median, spread (max over min) and the ratio of
+    ksearch's median to the evaluator's."""
+    out: dict[str, Any] = {}
+    for n in names:
+        row: dict[str, Any] = {}
+        for part in ("gpumode_eval", "ksearch_gpumode"):
+            vals = [
+                r["per_shape"][n]["mean_us"]
+                for r in runs.get(part, [])
+                if ((r.get("per_shape") or {}).get(n) or {}).get("mean_us")
+            ]
+            if vals:
+                row[part] = {
+                    "means_us": [round(v, 1) for v in vals],
+                    "median_us": round(statistics.median(vals), 1),
+                    "spread": round(max(vals) / min(vals), 3),
+                }
+        if len(row) == 2:
+            row["median_ratio"] = round(
+                row["ksearch_gpumode"]["median_us"] / row["gpumode_eval"]["median_us"], 4
+            )
+        out[n] = row
+    ratios = [r["median_ratio"] for r in out.values() if "median_ratio" in r]
+    return {
+        "per_shape": out,
+        "max_median_deviation": round(max(abs(r - 1) for r in ratios), 4) if ratios else None,
+        "processes": {p: len(v) for p, v in runs.items()},
+    }
+
+
 def summarize(entry: dict[str, Any], names: list[str]) -> None:
     gm = (entry.get("gpumode_eval") or {}).get("per_shape") or {}
     kg = (entry.get("ksearch_gpumode") or {}).get("per_shape") or {}
@@ -368,6 +406,9 @@ def summarize(entry: dict[str, Any], names: list[str]) -> None:
         }
         entry["evaluator_self_agreement"] = own
         entry["evaluator_max_self_deviation"] = max((abs(r - 1) for r in own.values()), default=None)
+    runs = entry.get("processes") or {}
+    if runs:
+        entry["over_processes"] = over_processes(runs, names)
     entry["geomean_us"] = {
         "gpumode_eval_mean": geomean([(gm.get(n) or {}).get("mean_us") or 0 for n in names]),
         "ksearch_gpumode_mean": geomean([(kg.get(n) or {}).get("mean_us") or 0 for n in names]),
@@ -442,11 +483,41 @@ async def main_async(args: argparse.Namespace) -> int:
     )
     # the matching pair first for every candidate (the agreement), then ksearch's own protocol for every one
     pair = ("gpumode_eval", "ksearch_gpumode") + (("gpumode_eval_again",) if args.evaluator_again else ())
-    phases = [(n, p) for n in order for p in pair] + [(n, "ksearch") for n in order]
+    repeats = [
+        (f"{p}#{r}", r) for r in range(2, args.processes + 1) for p in ("gpumode_eval", "ksearch_gpumode")
+    ]
+    phases = [(n, p) for n in order for p in (*pair, *(name for name, _ in repeats))]
+    phases += [(n, "ksearch") for n in order]
     try:
         for name, part in phases:
             entry = out["candidates"][name]
             src = cands[name]
+            if (
+                "#" in part
+            ):  # a repeat of the matching pair in a new process (a new candidate id: a fresh worker)
+                base, r = part.split("#")
+                src = f"{src}\n# side by side: process {r}\n"
+                if left() < MIN_PART_S:
+                    continue
+                try:
+                    if base == "gpumode_eval":
+                        rec = await asyncio.to_thread(
+                            run_gpumode_eval, folder, src, names, min(GPUMODE_TIMEOUT_S, left())
+                        )
+                    else:
+                        rec = await run_ksearch(
+                            sb, task, src, "gpumode", names, min(KSEARCH_TIMEOUT_S, left())
+                        )
+                except Exception:
+                    rec = {"error": traceback.format_exc()[-2000:]}
+                procs = entry.setdefault("processes", {})
+                for first in ("gpumode_eval", "ksearch_gpumode"):
+                    if first not in procs and first in entry:
+                        procs[first] = [entry[first]]
+                procs.setdefault(base, []).append(rec)
+                summarize(entry, names)
+                save()
+                continue
             if left() < MIN_PART_S:
                 entry[part] = {"skipped": f"time budget spent ({args.budget_s:.0f} s)"}
                 summarize(entry, names)
@@ -478,6 +549,9 @@ async def main_async(args: argparse.Namespace) -> int:
             f"  ksearch {_us(g.get('ksearch_median'))}  max |dev| {'-' if dev is None else f'{100 * dev:.1f}%'}"
             f"  status {(e.get('ksearch_gpumode') or {}).get('status')}/{(e.get('ksearch') or {}).get('status')}"
         )
+        op = e.get("over_processes")
+        if op:
+            print(f"{'':14s} over {op['processes']} processes: max |median dev| {op['max_median_deviation']}")
     print(f"wrote {out_path} in {time.perf_counter() - t_start:.0f} s")
     return 0
 
@@ -510,6 +584,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=["TTT"],
         help="candidates (by file stem) the probe judges on data built with the evaluator's and with real booleans",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="run the matching pair this many times per candidate, each in a new process (over_processes)",
     )
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--budget-s", type=float, default=330.0)
