@@ -394,6 +394,39 @@ def row_gpumode(r: Results) -> str:
     )
 
 
+def row_gpumode_processes(r: Results) -> str:
+    """GPU MODE: eval.py and ksearch's `gpumode` protocol each in several new processes, medians compared per shape."""
+    parts, spreads = [], []
+    for fname, label in (
+        ("gpumode-trimul-h200-processes.json", "TriMul"),
+        ("gpumode-histogram-h200-processes.json", "histogram_py, the search's kernel"),
+    ):
+        data = r.json(fname)
+        for n, c in data["candidates"].items():
+            op = c.get("over_processes") or {}
+            rows = [v for v in (op.get("per_shape") or {}).values() if "median_ratio" in v]
+            if not rows:
+                continue
+            close = sum(abs(v["median_ratio"] - 1) <= 0.05 for v in rows)
+            who = label if n.startswith("export") else f"{label} {n}"
+            parts.append(
+                f"{who} {close} of {len(rows)} shapes within 5% (worst {op['max_median_deviation'] * 100:.1f}%)"
+            )
+            for v in rows:
+                spreads.append((v["gpumode_eval"]["spread"], v["ksearch_gpumode"]["spread"]))
+            k = op["processes"].get("gpumode_eval", 0)
+    ev = max(a for a, _ in spreads)
+    ks = max(b for _, b in spreads)
+    return _row(
+        f"GPU MODE, the task's own `eval.py` and ksearch (`timing_protocol: gpumode`) each run in {k} new processes "
+        "per candidate, alternating; per shape the medians over the processes compared",
+        f"{'; '.join(parts)}; one process's reading against another's of the same harness, worst shape: eval.py "
+        f"{(ev - 1) * 100:.1f}%, ksearch {(ks - 1) * 100:.1f}% (launch-bound shapes: the host's pace moves between "
+        "processes, see [docs/tasks.md](docs/tasks.md#gpu-mode))",
+        "`bench/gpumode_side_by_side.py --processes 4` → `gpumode-{trimul,histogram}-h200-processes.json`",
+    )
+
+
 def row_kernelbench(r: Results) -> str:
     """KernelBench: its own eval_kernel_against_ref vs ksearch's `kernelbench` protocol, per candidate and problem."""
     data = r.json("side-by-side-kernelbench-h200.json")
@@ -905,6 +938,7 @@ REGIONS: dict[str, Callable[[Results], str]] = {
     "row-compile-baseline": row_compile_baseline,
     "row-tuner": row_tuner,
     "row-gpumode": row_gpumode,
+    "row-gpumode-processes": row_gpumode_processes,
     "ncu-single": ncu_single,
     "live-replay": live_replay,
     "live-replay-rows-loop": live_replay_rows_loop,

@@ -15,10 +15,11 @@ files (`ensure_view`) replaces its process (and its spare) with one that shows t
 
 A slot with `spare` keeps a second process started ahead, idle, that has never been handed out and so
 never ran candidate code: when the slot's process is killed or replaced, the spare takes over at once
-instead of the next caller waiting for a cold start (imports, CUDA context). A spare starts as soon as a
-call holds the slot, and the next one at each takeover, so that back-to-back evaluations of new candidates each
-find one ready; a start competes for the host's CPU and the GPU's driver, so a call about to time waits for it
-first (`settle`). Spares start in
+instead of the next caller waiting for a cold start (imports, CUDA context). The next spare starts when a
+live process is given back to the pool, behind the reply, or, asked at the takeover (`restart(next_spare=True)`:
+a caller that expects its checks to outlast a start, so back-to-back evaluations of new candidates each find one
+ready), at once; a start competes for the host's CPU and the GPU's driver, so a call about to time waits for a
+spare still starting (`settle`). Spares start in
 candidate mode only: a baseline process is always started afresh.
 """
 
@@ -486,6 +487,7 @@ class WorkerProcess:
         self.gpu_fills: Counter[str] = Counter()
         self.spare = spare
         self.starts = 0  # processes that have served this slot
+        self.start_s: float | None = None  # seconds the slot's last process start took (None before one)
         self.spares_taken = 0  # of those, the ones a spare supplied (no cold start waited for)
         # "candidate": runs candidates; "baseline": a fresh process that never ran candidate code, with
         # compiler caches of its own that no candidate can write (see LocalSandbox.clean_baselines)
@@ -619,7 +621,15 @@ class WorkerProcess:
             after=after,
             zygote=self.zygote,
         )
+        if after is None:  # a start of its own, not one queued behind an old process's end
+            t0 = time.perf_counter()
+            assert p.started is not None
+            p.started.add_done_callback(lambda t: self._started_in(t, time.perf_counter() - t0))
         return p
+
+    def _started_in(self, t: asyncio.Task[None], seconds: float) -> None:
+        if not t.cancelled() and t.exception() is None:
+            self.start_s = seconds
 
     def show(self, paths: Iterable[str]) -> set[str]:
         """Have the slot's processes started from now on show `paths` (a task's files); the ones that need
@@ -647,9 +657,10 @@ class WorkerProcess:
         task.add_done_callback(self._chores.discard)
         return task
 
-    def _replace(self, mode: Mode) -> _Process:
+    def _replace(self, mode: Mode, next_spare: bool = False) -> _Process:
         """A new process for the slot in `mode`: the spare when it can serve, else a cold start once the
-        old process is gone. The old one is discarded either way."""
+        old process is gone. The old one is discarded either way; `next_spare`: a spare that took over is
+        followed by the next one at once rather than when the slot is given back."""
         self.mode = mode
         old, sp = self._cur, self._spare
         if sp is not None and (not sp.usable or not self.readable <= sp.readable):
@@ -663,7 +674,8 @@ class WorkerProcess:
             self.spares_taken += 1
             if old is not None:
                 self._discard_later(old)
-            self.keep_spare()  # ready by the next takeover; a timing waits for its start (settle)
+            if next_spare:
+                self.keep_spare()  # ready by the next takeover; a timing waits for its start (settle)
         else:
             self._cur = self._launch(mode, after=self._discard_later(old) if old is not None else None)
         self.starts += 1
@@ -675,7 +687,7 @@ class WorkerProcess:
 
     def released(self) -> None:
         """The slot was given back: start a spare in the background if it has none and its process lives
-        (the first spare starts here, once the slot's first process has served a call)."""
+        (after a takeover the next one starts here, behind the reply, unless the takeover asked for it)."""
         if self.alive:
             self.keep_spare()
 
@@ -711,11 +723,12 @@ class WorkerProcess:
         assert self._cur is not None and self._cur.started is not None
         await asyncio.shield(self._cur.started)
 
-    async def restart(self, mode: Mode) -> None:
-        """A fresh process in `mode`: whatever the old one ran (candidate code included) is gone."""
+    async def restart(self, mode: Mode, next_spare: bool = False) -> None:
+        """A fresh process in `mode`: whatever the old one ran (candidate code included) is gone; `next_spare`:
+        see `_replace`."""
         if self.closed:
             raise WorkerError("start", "the sandbox is closed")
-        p = self._replace(mode)
+        p = self._replace(mode, next_spare)
         assert p.started is not None
         await asyncio.shield(p.started)
 
@@ -787,7 +800,6 @@ class WorkerPool:
         try:
             await w.ensure_view(files)
             await w.ensure_started()
-            w.keep_spare()  # starting under this call, not behind its reply: a timing in it waits (settle)
             yield w
         finally:
             if not w.alive and not w.closed:

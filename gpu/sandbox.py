@@ -251,6 +251,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         self._fingerprints: dict[int, str] = {}
         self._drawn_ahead: set[str] = set()
         self._quick_draws: set[str] = set()
+        self._checks_s: dict[str, float] = {}
         self._filled: dict[str, Counter[str]] = {}
         self._hw_lock = asyncio.Lock()
         # the GPU-less worker that dry-runs candidates for `compile` (gpu/sandbox_dryrun.py)
@@ -500,6 +501,8 @@ class LocalSandbox(EvalSteps, Sandbox):
                                 break
                         if run.ran and w.alive:
                             await self._collect_kernels(w, run)
+                    if run.status is None:
+                        self._checks_s[self._fingerprint(task)] = run.steps.get("correctness", 0.0)
                     all_ok = run.status is None and all(c.passed for c in run.correctness)
                     if timing and all_ok and w.alive:
                         ceil = await self.ceilings(w) if not env.cpu_mode else {}

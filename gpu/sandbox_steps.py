@@ -36,6 +36,9 @@ from ksearch.worldmodel.models import (
 # (before, one compile served every workload: dynamically shaped after the first); v4: the torch.compile baseline
 # carries the check of its output by the rule a candidate must meet
 BASELINE_VERSION = "v4"
+# a slot's next spare starts at a takeover only where the task's last checks took at least this many process starts
+# (they hide it: the timing after them need not wait); else behind the reply, while the model reads it
+SPARE_HIDDEN = 1.0
 FACTS_WAIT_S = 30.0  # how long drawing ahead waits for a task's facts (their input sizes) still being probed
 
 
@@ -133,6 +136,7 @@ class EvalSteps:
     ]  # tasks whose every workload a draw ahead found quick to draw: none is drawn ahead again
     memory_bytes: int  # host memory a worker's jail may use (its children's draws included)
     _filled: dict[str, Counter[str]]  # per task: its input fills made on the GPU in this sandbox, by op
+    _checks_s: dict[str, float]  # per task: the seconds of its last evaluation's correctness step
 
     def _fingerprint(self, task: Task) -> str:
         key = id(task)
@@ -222,8 +226,12 @@ class EvalSteps:
         }
         fresh = self.fresh_per_candidate or w.stray_threads
         if fresh and w.ran_candidate and w.candidate_id != run.candidate.id:
+            # the next spare at once where this task's checks outlast a start (so a timing will not wait for
+            # it, and a back-to-back next candidate finds it ready), else behind this call's reply
+            checks = self._checks_s.get(self._fingerprint(task), 0.0)
+            early = w.start_s is not None and checks >= SPARE_HIDDEN * w.start_s
             with run.step("fresh_worker"):
-                await w.restart("candidate")
+                await w.restart("candidate", next_spare=early)
         w.ran_candidate = True
         w.candidate_id = run.candidate.id
         reply = await self._call(w, run, "load", args, timeout, "loading the candidate module")

@@ -1,7 +1,8 @@
 """A worker slot keeps a spare process started ahead: a killed worker is replaced by it at once (no cold
-start for the next caller), the next spare starts at the takeover and a timing waits for its start, so
-back-to-back new candidates each find one ready; a baseline is never measured in a spare, and closing the
-sandbox ends it too."""
+start for the next caller) and the next spare starts once the call after the takeover is done; where a task's
+checks outlast a start, a new candidate's takeover starts the next spare at once and the timing waits for its
+start, so back-to-back new candidates each find one ready; a baseline is never measured in a spare, and closing
+the sandbox ends it too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ksearch.gpu import sandbox_steps
 from ksearch.gpu.sandbox import LocalSandbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -49,12 +51,12 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
         assert w.alive and w.hello is not None and w.hello["pid"] == spare
         assert (w.starts, w.spares_taken) == (starts + 1, 1)
         assert w.hello["mode"] == "candidate" and not w.ran_candidate  # it never ran a candidate before
-        nxt = await w.wait_spare()  # the next spare started at the takeover
-        assert nxt is not None and nxt not in (first, spare)
+        assert await w.wait_spare() is None  # the next one waits until the slot is given back alive
         ok = await sb.correctness(cand("good_triton"), affine, st("small"))
         assert ok.status == "ok", ok.error
         assert w.hello["pid"] == spare and w.ran_candidate
-        assert await w.wait_spare() == nxt  # one spare at a time
+        nxt = await w.wait_spare()  # a new spare, started as that call gave the slot back
+        assert nxt is not None and nxt not in (first, spare)
         assert await _gone(first)  # the crashed process was reaped
         assert first_dir.name == "w0-001" and not first_dir.exists()  # and its directory removed
     finally:
@@ -63,13 +65,10 @@ async def test_a_dead_worker_is_replaced_at_once_by_its_spare(tmp_path, affine, 
 
 
 @pytest.mark.slow
-async def test_back_to_back_new_candidates_each_find_a_spare_ready(tmp_path, affine, cand, st) -> None:
-    """Each new candidate runs in a process that ran no other's code: the spare takes over at its load, the
-    next spare starts right then, and the timing waits for that start, so when the call returns the next
-    spare is ready and the following candidate's fresh process costs a handoff, not a cold start."""
+def _sandbox_per_candidate(tmp_path: Path) -> LocalSandbox:
     # baselines in the candidate's process, as on a CPU (on a GPU the first call's clean baseline process hands
     # the slot to the spare at its end, and the next candidate then runs in that fresh process)
-    sb = LocalSandbox(
+    return LocalSandbox(
         scratch_dir=tmp_path,
         n_workers=1,
         call_timeout_s=60.0,
@@ -77,6 +76,17 @@ async def test_back_to_back_new_candidates_each_find_a_spare_ready(tmp_path, aff
         fresh_per_candidate=True,
         clean_baselines=False,
     )
+
+
+@pytest.mark.slow
+async def test_back_to_back_new_candidates_each_find_a_spare_ready(
+    tmp_path, affine, cand, st, monkeypatch
+) -> None:
+    """Where a task's checks outlast a process start (here: any task), each new candidate's takeover starts the
+    next spare at once and the timing waits for that start, so when the call returns the next spare is ready and
+    the following candidate's fresh process costs a handoff, not a cold start."""
+    monkeypatch.setattr(sandbox_steps, "SPARE_HIDDEN", 0.0)
+    sb = _sandbox_per_candidate(tmp_path)
     w = sb.pool.workers[0]
     src = cand("good_triton").source
     try:
@@ -87,9 +97,10 @@ async def test_back_to_back_new_candidates_each_find_a_spare_ready(tmp_path, aff
             ev = await sb.evaluate(cand(f"{src}\n# variant {i}\n"), affine, st("small"))
             assert ev.status == "ok", ev.error
             assert ev.timings, "timed"
-            # the spare for the next candidate is ready the moment this call returns (it started at this
-            # call's takeover, and the timing waited for its start), not starting behind the reply
-            assert w.spare_ready, f"call {i}: no spare ready as the call returned"
+            if i:  # the first call's process is the slot's first: no takeover, its spare starts at the reply
+                # the spare for the next candidate is ready the moment this call returns (it started at this
+                # call's takeover, and the timing waited for its start), not starting behind the reply
+                assert w.spare_ready, f"call {i}: no spare ready as the call returned"
             evs.append(ev)
         assert w.spares_taken == 2 and w.starts == 3
         for ev in evs[1:]:
@@ -97,6 +108,30 @@ async def test_back_to_back_new_candidates_each_find_a_spare_ready(tmp_path, aff
             assert ev.seconds_by_step["fresh_worker"] < 1.0, ev.seconds_by_step
         pids = {w.hello["pid"], await w.wait_spare()}
         assert len(pids) == 2
+    finally:
+        await sb.close()
+
+
+@pytest.mark.slow
+async def test_where_checks_are_quicker_than_a_start_the_next_spare_starts_behind_the_reply(
+    tmp_path, affine, cand, st
+) -> None:
+    """A quick task's checks would not hide a start: its timing would wait for one. The next spare then starts
+    when the call gives the slot back (behind the reply, while the model reads it), and no timing waits."""
+    sb = _sandbox_per_candidate(tmp_path)
+    w = sb.pool.workers[0]
+    src = cand("good_triton").source
+    try:
+        sb.show(affine)
+        await sb.start()
+        for i in range(3):
+            ev = await sb.evaluate(cand(f"{src}\n# quick {i}\n"), affine, st("small"))
+            assert ev.status == "ok", ev.error
+            assert "wait_for_spare" not in ev.seconds_by_step, ev.seconds_by_step
+            assert w.start_s is not None
+            assert not w.spare_ready  # none started under the call: the next starts as the slot is given back
+            await w.wait_spare()  # the model's reading time, in which that spare starts
+        assert w.spares_taken == 2
     finally:
         await sb.close()
 
