@@ -42,7 +42,7 @@ class FinishIntentIn(ToolIn):
     root), added after the edits"""
     reason: str = Field("", max_length=2000)
     """Why (your reflection): kept in the edit log with each new intent, as propose_intents' reason, and with each
-    edit that gives no `reason` of its own; so only with `new_intents` or `edits` (closing alone logs no reason)"""
+    edit that gives no `reason` of its own; given alone, with the intent's end (an entry `finish`)"""
     author: str = Field("human", min_length=1, max_length=80)
     """Who asks: human | llm:<model> (kept in the edit log with the edits and new intents)"""
     with_prompt: bool | None = None
@@ -50,12 +50,7 @@ class FinishIntentIn(ToolIn):
     (neither `edits` nor `new_intents`)"""
 
     @model_validator(mode="after")
-    def _reason_goes_with_intents(self) -> FinishIntentIn:
-        if self.reason and not self.new_intents and not self.edits:
-            raise ValueError(
-                "reason is kept in the edit log with new_intents and edits, and neither was given: give it with "
-                "them (closing an intent alone logs no reason)"
-            )
+    def _reason_goes_with_edits(self) -> FinishIntentIn:
         # an edit without a reason of its own is logged with the reflection's
         self.edits = with_reason(self.edits, self.reason)
         return self

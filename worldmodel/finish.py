@@ -57,6 +57,17 @@ async def finish_refine(
             await rows.set_node_status(db, node_id, "open")
         else:
             await rows.close_node(db, node_id, status)
+        if reason and not edits and not intents:  # nothing else carries the reflection's reason: the end does
+            await rows.log_edit(
+                db,
+                search_id=search_id,
+                op="finish",
+                node_id=node_id,
+                payload={"status": status},
+                author=author,
+                round=round,
+                reason=reason,
+            )
         edited: list[Node] = []
         added: list[Node] = []
         try:

@@ -770,8 +770,9 @@ class AttemptSpeedups(dict[int, float | None]):
 
 NodeEditOp = Literal["update", "move", "prune", "reopen", "pin", "unpin", "veto", "unveto"]
 """The changes an `EditSpec` makes to an existing node."""
-EditOp = Literal["insert", NodeEditOp]
-"""Every kind of entry in the edit log: a new intent, or a change to a node."""
+EditOp = Literal["insert", "finish", NodeEditOp]
+"""Every kind of entry in the edit log: a new intent, a refine phase's end that brought a reason alone (its status
+and the reflection's reason), or a change to a node."""
 
 
 class Edit(Strict):

@@ -6,7 +6,6 @@ call are applied with it, all or nothing."""
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 from toolkit import ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
 
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
@@ -67,6 +66,23 @@ async def test_an_intent_without_a_correct_attempt_is_failed(ws: Workspace, tiny
     assert out.node.status.value == "failed" and out.node.best_attempt_id is None
     assert (out.refine.attempts, out.refine.best_attempt_id) == (1, None)
     assert (await ws.store.get_node(b.id)).status.value == "open"  # the other intent is untouched
+
+
+async def test_a_reason_given_alone_is_kept_with_the_intents_end(ws: Workspace, tiny_task: str) -> None:
+    """A reflection with nothing to add but its why: the reason is logged with the finish itself (entry `finish`,
+    the intent's new status), where a reason given with edits or new intents goes with those."""
+    a, _ = await _claimed(ws, tiny_task)
+    await _attempt(ws, a, WRONG_ROW_SUM)
+    s = await ws.search("f")
+    before = len(await ws.store.list_edits(s.id))
+    out = await finish_intent(
+        ws, FinishIntentIn(search="f", node_id=a.id, reason="the sum spills", author="llm:m")
+    )
+    assert out.node.status.value == "failed"
+    new = (await ws.store.list_edits(s.id))[before:]
+    assert [(e.op, e.node_id, e.payload, e.reason, e.author) for e in new] == [
+        ("finish", a.id, {"status": "failed"}, "the sum spills", "llm:m")
+    ]
 
 
 async def test_finishing_what_is_not_being_refined_is_refused(
@@ -196,8 +212,6 @@ async def test_a_refused_edit_or_intent_changes_nothing_and_the_corrected_call_g
         ToolFailure, match="finish_intent changed nothing: bad author 'bob'; accepted: 'human'"
     ):
         await finish_intent(ws, FinishIntentIn(search="f", edits=[good], author="bob"))
-    with pytest.raises(ValidationError, match="reason is kept in the edit log with new_intents and edits"):
-        FinishIntentIn(search="f", reason="no intents to keep it with")
     # with edits only, the reflection is each reason-less edit's reason (an edit's own is kept)
     told = FinishIntentIn(search="f", edits=[good, good.model_copy(update={"reason": "own"})], reason="why")
     assert [e.reason for e in told.edits] == ["why", "own"]
