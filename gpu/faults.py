@@ -30,9 +30,11 @@ class Fault:
     kind: str  # "compile" | "oom" | "cuda" | "exception"
     message: str
     diagnostics: list[dict[str, Any]] = field(default_factory=list)  # severity, message, line
+    interpreter: bool = False  # a "compile" fault of the Triton interpreter alone: a GPU compile may not share it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "diagnostics": self.diagnostics}
+        out = {"kind": self.kind, "message": self.message, "diagnostics": self.diagnostics}
+        return {**out, "interpreter": True} if self.interpreter else out
 
 
 def candidate_frames(exc: BaseException, files: set[str]) -> list[str]:
@@ -89,6 +91,7 @@ def _interpreter_fault(cause: BaseException, files: set[str], where: str) -> Fau
         "compile",
         f"Triton interpreter error: {message}{where}",
         [{"severity": "error", "message": message, "line": line}],
+        interpreter=True,
     )
 
 

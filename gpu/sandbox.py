@@ -33,16 +33,24 @@ from ksearch.gpu.kvcache import JsonFileCache, KVCache
 from ksearch.gpu.pool import WorkerError, WorkerPool, WorkerProcess
 from ksearch.gpu.sandbox_api import HardwareFacts, Progress, Sandbox, SandboxError
 from ksearch.gpu.sandbox_dryrun import DryRun
+from ksearch.gpu.sandbox_machine import (
+    forks_default,
+    gpus_visible,
+    query_gpu_facts,
+    spares_default,
+    sweep_dead_sessions,
+    visible_gpus,
+)
 from ksearch.gpu.sandbox_profile import profile_on
 from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json, timed_names
 from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of
-from ksearch.gpu.smi import query_gpus
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
 from ksearch.worldmodel.models import (
     PROTOCOL_STATISTIC,
     Candidate,
     CompileReport,
+    Diagnostic,
     Environment,
     EvalSettings,
     Evaluation,
@@ -58,83 +66,15 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "gpus_visible",
+    "visible_gpus",
 ]
 
 log = logging.getLogger("ksearch.sandbox")
 CACHE_VERSION = "v2"
 
 
-def gpus_visible() -> bool:
-    """Whether nvidia-smi lists a GPU this process may use (KSEARCH_CPU_MODE=1: never)."""
-    return bool(_query_gpus()[0])
-
-
-def visible_gpus() -> list[str]:
-    """The ids of the GPUs this process may use (as CUDA_VISIBLE_DEVICES names them); [] without one."""
-    return _query_gpus()[0]
-
-
-def _query_gpus() -> tuple[list[str], str | None, str | None]:
-    """(visible GPU ids, driver version, compute capability) from nvidia-smi; ([], None, None) without one."""
-    if os.environ.get("KSEARCH_CPU_MODE") == "1":
-        return [], None, None
-    rows = query_gpus("index,driver_version,compute_cap")
-    if not rows:
-        return [], None, None
-    ids = [r[0] for r in rows]
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None:
-        wanted = [x.strip() for x in cvd.split(",") if x.strip()]
-        ids = [] if (not wanted or wanted[0].startswith("-")) else wanted
-    driver = rows[0][1] if len(rows[0]) > 1 else None
-    cc = rows[0][2] if len(rows[0]) > 2 else None
-    return ids, driver, cc
-
-
 def _ceilings_key(env: Environment) -> str:
     return f"ceilings:{CACHE_VERSION}:{env.key()}"
-
-
-def _sweep_dead_sessions(sessions: Path) -> None:
-    """Remove the session directories of processes that are gone (a SIGKILLed driver cannot clean
-    up after itself). A directory is named `<pid>-<token>`; a live or unknown owner keeps it."""
-    if not sessions.is_dir():
-        return
-    for d in sessions.iterdir():
-        pid = d.name.split("-", 1)[0]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(d, ignore_errors=True)
-        except (PermissionError, OverflowError):
-            continue  # someone else's process: not ours to judge
-
-
-def _spares(cpu_mode: bool) -> bool:
-    """Whether worker slots keep a spare process: KSEARCH_SPARE_WORKERS=1|0, else on a GPU only (on the CPU a
-    spare's start takes the cores the interpreter runs candidates on, and a cold start there is a few seconds)."""
-    v = os.environ.get("KSEARCH_SPARE_WORKERS", "").strip()
-    if v in ("0", "1"):
-        return v == "1"
-    if v:
-        raise SandboxError(f"KSEARCH_SPARE_WORKERS={v!r}: accepted values are 1 (keep a spare) and 0 (none)")
-    return not cpu_mode
-
-
-def _forks(cpu_mode: bool) -> bool:
-    """Whether worker slots fork their processes from a zygote (gpu/zygote.py): KSEARCH_FORK_WORKERS=1|0, else
-    without a GPU only (there every fresh process per candidate was a second of imports waited for; on a GPU the
-    spare hides a start, and a zygote must never touch CUDA)."""
-    v = os.environ.get("KSEARCH_FORK_WORKERS", "").strip()
-    if v in ("0", "1"):
-        return v == "1"
-    if v:
-        raise SandboxError(
-            f"KSEARCH_FORK_WORKERS={v!r}: accepted values are 1 (fork from a zygote) and 0 (exec)"
-        )
-    return cpu_mode
 
 
 class LocalSandbox(EvalSteps, Sandbox):
@@ -169,7 +109,7 @@ class LocalSandbox(EvalSteps, Sandbox):
             raise SandboxError(str(e)) from None
         if not self.jailed:
             log.warning("sandbox isolation %s", self.isolation)
-        gpus, self._driver, cc = _query_gpus()
+        gpus, self._driver, cc = query_gpu_facts()
         self.cpu_mode = (not gpus) if cpu_mode is None else cpu_mode
         if not self.cpu_mode and not gpus:
             raise SandboxError("GPU mode was requested but no GPU is visible (nvidia-smi lists none)")
@@ -194,7 +134,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         )
         self.root = root.resolve()  # caches shared by every sandbox that uses this directory
         # this sandbox's own worker scratch space: several sandboxes may share `root` at once
-        _sweep_dead_sessions(self.root / "sessions")
+        sweep_dead_sessions(self.root / "sessions")
         self.session = self.root / "sessions" / f"{os.getpid()}-{secrets.token_hex(4)}"
         self.session.mkdir(parents=True, exist_ok=True)
         self.shared = self.root / "shared"
@@ -239,8 +179,8 @@ class LocalSandbox(EvalSteps, Sandbox):
                     jailed=self.jailed,
                     # a process started ahead per slot, so a killed worker (a cancelled or timed-out call, a
                     # crash) costs the next caller no cold start; it never ran candidate code until it takes over
-                    spare=_spares(self.cpu_mode) if spare_workers is None else spare_workers,
-                    fork=_forks(self.cpu_mode),
+                    spare=spares_default(self.cpu_mode) if spare_workers is None else spare_workers,
+                    fork=forks_default(self.cpu_mode),
                     limits=self.limits,
                 )
                 for i, g in enumerate(slots)
@@ -447,6 +387,9 @@ class LocalSandbox(EvalSteps, Sandbox):
             self.compiler.compile(candidate, (task.candidate_entry,), contract.entry_line(task))
         )
         profile: ProfileSummary | None = None
+        judged: CompileReport | None = (
+            None  # the compile report a GPU compile check gave instead of the static one
+        )
         try:
             await say("compiling", 0.0)
             # Triton's static check is AST-only (milliseconds): a syntax error needs no worker at all
@@ -503,6 +446,9 @@ class LocalSandbox(EvalSteps, Sandbox):
                             await self._collect_kernels(w, run)
                     if run.status is None:
                         self._checks_s[self._fingerprint(task)] = run.steps.get("correctness", 0.0)
+                    if (run.runtime_compile or {}).get("interpreter") and report is not None:
+                        with run.step("gpu_compile_check"):
+                            judged = await self._judge_interpreter_fault(run, candidate, task, report)
                     all_ok = run.status is None and all(c.passed for c in run.correctness)
                     if timing and all_ok and w.alive:
                         ceil = await self.ceilings(w) if not env.cpu_mode else {}
@@ -522,7 +468,7 @@ class LocalSandbox(EvalSteps, Sandbox):
                 # the reference's runs for the checks, inside correctness and timing (its re-checks)
                 run.steps["reference"] = w.reference_s - referenced
                 self._note_fills(run, task, w.gpu_fills - filled)
-            report = await static
+            report = judged or await static
             await say("done", 1.0)
             return finish(run, report, env, self.arch, profile=profile, timing=timing)
         except WorkerError as e:  # the worker could not even start
@@ -531,6 +477,33 @@ class LocalSandbox(EvalSteps, Sandbox):
         finally:
             if not static.done():
                 static.cancel()
+
+    async def _judge_interpreter_fault(
+        self, run: Run, candidate: Candidate, task: Task, static: CompileReport
+    ) -> CompileReport:
+        """The Triton interpreter could not run a kernel body (it runs it as Python): where the GPU compile (a dry
+        run for this machine's target) builds every kernel the candidate launches, the candidate was not judged
+        here (`interpreter_unsupported`, inconclusive); where it fails too, the compile error stands, with its
+        diagnostics. Returns the compile report the evaluation carries."""
+        dry = await self.dry.compile(candidate, task, static)
+        fault = run.runtime_compile or {}
+        if dry.ok and not dry.unchecked and dry.kernels:
+            run.runtime_compile = None
+            run.status = "interpreter_unsupported"
+            run.error = (
+                f"{fault.get('message', '')}\nThe GPU compile (a dry run for {self.arch}) builds this candidate's "
+                "kernels: it was not judged on this machine (inconclusive, not a failure); a GPU evaluates it"
+            )
+            line = next((d.get("line") for d in fault.get("diagnostics", []) if d.get("line")), None)
+            warn = Diagnostic(severity="warning", message=str(fault.get("message", ""))[:4000], line=line)
+            # the compile step counts the static check; the dry run is this step's own (gpu_compile_check)
+            return dry.model_copy(update={"diagnostics": [warn, *dry.diagnostics], "seconds": static.seconds})
+        errors = [d.message for d in dry.diagnostics if d.severity == "error"]
+        if errors:
+            run.error = (
+                f"{run.error}\nThe GPU compile (a dry run for {self.arch}) fails too: {errors[0][:1500]}"
+            )
+        return static
 
     # ------------------------------------------------------------------ profile
     async def profile(

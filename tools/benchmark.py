@@ -214,6 +214,7 @@ def _next_step(search: str, r: loop.RefineState, ev: Evaluation) -> str:
         "incorrect": "fix the wrong values first (see where it differs)",
         "crash": "find the out-of-bounds access or bad launch first",
         "timeout": "look for an unbounded loop first",
+        "interpreter_unsupported": "or keep this one for a GPU: it compiles there, the interpreter cannot run it",
     }.get(ev.status, "implement the same intent differently, or better" if ev.status == "ok" else "fix it")
     cpu = (
         # short: the whole benchmark text stays within 800 bytes (tests/ts), even with a `took` line

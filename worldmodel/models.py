@@ -420,11 +420,13 @@ EvaluationStatus = Literal[
     "crash",
     "timeout",
     "interpreter_timeout",  # the CPU interpreter was too slow for the workload: inconclusive, not a failure
+    # the CPU interpreter could not run a kernel that compiles for the GPU (a dry run): inconclusive, not a failure
+    "interpreter_unsupported",
     "error",  # harness-side or input problem
     "flagged",  # ran, but a cheat check tripped
 ]
 # Statuses that say nothing about the candidate's implementation: neither a success nor a failure.
-INCONCLUSIVE_STATUSES: tuple[str, ...] = ("interpreter_timeout",)
+INCONCLUSIVE_STATUSES: tuple[str, ...] = ("interpreter_timeout", "interpreter_unsupported")
 # Flags that describe the task or the measurement, not a cheat: they never change an evaluation's status.
 NOTE_FLAG_PREFIXES: tuple[str, ...] = ("note:", "degenerate_reference:")
 

@@ -106,11 +106,26 @@ async def test_a_kernel_only_the_interpreter_cannot_run_is_said_so_at_its_own_li
     compiles for a GPU: the interpreter runs `range` as Python, so `b.to(...)` fails only there."""
     c = cand("interpreter_only")
     ev = await sandbox.correctness(c, affine, st("smoke"))
-    assert ev.status == "compile_error", ev.error
+    # the GPU compile (a dry run) builds it: not judged here, which is no failure of the candidate's
+    assert ev.status == "interpreter_unsupported", ev.error
+    assert ev.inconclusive
     assert ev.error is not None and ev.error.startswith(
         "Triton interpreter error: the Triton interpreter (CPU)"
     )
     assert "AttributeError: 'int' object has no attribute 'to'" in ev.error
+    assert "The GPU compile (a dry run for sm_" in ev.error and "not judged on this machine" in ev.error
+    assert "gpu_compile_check" in ev.seconds_by_step
     kernel_line = next(i for i, ln in enumerate(c.source.splitlines(), 1) if "b.to(tl.int64)" in ln)
+    assert ev.compile is not None and ev.compile.ok
+    assert [k.name for k in ev.compile.kernels] == ["_affine"]  # compiled for the GPU's target
+    assert [(d.severity, d.line) for d in ev.compile.diagnostics if d.severity != "note"] == [
+        ("warning", kernel_line)
+    ], ev.compile
+    # a kernel the GPU compile refuses too stays a compile error, the compiler's words added
+    broken = cand(c.source.replace("b.to(tl.int64)", "b.to_nowhere(tl.int64)"))
+    ev = await sandbox.correctness(broken, affine, st("smoke"))
+    assert ev.status == "compile_error", ev.error
+    assert ev.error is not None and "The GPU compile (a dry run for sm_" in ev.error and "fails too" in ev.error
+    assert not ev.inconclusive
     assert ev.compile is not None
     assert [d.line for d in ev.compile.diagnostics if d.severity == "error"] == [kernel_line], ev.compile
