@@ -30,7 +30,9 @@ class Fault:
     kind: str  # "compile" | "oom" | "cuda" | "exception"
     message: str
     diagnostics: list[dict[str, Any]] = field(default_factory=list)  # severity, message, line
-    interpreter: bool = False  # a "compile" fault of the Triton interpreter alone: a GPU compile may not share it
+    interpreter: bool = (
+        False  # a "compile" fault of the Triton interpreter alone: a GPU compile may not share it
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out = {"kind": self.kind, "message": self.message, "diagnostics": self.diagnostics}

@@ -125,7 +125,9 @@ async def test_a_kernel_only_the_interpreter_cannot_run_is_said_so_at_its_own_li
     broken = cand(c.source.replace("b.to(tl.int64)", "b.to_nowhere(tl.int64)"))
     ev = await sandbox.correctness(broken, affine, st("smoke"))
     assert ev.status == "compile_error", ev.error
-    assert ev.error is not None and "The GPU compile (a dry run for sm_" in ev.error and "fails too" in ev.error
+    assert (
+        ev.error is not None and "The GPU compile (a dry run for sm_" in ev.error and "fails too" in ev.error
+    )
     assert not ev.inconclusive
     assert ev.compile is not None
     assert [d.line for d in ev.compile.diagnostics if d.severity == "error"] == [kernel_line], ev.compile
