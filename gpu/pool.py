@@ -19,8 +19,7 @@ instead of the next caller waiting for a cold start (imports, CUDA context). The
 live process is given back to the pool, behind the reply, or, asked at the takeover (`restart(next_spare=True)`:
 a caller that expects its checks to outlast a start, so back-to-back evaluations of new candidates each find one
 ready), at once; a start competes for the host's CPU and the GPU's driver, so a call about to time waits for a
-spare still starting (`settle`). Spares start in
-candidate mode only: a baseline process is always started afresh.
+spare still starting (`settle`). Spares start in candidate mode only: a baseline process is always started afresh.
 """
 
 from __future__ import annotations
@@ -754,9 +753,8 @@ class WorkerProcess:
         if p is None or p.started is None or p.started.done():
             return 0.0
         t0 = time.perf_counter()
-        await asyncio.wait(
-            [p.started]
-        )  # its failure is the spare's own (see _spare_started), not the caller's
+        # asyncio.wait, not the task itself: a failed start is the spare's own (see _spare_started), not the caller's
+        await asyncio.wait([p.started])
         return time.perf_counter() - t0
 
     async def stop(self) -> None:

@@ -387,9 +387,8 @@ class LocalSandbox(EvalSteps, Sandbox):
             self.compiler.compile(candidate, (task.candidate_entry,), contract.entry_line(task))
         )
         profile: ProfileSummary | None = None
-        judged: CompileReport | None = (
-            None  # the compile report a GPU compile check gave instead of the static one
-        )
+        # the compile report a GPU compile check gave instead of the static one
+        judged: CompileReport | None = None
         try:
             await say("compiling", 0.0)
             # Triton's static check is AST-only (milliseconds): a syntax error needs no worker at all
