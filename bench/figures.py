@@ -573,11 +573,23 @@ def row_trimul_search(r: Results) -> str:
         + f"{c['seconds_by_step'].get('inputs', 0):.0f} s drawing inputs, "
         f"{c['seconds_by_step'].get('correctness', 0):.0f} s checking correctness"
         + (
-            f" ({c['seconds_by_step']['reference']:.0f} s of it running the reference), "
+            f" ({c['seconds_by_step']['reference']:.0f} s of it running the reference"
+            + (
+                f", {c['seconds_by_step']['build']:.0f} s building its own torch extension"
+                if c["seconds_by_step"].get("build", 0) >= 1
+                else ""
+            )
+            + "), "
             if "reference" in c["seconds_by_step"]
             else ", "
         )
-        + f"{c['seconds_by_step'].get('timing', 0):.0f} s timing)"
+        + f"{c['seconds_by_step'].get('timing', 0):.0f} s timing"
+        + (
+            f", {c['seconds_by_step']['audit']:.0f} s the kernel audit"
+            if c["seconds_by_step"].get("audit", 0) >= 1
+            else ""
+        )
+        + ")"
         for c in bench
     )
     final = [n for n in calls if n.startswith("final_evaluation")]
