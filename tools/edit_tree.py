@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ksearch.tools import loop
 from ksearch.tools.bank_record import HUMAN, record_quietly
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn
@@ -54,6 +55,7 @@ async def edit_tree(ws: Workspace, inp: EditTreeIn) -> list[Node]:
         raise ToolFailure("no edit was applied", problems=e.problems) from e
     except ValueError as e:  # the batch as a whole was refused (e.g. a bad author), with the reason
         raise ToolFailure(str(e)) from e
+    await loop.applied_later(ws, s, edits=len(done))
     if any(e.op in _BANKED_OPS or (inp.author == HUMAN and e.notes is not None) for e in edits):
         await record_quietly(
             ws, s.id

@@ -139,14 +139,14 @@ async def exported_attempt(
         listed = ", ".join(f"#{i}" for i in cpu[-8:])
         raise error(
             f"search {s.name!r} has no best kernel to export yet: {no_best(len(cpu))}; pick one with "
-            f"--attempt N (attempt=N), and it goes out marked {CPU_STATUS}: {listed}"
+            f"attempt=N (`--attempt N` on the command line), and it goes out marked {CPU_STATUS}: {listed}"
         )
     pure = [a.id for a in attempts if _pure(a)]
     if pure:
         raise error(
             f"search {s.name!r} has no best kernel to export yet: attempt(s) {', '.join(f'#{i}' for i in pure[-8:])} "
-            "are correct but pure PyTorch (no kernel of their own ran), which is never a best kernel; --attempt N "
-            "(attempt=N) writes one out anyway, marked so"
+            "are correct but pure PyTorch (no kernel of their own ran), which is never a best kernel; attempt=N "
+            "(`--attempt N` on the command line) writes one out anyway, marked so"
         )
     raise error(f"search {s.name!r} has no best kernel to export yet: {no_best(0)}")
 
@@ -214,8 +214,9 @@ def _notes(fmt: ExportFormat, language: str, helpers: list[str], s: Search) -> l
             f"the search ran it at KernelBench precision {p} (inputs and weights cast to it, its tolerance): "
             f"evaluate with precision={p}"
             if p
-            else "the search ran the file's inputs as drawn, judged by KernelBench's tolerance for each output's "
-            "dtype; KernelBench's evaluation casts inputs and weights to its `precision` (default fp32)"
+            else "the search ran the file's inputs as drawn, judged by the task's tolerance for each output's "
+            "dtype (a KernelBench file's: KernelBench's); KernelBench's evaluation casts inputs and weights to its "
+            "`precision` (default fp32)"
         )
     return notes
 

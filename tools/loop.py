@@ -190,6 +190,18 @@ async def finished(ws: Workspace, s: Search, node: Node, applied: Applied | None
     )
 
 
+async def applied_later(ws: Workspace, s: Search, *, edits: int = 0, new_intents: int = 0) -> None:
+    """Count edits and new intents applied (edit_tree, propose_intents) while the round's update phase is open, so
+    its next step says they are in rather than asking for them again."""
+    key = _FINISHED_KEY.format(search_id=s.id)
+    got = await ws.store.cache_get(key) or {}
+    if got.get("round") != s.round or got.get("applied"):
+        return  # no update phase open: nothing to say
+    later = got.get("later") or {"edits": 0, "new_intents": 0}
+    later = {"edits": later["edits"] + edits, "new_intents": later["new_intents"] + new_intents}
+    await ws.store.cache_put(key, {**got, "later": later})
+
+
 async def last_finished(ws: Workspace, search_id: int) -> int | None:
     """The id of the intent whose refine phase ended last (None: none yet)."""
     got = await ws.store.cache_get(_FINISHED_KEY.format(search_id=search_id)) or {}
@@ -443,11 +455,19 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
                 if budget.exhausted
                 else "then call select_action for the next round"
             )
-            nxt = (
-                f"Phase 3 (update) of round {s.round}: reflect on intent #{fin.get('node_id')} (the reflect "
-                "prompt finish_intent returned, or the prompt reflect_and_edit) and apply your edits with "
-                f"edit_tree and propose_intents; {then}."
-            )
+            later = fin.get("later") or {}
+            if later.get("edits") or later.get("new_intents"):
+                nxt = (
+                    f"Phase 3 (update) of round {s.round}: applied since intent #{fin.get('node_id')} ended: "
+                    f"{later.get('edits', 0)} edit(s), {later.get('new_intents', 0)} new intent(s). Apply any more "
+                    f"with edit_tree and propose_intents; {then}."
+                )
+            else:
+                nxt = (
+                    f"Phase 3 (update) of round {s.round}: reflect on intent #{fin.get('node_id')} (the reflect "
+                    "prompt finish_intent returned, or the prompt reflect_and_edit) and apply your edits with "
+                    f"edit_tree and propose_intents; {then}."
+                )
         elif budget.exhausted:
             phase = "final" if not final_done else "done"
             nxt = (

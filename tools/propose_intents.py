@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ksearch.tools import loop
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
@@ -29,10 +30,12 @@ class ProposeIntentsIn(ToolIn):
 async def propose_intents(ws: Workspace, inp: ProposeIntentsIn) -> list[Node]:
     s = await ws.search(inp.search)
     try:
-        return await apply_intents(
+        added = await apply_intents(
             ws.store, s.id, inp.intents, author=inp.author, round=s.round, reason=inp.reason
         )
     except EditRejected as e:
         raise ToolFailure("no intent was added", problems=e.problems) from e
     except ValueError as e:  # the batch as a whole was refused (e.g. a bad author), with the reason
         raise ToolFailure(str(e)) from e
+    await loop.applied_later(ws, s, new_intents=len(added))
+    return added

@@ -290,7 +290,7 @@ class KsearchServer:
         t(
             "final_evaluation",
             "End the search: re-measure its best few distinct candidates (GPU: by speedup; without a GPU, "
-            "where interpreter timings never rank: each intent's best correct attempt, latest first) with "
+            "where interpreter timings never rank: each intent's latest correct attempt, the latest intents first) with "
             "fresh inputs on every workload, held-out ones included (without a GPU: the smoke workload only). "
             "The search ends `done` (nothing left open) or `stopped` (a budget ended it).",
             FinalEvalIn,

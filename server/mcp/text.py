@@ -29,7 +29,8 @@ LONG_TEXT = 300  # a one-line string field at least this long is read as text to
 
 def json_with_texts(structured: Any) -> str:
     """The JSON, but each long or multi-line string field (a phase prompt, a summary) after it as text, under its
-    name, rather than one JSON string of escaped newlines; `next` last."""
+    name, rather than one JSON string of escaped newlines. `next` is left out: the server sends the loop's next
+    step as a text block of its own, after this one (once: it was said twice)."""
     if not isinstance(structured, dict):
         return json.dumps(structured, indent=2)
     texts = {
@@ -43,8 +44,6 @@ def json_with_texts(structured: Any) -> str:
     }
     parts = [json.dumps(rest, indent=2)]
     parts += [f"{k}:\n{v.strip()}" for k, v in texts.items()]
-    if isinstance(nxt, str) and nxt:
-        parts.append(f"next: {nxt.strip()}")
     return "\n\n".join(parts)
 
 

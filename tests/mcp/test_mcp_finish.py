@@ -91,6 +91,10 @@ async def test_finish_with_edits_refused_whole_then_sent_with_the_next_claim_in_
         assert out["applied"] == {"edits": 2, "new_intents": [new_id]} and out["node"]["status"] == "failed"
         said = f"Already applied with finish_intent: 2 edits and the new intent #{new_id}; do not send them again."
         assert said in out["reflect_prompt"] and fin.content[-1].text.startswith(f"next: {said}")
+        # said once, as the last block (the result's text had said it too)
+        assert [ln for b in fin.content for ln in b.text.splitlines() if ln.startswith("next:")] == [
+            fin.content[-1].text
+        ]
         assert sel.structured_content["claimed"] and sel.structured_content["node"]["id"] == low["id"]
         tree = await call(c, "get_tree", {"search": "b", "format": "json"})
         by_id = {n["id"]: n for n in tree["tree"]["nodes"]}

@@ -85,6 +85,28 @@ async def test_a_reason_given_alone_is_kept_with_the_intents_end(ws: Workspace, 
     ]
 
 
+async def test_edits_applied_after_the_finish_are_said_in_the_next_step(ws: Workspace, tiny_task: str) -> None:
+    """A host that reflects after finishing (edit_tree, propose_intents in the update phase) reads that its edits
+    are in, not the same request to apply them again."""
+    from ksearch.tools.loop import loop_state
+
+    a, b = await _claimed(ws, tiny_task)
+    await _attempt(ws, a, ROW_SUM_SEED)
+    await finish_intent(ws, FinishIntentIn(search="f", node_id=a.id))
+    s = await ws.search("f")
+    asked = (await loop_state(ws, s.id)).next
+    assert asked.startswith(f"Phase 3 (update) of round {s.round}: reflect on intent #{a.id}"), asked
+    await edit_tree(ws, EditTreeIn(search="f", edits=[EditSpec(op="update", node_id=b.id, priority=0.2)]))
+    await propose_intents(ws, ProposeIntentsIn(search="f", intents=[IntentSpec(title="split the row")]))
+    said = (await loop_state(ws, s.id)).next
+    assert said.startswith(
+        f"Phase 3 (update) of round {s.round}: applied since intent #{a.id} ended: 1 edit(s), 1 new intent(s). "
+        "Apply any more with edit_tree and propose_intents; then call"
+    ), said
+    await select_action(ws, SelectActionIn(search="f"))  # the next round: nothing of the last one is said again
+    assert "applied since" not in (await loop_state(ws, s.id)).next
+
+
 async def test_finishing_what_is_not_being_refined_is_refused(
     ws: Workspace, tiny_task: str, snapshot: Snapshot
 ) -> None:
