@@ -49,8 +49,15 @@ async def within_reading(aw: Awaitable[T]) -> T | None:
     job = asyncio.ensure_future(aw)
     # a job given up on may still fail; its error is for the reading that next asks, not for the loop's log
     job.add_done_callback(lambda j: j.cancelled() or j.exception())
+    left = deadline - time.monotonic()
+    if left <= 0:
+        # the reading's time is spent, but what is ready (cached facts) is still read: one turn of the loop lets
+        # the job answer (a zero wait_for never starts it, and the facts read as pending however long they were
+        # known)
+        await asyncio.sleep(0)
+        return job.result() if job.done() else None
     try:
-        return await asyncio.wait_for(asyncio.shield(job), max(0.0, deadline - time.monotonic()))
+        return await asyncio.wait_for(asyncio.shield(job), left)
     except TimeoutError:
         return None
 

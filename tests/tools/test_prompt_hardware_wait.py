@@ -42,6 +42,22 @@ async def test_a_bounded_reading_gives_up_on_slow_work_which_goes_on() -> None:
     assert await within_reading(slow()) == 7  # unbounded: waits
 
 
+async def test_a_reading_whose_time_is_spent_still_reads_what_is_ready() -> None:
+    """A live host read "its versions follow in a later reading" after three benchmarks: a reading whose time the
+    task facts had spent gave the cached hardware a zero wait, which never let it answer."""
+
+    async def ready() -> int:
+        return 5  # no await: answered at its first step, as a cached `hardware()` is
+
+    async def slow() -> int:
+        await asyncio.sleep(1.0)
+        return 6
+
+    with bounded(0.0):
+        assert await within_reading(ready()) == 5
+        assert await within_reading(slow()) is None
+
+
 async def test_asking_whether_the_machine_has_a_gpu_never_asks_the_hardware(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
