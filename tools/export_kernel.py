@@ -139,14 +139,14 @@ async def exported_attempt(
         listed = ", ".join(f"#{i}" for i in cpu[-8:])
         raise error(
             f"search {s.name!r} has no best kernel to export yet: {no_best(len(cpu))}; pick one with "
-            f"attempt=N (`--attempt N` on the command line), and it goes out marked {CPU_STATUS}: {listed}"
+            f"--attempt N (attempt=N over MCP), and it goes out marked {CPU_STATUS}: {listed}"
         )
     pure = [a.id for a in attempts if _pure(a)]
     if pure:
         raise error(
             f"search {s.name!r} has no best kernel to export yet: attempt(s) {', '.join(f'#{i}' for i in pure[-8:])} "
-            "are correct but pure PyTorch (no kernel of their own ran), which is never a best kernel; attempt=N "
-            "(`--attempt N` on the command line) writes one out anyway, marked so"
+            "are correct but pure PyTorch (no kernel of their own ran), which is never a best kernel; --attempt N "
+            "(attempt=N over MCP) writes one out anyway, marked so"
         )
     raise error(f"search {s.name!r} has no best kernel to export yet: {no_best(0)}")
 

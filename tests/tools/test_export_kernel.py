@@ -178,7 +178,7 @@ async def test_on_a_cpu_a_correct_attempt_is_picked_by_id_and_marked_as_never_ti
         await export_kernel(ws, ExportKernelIn(search="cpu", format="submission"))
     said = str(refused.value)
     assert "has no best kernel to export yet: 2 correct, none timed on a GPU" in said
-    assert "attempt=N (`--attempt N` on the command line)" in said and f"#{first}, #{second}" in said and f"#{wrong}" not in said
+    assert "--attempt N (attempt=N over MCP)" in said and f"#{first}, #{second}" in said and f"#{wrong}" not in said
     out = await export_kernel(ws, ExportKernelIn(search="cpu", format="submission", attempt=second))
     assert (
         out.attempt_id == second
