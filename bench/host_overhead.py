@@ -73,6 +73,21 @@ def kinds(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     return out
 
 
+def run_probe(cmd: list[str], env: dict[str, str] | None, timeout_s: float) -> dict[str, Any]:
+    """One probe process: its last JSON line (else its exit code and stderr's tail), with its wall seconds."""
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+        row: dict[str, Any] = (
+            json.loads(lines[-1]) if lines else {"rc": p.returncode, "stderr_tail": p.stderr[-1500:]}
+        )
+    except subprocess.TimeoutExpired:
+        row = {"error": f"timed out after {timeout_s:.0f} s"}
+    row["wall_s"] = round(time.perf_counter() - t0, 1)
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "host-overhead-h200.json")
@@ -94,16 +109,7 @@ def main() -> None:
         todo = kinds(Path(t))
         for rep in range(args.repeats):
             for name, (cmd, env) in todo.items():
-                t0 = time.perf_counter()
-                try:
-                    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout_s)
-                    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-                    row: dict[str, Any] = json.loads(lines[-1]) if lines else {"rc": p.returncode}
-                    if not lines:
-                        row["stderr_tail"] = p.stderr[-1500:]
-                except subprocess.TimeoutExpired:
-                    row = {"error": f"timed out after {args.timeout_s:.0f} s"}
-                row["wall_s"] = round(time.perf_counter() - t0, 1)
+                row = run_probe(cmd, env, args.timeout_s)
                 res["runs"].setdefault(name, []).append(row)
                 print(name, rep, json.dumps(row)[:400], flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,11 +20,17 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from host_overhead import run_probe  # noqa: E402  (bench/, the script's own folder)
+
+from ksearch.gpu.smi import query_gpus  # noqa: E402
+
 PROBE = ROOT / "bench" / "host_probe.py"
 KEYS = ("torch_op_issue_us", "triton_issue_us", "event_record_us", "fib_events_us")
 
@@ -42,16 +48,10 @@ def _cpulist(text: str) -> list[int]:
 
 def gpu_cores() -> tuple[list[int], str | None]:
     """The cores of the GPU's NUMA node (sysfs local_cpulist of its PCI device), and its bus id."""
-    try:
-        bus = subprocess.run(
-            ["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.split()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
+    rows = query_gpus("pci.bus_id")
+    if not rows:
         return [], None
+    bus = rows[0][0]
     dev = Path("/sys/bus/pci/devices") / bus.lower()[-12:]
     f = dev / "local_cpulist"
     cores = _cpulist(f.read_text()) if f.exists() else []
@@ -99,23 +99,14 @@ def main() -> None:
     }
     for rep in range(args.repeats):
         for name, cmd in kinds.items():
-            t0 = time.perf_counter()
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s)
-                lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-                row: dict[str, Any] = (
-                    json.loads(lines[-1]) if lines else {"rc": p.returncode, "stderr_tail": p.stderr[-1500:]}
-                )
-            except subprocess.TimeoutExpired:
-                row = {"error": f"timed out after {args.timeout_s:.0f} s"}
-            row["wall_s"] = round(time.perf_counter() - t0, 1)
+            row = run_probe(cmd, None, args.timeout_s)
             res["runs"][name].append(row)
             print(name, rep, json.dumps(row)[:300], flush=True)
     summary: dict[str, Any] = {}
     for name, rows in res["runs"].items():
         per: dict[str, Any] = {}
         for k in KEYS:
-            vals = [r[m][k] for r in rows for m in ("plain",) if m in r]
+            vals = [r["plain"][k] for r in rows if "plain" in r]
             if vals:
                 per[k] = {
                     "min": min(vals),
