@@ -19,6 +19,7 @@ import sysconfig
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ksearch.gpu import cudasrc, jail, occupancy, tamper
@@ -295,7 +296,7 @@ class StaticCompiler:
         self.nvcc = find_nvcc()
         self._cache: OrderedDict[str, UnitResult] = OrderedDict()
         self._cache_size = cache_size
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._inflight: dict[str, tuple[asyncio.Task[tuple[UnitResult, bool]], list[int]]] = {}
         self._disk = scratch / "compile-cache"
 
     # ------------------------------------------------------------------ nvcc
@@ -329,86 +330,106 @@ class StaticCompiler:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key], True
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if key in self._cache:
-                return self._cache[key], True
-            disk = self._disk / f"{key}.json"
-            if disk.is_file():
-                try:
-                    res = UnitResult(**json.loads(disk.read_text()))
-                    self._remember(key, res)
-                    return res, True
-                except (ValueError, TypeError):
-                    disk.unlink(missing_ok=True)  # corrupt entry: recompile
-            work = self.scratch / "nvcc" / key
-            work.mkdir(parents=True, exist_ok=True)
-            path = work / f"unit{idx}.cu"
-            path.write_text(unit.text)
-            for name, text in unit.files.items():  # the files it includes by name, beside it
-                dest = work / name
-                if dest.resolve().is_relative_to(work.resolve()) and dest != path:
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    dest.write_text(text)
-            cmd, dropped = self._cmd(unit, path)
-            t0 = time.perf_counter()
-            if self.jailed:  # no GPU, no network, the toolkit and its own folder: the pool's limits
-                cmd = jail.wrap(cmd, [work])
-            proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                cwd=work,
-                env=scrubbed_env(home=work),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
+        # one compile per unit at a time: later callers join it (a shared task, not a lock held across nvcc's run);
+        # it is cancelled, killing nvcc, only when every caller waiting for it was
+        job = self._inflight.get(key)
+        if job is None:
+            job = self._inflight[key] = (asyncio.create_task(self._run_unit(unit, idx, key)), [0])
+            job[0].add_done_callback(partial(self._done_unit, key))
+        task, waiting = job
+        waiting[0] += 1
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done() and waiting[0] == 1:
+                task.cancel()
+            raise
+        finally:
+            waiting[0] -= 1
+
+    def _done_unit(self, key: str, _task: asyncio.Task[tuple[UnitResult, bool]]) -> None:
+        self._inflight.pop(key, None)
+
+    async def _run_unit(self, unit: cudasrc.CudaUnit, idx: int, key: str) -> tuple[UnitResult, bool]:
+        """Compile the unit (or read its result from the disk cache); see `_compile_unit`."""
+        if key in self._cache:
+            return self._cache[key], True
+        disk = self._disk / f"{key}.json"
+        if disk.is_file():
             try:
-                # a cancelled compile (Ctrl-C, an abandoned attempt) kills nvcc and its ptxas too
-                out = await communicate_or_kill(proc, self.timeout_s)
-            except TimeoutError:
-                return UnitResult(
-                    False,
-                    "",
-                    [
-                        {
-                            "severity": "error",
-                            "unit_line": None,
-                            "file": None,
-                            "message": f"nvcc did not finish within {self.timeout_s:.0f} s",
-                        }
-                    ],
-                    [],
-                    time.perf_counter() - t0,
-                ), False
-            text = out.decode(errors="replace")
-            diags, kernels = parse_nvcc_output(text, path.name)
-            for d in dropped:
-                diags.append(
-                    {
-                        "severity": "note",
-                        "unit_line": None,
-                        "file": None,
-                        "message": f"option {d!r} is NVRTC-only or unknown to this check; compiled without it",
-                    }
-                )
-            incomplete = any(d.get("incomplete") for d in diags)
-            ok = (proc.returncode == 0 or incomplete) and not any(d["severity"] == "error" for d in diags)
-            if proc.returncode != 0 and not incomplete and not any(d["severity"] == "error" for d in diags):
-                diags.append(
+                res = UnitResult(**json.loads(disk.read_text()))
+                self._remember(key, res)
+                return res, True
+            except (ValueError, TypeError):
+                disk.unlink(missing_ok=True)  # corrupt entry: recompile
+        work = self.scratch / "nvcc" / key
+        work.mkdir(parents=True, exist_ok=True)
+        path = work / f"unit{idx}.cu"
+        path.write_text(unit.text)
+        for name, text in unit.files.items():  # the files it includes by name, beside it
+            dest = work / name
+            if dest.resolve().is_relative_to(work.resolve()) and dest != path:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text)
+        cmd, dropped = self._cmd(unit, path)
+        t0 = time.perf_counter()
+        if self.jailed:  # no GPU, no network, the toolkit and its own folder: the pool's limits
+            cmd = jail.wrap(cmd, [work])
+        proc = await asyncio.create_subprocess_exec(
+            *cmd,
+            cwd=work,
+            env=scrubbed_env(home=work),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            # a cancelled compile (Ctrl-C, an abandoned attempt) kills nvcc and its ptxas too
+            out = await communicate_or_kill(proc, self.timeout_s)
+        except TimeoutError:
+            return UnitResult(
+                False,
+                "",
+                [
                     {
                         "severity": "error",
                         "unit_line": None,
                         "file": None,
-                        "message": f"nvcc failed (exit {proc.returncode}): {text.strip()[-500:]}",
+                        "message": f"nvcc did not finish within {self.timeout_s:.0f} s",
                     }
-                )
-            res = UnitResult(ok, text[-LOG_LIMIT:], diags, kernels, time.perf_counter() - t0)
-            self._disk.mkdir(parents=True, exist_ok=True)
-            disk.write_text(json.dumps(res.__dict__))
-            shutil.rmtree(work, ignore_errors=True)
-            self._remember(key, res)
-            return res, False
+                ],
+                [],
+                time.perf_counter() - t0,
+            ), False
+        text = out.decode(errors="replace")
+        diags, kernels = parse_nvcc_output(text, path.name)
+        for d in dropped:
+            diags.append(
+                {
+                    "severity": "note",
+                    "unit_line": None,
+                    "file": None,
+                    "message": f"option {d!r} is NVRTC-only or unknown to this check; compiled without it",
+                }
+            )
+        incomplete = any(d.get("incomplete") for d in diags)
+        ok = (proc.returncode == 0 or incomplete) and not any(d["severity"] == "error" for d in diags)
+        if proc.returncode != 0 and not incomplete and not any(d["severity"] == "error" for d in diags):
+            diags.append(
+                {
+                    "severity": "error",
+                    "unit_line": None,
+                    "file": None,
+                    "message": f"nvcc failed (exit {proc.returncode}): {text.strip()[-500:]}",
+                }
+            )
+        res = UnitResult(ok, text[-LOG_LIMIT:], diags, kernels, time.perf_counter() - t0)
+        self._disk.mkdir(parents=True, exist_ok=True)
+        disk.write_text(json.dumps(res.__dict__))
+        shutil.rmtree(work, ignore_errors=True)
+        self._remember(key, res)
+        return res, False
 
     def _remember(self, key: str, res: UnitResult) -> None:
         self._cache[key] = res

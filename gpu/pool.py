@@ -49,7 +49,7 @@ from ksearch.worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")
 
-FaultKind = Literal["crash", "timeout", "memory", "limit", "start", "cancelled"]
+FaultKind = Literal["crash", "timeout", "memory", "limit", "start", "cancelled", "busy"]
 Mode = Literal["candidate", "baseline"]
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -464,8 +464,11 @@ class WorkerProcess:
         spare: bool = False,
         fork: bool = False,
         limits: Limits | None = None,
+        simulate: dict[str, Any] | None = None,
     ) -> None:
         self.slot = slot
+        # a simulated GPU's slot (gpu/simulated.py): its processes run on the CPU (cpu_mode) and say they are a GPU's
+        self.simulate = simulate
         self.jailed = jailed  # run inside ksearch.gpu.jail (see the module's docstring)
         # a jailed process's limits; its host memory is the pool's memory limit
         self.limits = replace(limits or Limits(), memory_bytes=memory_limit_bytes)
@@ -584,6 +587,7 @@ class WorkerProcess:
                     "slot": self.slot,
                     "draws": {"dir": str(self.draws), "writable": mode == "baseline"},
                     "memory_bytes": self.memory_limit_bytes,
+                    **({"simulate": self.simulate} if self.simulate else {}),
                 }
             ),
             **self.extra_env,
@@ -764,15 +768,30 @@ class WorkerProcess:
         await asyncio.gather(*(p.shutdown() for p in procs), *self._chores, return_exceptions=True)
 
 
+class WorkerBusy(WorkerError):
+    """No worker came free within the caller's bound: the message names what held each one and for how long."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("busy", message)
+
+
+ACQUIRE_TIMEOUT_S = (
+    900.0  # the longest a call waits for a worker (a TriMul final evaluation holds one minutes)
+)
+
+
 class WorkerPool:
     """Hands out workers one caller at a time; a dead worker is replaced at once (by its spare) or in
-    the background."""
+    the background. A wait for a worker is bounded, and a caller that gives up is told who held them."""
 
-    def __init__(self, workers: list[WorkerProcess]) -> None:
+    def __init__(self, workers: list[WorkerProcess], *, acquire_timeout_s: float = ACQUIRE_TIMEOUT_S) -> None:
         if not workers:
             raise ValueError("a pool needs at least one worker")
         self.workers = workers
+        self.acquire_timeout_s = acquire_timeout_s
         self._free: asyncio.Queue[WorkerProcess] | None = None
+        # what each held slot is doing and since when (monotonic): named when a waiter gives up
+        self.holders: dict[int, tuple[str, float]] = {}
 
     def _queue(self) -> asyncio.Queue[WorkerProcess]:
         if self._free is None:
@@ -790,16 +809,39 @@ class WorkerPool:
         for w in self.workers:
             w.show(files)
 
+    def held_by(self) -> str:
+        """What holds the pool's workers now, in words ("" when none is held)."""
+        now = time.monotonic()
+        return "; ".join(
+            f"worker {slot}: {what} (for {now - since:.0f} s)"
+            for slot, (what, since) in sorted(self.holders.items())
+        )
+
     @contextlib.asynccontextmanager
-    async def acquire(self, files: Iterable[str] = ()) -> AsyncIterator[WorkerProcess]:
-        """A worker for one caller at a time; `files`: a task's files its jail must show (ensure_view)."""
+    async def acquire(
+        self, files: Iterable[str] = (), *, purpose: str = "a call", timeout_s: float | None = None
+    ) -> AsyncIterator[WorkerProcess]:
+        """A worker for one caller at a time; `files`: a task's files its jail must show (ensure_view); `purpose`:
+        what the caller does with it, named to a caller that waits in vain. Waits at most `timeout_s` (the pool's
+        bound by default), then raises WorkerBusy naming the holders."""
         q = self._queue()
-        w = await q.get()
+        bound = self.acquire_timeout_s if timeout_s is None else timeout_s
+        try:
+            # asyncio.timeout, not wait_for: a wait_for cancelled as its get completes loses the worker (Python 3.11)
+            async with asyncio.timeout(bound):
+                w = await q.get()
+        except TimeoutError:
+            raise WorkerBusy(
+                f"no sandbox worker came free within {bound:.0f} s for {purpose}; "
+                f"{self.held_by() or 'none was held (the pool is closing)'}"
+            ) from None
+        self.holders[w.slot] = (purpose, time.monotonic())
         try:
             await w.ensure_view(files)
             await w.ensure_started()
             yield w
         finally:
+            self.holders.pop(w.slot, None)
             if not w.alive and not w.closed:
                 w.start_in_background()  # its spare takes over here, when it has one
             else:

@@ -145,7 +145,7 @@ class RayPool:
         self.on_event = on_event
         self.actors: list[Actor] = []
         self.events: list[str] = []
-        self._started = asyncio.Lock()
+        self._starting: asyncio.Task[list[Actor]] | None = None  # the start under way or done (see start)
 
     def event(self, msg: str) -> None:
         self.events.append(msg)
@@ -154,31 +154,35 @@ class RayPool:
             self.on_event(msg)
 
     async def start(self) -> list[Actor]:
-        """Connect and place the actors (once); each answers where it runs before it counts."""
-        async with self._started:
-            if self.actors:
-                return self.actors
-            ray = _ray()
-            await asyncio.to_thread(connect, self.address)
-            gpus = int(ray.cluster_resources().get("GPU", 0))
-            if gpus < 1:
-                raise SandboxError(
-                    f"the Ray cluster at {self.address!r} has no GPU resources: start its nodes with "
-                    "`ray start ... --num-gpus N`"
-                )
-            n = gpus if self._n is None else self._n
-            if not 1 <= n <= gpus:
-                raise SandboxError(f"{n} sandbox actors asked for; the cluster has {gpus} GPUs (1 to {gpus})")
-            cls = ray.remote(SandboxActor)
-            handles = [
-                cls.options(num_gpus=1, num_cpus=0, max_restarts=0, max_concurrency=64).remote(
-                    1, self._isolation
-                )
-                for _ in range(n)
-            ]
-            wheres = await asyncio.gather(*(h.where.remote() for h in handles))
-            self.actors = [Actor(i, h, w) for i, (h, w) in enumerate(zip(handles, wheres, strict=True))]
+        """Connect and place the actors (once); each answers where it runs before it counts. Callers meanwhile
+        join the one start under way (a shared task: no lock is held while the cluster answers)."""
+        if self.actors:
             return self.actors
+        job = self._starting
+        if job is None or (job.done() and (job.cancelled() or job.exception() is not None)):
+            job = self._starting = asyncio.create_task(self._start())
+        return await asyncio.shield(job)
+
+    async def _start(self) -> list[Actor]:
+        ray = _ray()
+        await asyncio.to_thread(connect, self.address)
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if gpus < 1:
+            raise SandboxError(
+                f"the Ray cluster at {self.address!r} has no GPU resources: start its nodes with "
+                "`ray start ... --num-gpus N`"
+            )
+        n = gpus if self._n is None else self._n
+        if not 1 <= n <= gpus:
+            raise SandboxError(f"{n} sandbox actors asked for; the cluster has {gpus} GPUs (1 to {gpus})")
+        cls = ray.remote(SandboxActor)
+        handles = [
+            cls.options(num_gpus=1, num_cpus=0, max_restarts=0, max_concurrency=64).remote(1, self._isolation)
+            for _ in range(n)
+        ]
+        wheres = await asyncio.gather(*(h.where.remote() for h in handles))
+        self.actors = [Actor(i, h, w) for i, (h, w) in enumerate(zip(handles, wheres, strict=True))]
+        return self.actors
 
     def live(self) -> list[Actor]:
         return [a for a in self.actors if a.alive]

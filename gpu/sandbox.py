@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu import jail, jail_view, ncu
+from ksearch.gpu import jail, jail_view, ncu, simulated
 from ksearch.gpu.compiler import StaticCompiler
 from ksearch.gpu.jail_limits import Limits
 from ksearch.gpu.kvcache import JsonFileCache, KVCache
-from ksearch.gpu.pool import WorkerError, WorkerPool, WorkerProcess
+from ksearch.gpu.pool import WorkerBusy, WorkerError, WorkerPool, WorkerProcess
 from ksearch.gpu.sandbox_api import HardwareFacts, Progress, Sandbox, SandboxError
 from ksearch.gpu.sandbox_dryrun import DryRun
 from ksearch.gpu.sandbox_machine import (
@@ -71,6 +71,7 @@ __all__ = [
 
 log = logging.getLogger("ksearch.sandbox")
 CACHE_VERSION = "v2"
+CEILINGS_TIMEOUT_S = 600.0  # the ceilings' measurement (copies and matmuls of each dtype): seconds on a GPU
 
 
 def _ceilings_key(env: Environment) -> str:
@@ -101,6 +102,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         fresh_per_candidate: bool | None = None,
         limits: Limits | None = None,
         only_gpus: Sequence[str] | None = None,
+        simulated_gpus: int | None = None,
     ) -> None:
         mode = isolation or os.environ.get("KSEARCH_ISOLATION", "auto")
         try:
@@ -110,6 +112,13 @@ class LocalSandbox(EvalSteps, Sandbox):
         if not self.jailed:
             log.warning("sandbox isolation %s", self.isolation)
         gpus, self._driver, cc = query_gpu_facts()
+        try:
+            # tests of the GPU's scheduling on a machine without one (gpu/simulated.py); never measurements
+            self.simulated = simulated.count() if simulated_gpus is None else simulated_gpus
+        except ValueError as e:
+            raise SandboxError(str(e)) from None
+        if self.simulated:
+            gpus, self._driver, cc = [f"sim{i}" for i in range(self.simulated)], None, "9.0"
         self.cpu_mode = (not gpus) if cpu_mode is None else cpu_mode
         if not self.cpu_mode and not gpus:
             raise SandboxError("GPU mode was requested but no GPU is visible (nvidia-smi lists none)")
@@ -151,7 +160,10 @@ class LocalSandbox(EvalSteps, Sandbox):
         self.fresh_per_candidate = (not self.cpu_mode) if fresh_per_candidate is None else fresh_per_candidate
         # The torch.compile baseline on a GPU; on the CPU only when asked (tests): a CPU-compiled reference
         # says nothing about the speed of a kernel the interpreter runs.
-        self.compile_baseline = (not self.cpu_mode) if compile_baseline is None else compile_baseline
+        # (simulated: off unless asked, inductor's CPU compile costs tens of seconds a workload)
+        self.compile_baseline = (
+            (not self.cpu_mode and not self.simulated) if compile_baseline is None else compile_baseline
+        )
         self.call_timeout_s = call_timeout_s
         self.build_timeout_s = build_timeout_s
         if memory_limit_gb is None:
@@ -173,15 +185,16 @@ class LocalSandbox(EvalSteps, Sandbox):
                     g,
                     self.session,
                     shared=self.shared,
-                    cpu_mode=self.cpu_mode,
+                    cpu_mode=self.cpu_mode or bool(self.simulated),
                     gpu_mem_fraction=gpu_mem_fraction,
                     memory_limit_bytes=int(memory_limit_gb * 2**30),
                     jailed=self.jailed,
                     # a process started ahead per slot, so a killed worker (a cancelled or timed-out call, a
                     # crash) costs the next caller no cold start; it never ran candidate code until it takes over
                     spare=spares_default(self.cpu_mode) if spare_workers is None else spare_workers,
-                    fork=forks_default(self.cpu_mode),
+                    fork=forks_default(self.cpu_mode or bool(self.simulated)),
                     limits=self.limits,
+                    simulate=simulated.worker_config() if self.simulated else None,
                 )
                 for i, g in enumerate(slots)
             ]
@@ -193,7 +206,10 @@ class LocalSandbox(EvalSteps, Sandbox):
         self._quick_draws: set[str] = set()
         self._checks_s: dict[str, float] = {}
         self._filled: dict[str, Counter[str]] = {}
-        self._hw_lock = asyncio.Lock()
+        # the ceilings' measurement: the job that takes a worker from the pool for it, and the measurement running
+        # on a worker (waited for by later callers; see `ceilings`)
+        self._ceil_job: asyncio.Task[dict[str, Any]] | None = None
+        self._ceil_running: asyncio.Future[dict[str, Any]] | None = None
         # the GPU-less worker that dry-runs candidates for `compile` (gpu/sandbox_dryrun.py)
         self.dryrun_timeout_s = dryrun_timeout_s
         self.dry = DryRun(
@@ -231,12 +247,14 @@ class LocalSandbox(EvalSteps, Sandbox):
 
     async def _hello(self) -> dict[str, Any]:
         """A worker's hello: the machine's facts (device, versions) are the same in every process, so the first
-        one seen serves; only before any worker has started does this wait for one (perhaps behind a call)."""
+        one seen serves. Before any worker has started, this joins the first slot's start without taking the slot
+        from the pool (a caller holding it never waits for this one, nor this one for that caller's work)."""
         if self._machine is None:
             seen = next((w.hello for w in self.pool.workers if w.hello is not None), None)
             if seen is None:
-                async with self.pool.acquire() as w2:
-                    seen = w2.hello
+                w = self.pool.workers[0]
+                await asyncio.wait_for(w.ensure_started(), w.start_timeout_s + 10.0)
+                seen = w.hello
             if seen is None:
                 return {}
             self._machine = dict(seen)
@@ -258,31 +276,72 @@ class LocalSandbox(EvalSteps, Sandbox):
     async def ceilings(self, held: WorkerProcess | None = None) -> dict[str, Any]:
         """Measured copy bandwidth and matmul rates, cached per environment ({} in CPU mode).
 
-        `held`: a worker the caller already holds, measured on directly; acquiring another from the
-        pool while holding one would wait forever when every worker is held (a one-GPU machine)."""
-        if self._ceilings is not None:
-            return self._ceilings
-        async with self._hw_lock:
+        No lock is held while a worker is waited for. A caller without a worker joins the one measurement under
+        way or starts one that takes a worker from the pool. `held`: a worker the caller already holds; it never
+        waits for a measurement that still needs a worker from the pool (on a one-GPU machine that one is its
+        own: the wait would never end) but measures on its own worker, unless a measurement is running on another
+        worker already (that one ends within its bound without needing anything the caller holds)."""
+        while True:
             if self._ceilings is not None:
                 return self._ceilings
             env = await self._environment()
             if env.cpu_mode:
                 self._ceilings = {}
                 return self._ceilings
-            key = _ceilings_key(env)
-            hit = await self.cache.get(key)
-            if hit is None:
-                if held is not None:
-                    reply = await held.call("hardware", {}, timeout_s=600.0)
-                else:
-                    async with self.pool.acquire() as w:
-                        reply = await w.call("hardware", {}, timeout_s=600.0)
-                if not reply.get("ok"):
-                    raise SandboxError(f"measuring the GPU's ceilings failed: {reply.get('error')}")
-                hit = reply["result"]
-                await self.cache.put(key, hit)
+            hit = await self.cache.get(_ceilings_key(env))
+            if hit is not None:
+                self._ceilings = hit
+                return hit
+            try:
+                if held is not None and self._ceil_running is None:
+                    return await self._measure_ceilings(held, env)
+                if held is None and self._ceil_running is None:
+                    if self._ceil_job is None or self._ceil_job.done():
+                        self._ceil_job = asyncio.create_task(self._ceilings_from_pool(env))
+                    return await asyncio.shield(self._ceil_job)
+                assert self._ceil_running is not None
+                return await asyncio.shield(self._ceil_running)
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if me is None or me.cancelling():
+                    raise
+                # the measurement joined was cancelled with the call that ran it (a host gave up): measure anew
+                log.info("the ceilings' measurement was cancelled with its caller; measuring again")
+
+    async def _ceilings_from_pool(self, env: Environment) -> dict[str, Any]:
+        async with self.pool.acquire(purpose="measuring the GPU's ceilings") as w:
+            if self._ceilings is not None:  # a caller holding a worker measured them meanwhile
+                return self._ceilings
+            if self._ceil_running is not None:
+                return await asyncio.shield(self._ceil_running)
+            return await self._measure_ceilings(w, env)
+
+    async def _measure_ceilings(self, w: WorkerProcess, env: Environment) -> dict[str, Any]:
+        """One measurement on `w`; other callers wait for it through `_ceil_running` (it holds its worker)."""
+        done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._ceil_running = done
+        try:
+            reply = await w.call("hardware", {}, timeout_s=CEILINGS_TIMEOUT_S)
+            if not reply.get("ok"):
+                raise SandboxError(f"measuring the GPU's ceilings failed: {reply.get('error')}")
+            hit: dict[str, Any] = reply["result"]
+            await self.cache.put(_ceilings_key(env), hit)
             self._ceilings = hit
+            done.set_result(hit)
             return hit
+        except asyncio.CancelledError:
+            done.cancel()  # its waiters measure anew (see `ceilings`)
+            raise
+        except BaseException as e:
+            done.set_exception(
+                e
+                if isinstance(e, SandboxError)
+                else SandboxError(f"measuring the GPU's ceilings failed: {type(e).__name__}: {e}")
+            )
+            done.exception()  # retrieved: a waiter-less failure is not logged as unhandled
+            raise
+        finally:
+            self._ceil_running = None
 
     async def _ensure_ceilings(self, w: WorkerProcess, env: Environment) -> None:
         """Measure the ceilings (once per environment) in a process that has run no candidate, so
@@ -342,7 +401,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         # Triton compiles at its first launch: load the module and launch once on the smoke workload
         wl = smoke_name(task)
         run = Run(candidate, EvalSettings(seed=0, trials=1, workloads=[wl]), task)
-        async with self.pool.acquire(self._files(task)) as w:
+        async with self.pool.acquire(self._files(task), purpose=f"compiling a candidate of {task.name}") as w:
             if await self._load(w, run, task):
                 await self._correctness(w, run, task, wl)
                 if run.ran:
@@ -414,7 +473,9 @@ class LocalSandbox(EvalSteps, Sandbox):
                     "Only the static nvcc compile ran (see compile); correctness and timing need a GPU.",
                 )
                 return finish(run, report, env, self.arch)
-            async with self.pool.acquire(files) as w:
+            await say("waiting for a worker" + (" (the baselines hold it)" if baselines_busy else ""), 0.01)
+            what = "a benchmark" if timing else "a correctness check"
+            async with self.pool.acquire(files, purpose=f"{what} of a candidate of {task.name}") as w:
                 waited = time.perf_counter() - t_wait
                 run.steps[
                     "wait_for_baselines" if baselines_busy and waited >= 0.05 else "wait_for_worker"
@@ -470,6 +531,9 @@ class LocalSandbox(EvalSteps, Sandbox):
             report = judged or await static
             await say("done", 1.0)
             return finish(run, report, env, self.arch, profile=profile, timing=timing)
+        except WorkerBusy as e:  # every worker stayed held past the bound: nothing of this candidate ran
+            run.fail("error", f"{e.message}; nothing of this candidate ran: send it again")
+            return finish(run, await static, None, self.arch)
         except WorkerError as e:  # the worker could not even start
             run.fail("error", f"the sandbox worker could not start: {e.message}\n{e.stderr[-2000:]}")
             return finish(run, await static, None, self.arch)
@@ -511,7 +575,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         if self.cpu_mode:
             raise SandboxError("profiling needs a GPU; this machine has none (CPU interpreter mode)")
         task.workload(workload)  # a clear TaskError for an unknown name
-        async with self.pool.acquire(self._files(task)) as w:
+        async with self.pool.acquire(self._files(task), purpose=f"profiling a candidate of {task.name}") as w:
             return await self._profile_on(w, candidate, task, workload, kernel)
 
     async def _profile_on(
@@ -576,7 +640,7 @@ class LocalSandbox(EvalSteps, Sandbox):
         await self.hardware()
         names = settings.workloads or [w.name for w in task.by_split("search")]
         run = Run(Candidate.of("# reference times only\n", "triton"), settings)
-        async with self.pool.acquire(files) as w:
+        async with self.pool.acquire(files, purpose=f"the baselines of {task.name}") as w:
             if not self.clean_baselines:
                 reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
                 if not reply.get("ok"):
@@ -591,9 +655,10 @@ class LocalSandbox(EvalSteps, Sandbox):
         }
 
     async def close(self) -> None:
-        for job in self._ref_jobs.values():
+        jobs = [*self._ref_jobs.values(), *([self._ceil_job] if self._ceil_job is not None else [])]
+        for job in jobs:
             job.cancel()
-        await asyncio.gather(*self._ref_jobs.values(), return_exceptions=True)
+        await asyncio.gather(*jobs, return_exceptions=True)
         await self.pool.close()
         await self.dry.close()
         shutil.rmtree(self.session, ignore_errors=True)

@@ -8,14 +8,13 @@ interpreted there too), hence a worker of its own, jailed like the others (see k
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
 from ksearch.gpu import jail_view, occupancy
 from ksearch.gpu.jail_limits import Limits
-from ksearch.gpu.pool import WorkerError, WorkerProcess
+from ksearch.gpu.pool import WorkerError, WorkerPool, WorkerProcess
 from ksearch.gpu.sandbox_run import diag, params_text, smoke_name, task_json
 from ksearch.gpu.task import Task
 from ksearch.worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
@@ -41,7 +40,6 @@ class DryRun:
     ) -> None:
         self.arch = arch
         self.timeout_s = timeout_s  # the dry run's own budget (the worker stops starting builds after it)
-        self._lock = asyncio.Lock()
         # no process until the first dry run; no spare: a compile request is rare next to evaluations
         self.worker = WorkerProcess(
             slot,
@@ -55,12 +53,8 @@ class DryRun:
             extra_env={"TRITON_INTERPRET": "0"},
             limits=limits,
         )
-
-    async def _worker(self, task: Task) -> WorkerProcess:
-        if self.worker.jailed:
-            await self.worker.ensure_view(jail_view.task_paths(task))
-        await self.worker.ensure_started()
-        return self.worker
+        # its one worker, handed to one dry run at a time by a pool of one (a bounded wait that names its holder)
+        self.pool = WorkerPool([self.worker])
 
     def triton_version(self) -> str:
         return str((self.worker.hello or {}).get("triton") or "")
@@ -91,22 +85,24 @@ class DryRun:
         lang = candidate.language
         failed: str | None = None
         res: dict[str, Any] = {}
-        async with self._lock:
-            try:
-                w = await self._worker(task)
+        files = jail_view.task_paths(task) if self.worker.jailed else []
+        try:
+            async with self.pool.acquire(files, purpose=f"a dry run of a candidate of {task.name}") as w:
                 # the worker stops starting builds once its budget is spent; this is the backstop for
                 # one that never returns (a compile or host code stuck outside Python)
                 reply = await w.call("dryrun", args, self.timeout_s + DRYRUN_SLACK_S)
-                if reply.get("ok"):
-                    res = reply["result"]
-                else:
-                    failed = f"the compile worker failed: {str(reply.get('error'))[:600]}"
-            except WorkerError as e:
-                failed = (
-                    f"the dry run and compile did not finish within {self.timeout_s + DRYRUN_SLACK_S:.0f} s"
-                    if e.kind == "timeout"
-                    else f"the compile worker {e.kind}: {e.message}"
-                )
+            if reply.get("ok"):
+                res = reply["result"]
+            else:
+                failed = f"the compile worker failed: {str(reply.get('error'))[:600]}"
+        except WorkerError as e:
+            failed = (
+                f"the dry run and compile did not finish within {self.timeout_s + DRYRUN_SLACK_S:.0f} s"
+                if e.kind == "timeout"
+                else e.message
+                if e.kind == "busy"
+                else f"the compile worker {e.kind}: {e.message}"
+            )
         seconds = time.perf_counter() - t0
         report.seconds += seconds
         if failed is not None:

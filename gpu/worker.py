@@ -67,6 +67,10 @@ def main() -> None:
         frac = float(cfg.get("gpu_mem_fraction", 0.9))
         torch.cuda.set_per_process_memory_fraction(frac, device)
         torch.zeros(1, device=device)  # create the context now, not inside the first timed call
+    if cfg.get(
+        "simulate"
+    ):  # a simulated GPU's start (gpu/simulated.py): its context's creation takes a while
+        time.sleep(float(cfg["simulate"].get("start_s", 0.0)))
     state = WorkerState(device, cfg)
     send({"id": 0, "hello": state.hello()})
     for line in sys.stdin:

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ksearch.gpu import checking, faults, guard, hardware, timing
+from ksearch.gpu import checking, faults, guard, hardware, simulated, timing
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
 from ksearch.worldmodel.errors import KsearchError
@@ -136,7 +136,8 @@ class WorkerCore:
     def hello(self) -> dict[str, Any]:
         import os
 
-        return {"pid": os.getpid(), **hardware.environment(self.device)}
+        facts = {"pid": os.getpid(), **hardware.environment(self.device)}
+        return simulated.hello(facts) if self.cfg.get("simulate") else facts
 
     def _sync(self) -> None:
         if not self.cpu_mode:

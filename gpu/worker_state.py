@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ksearch.gpu import hardware
+from ksearch.gpu import hardware, simulated
 from ksearch.gpu.worker_checks import CorrectnessChecks
 from ksearch.gpu.worker_timing import Timing
 
@@ -34,7 +34,11 @@ class WorkerState(CorrectnessChecks, Timing):
             "correctness": self.correctness,
             "audit": self.audit,
             "benchmark": self.benchmark,
-            "hardware": lambda a: hardware.measure_ceilings(self.device),
+            "hardware": lambda a: (
+                simulated.ceilings(self.cfg["simulate"])
+                if self.cfg.get("simulate")
+                else hardware.measure_ceilings(self.device)
+            ),
             "kernels": lambda a: {"kernels": self.kernel_resources()},
             "dryrun": self.dryrun,
             "draw": self.draw,
