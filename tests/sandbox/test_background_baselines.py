@@ -1,5 +1,6 @@
 """On a GPU the baselines a search divides by are measured in the background from its creation: a prompt never
-waits for them, and the first benchmark finds them (marker `gpu`)."""
+waits for them, and the first benchmark finds them. Without a GPU, on a simulated one (gpu/simulated.py): the
+same scheduling path, the candidates in the interpreter."""
 
 from __future__ import annotations
 
@@ -9,16 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox import LocalSandbox, gpus_visible
 from ksearch.tools.contexts import reference_times_text
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.workspace import Workspace
 
-pytestmark = [pytest.mark.anyio, pytest.mark.gpu]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def _sandbox(tmp: Path) -> LocalSandbox:
+    return LocalSandbox(scratch_dir=tmp / "sb", simulated_gpus=0 if gpus_visible() else 1)
 
 
 async def test_baselines_start_at_creation_and_no_prompt_waits(tmp_path, affine) -> None:
-    sb = LocalSandbox(scratch_dir=tmp_path / "sb")
+    sb = _sandbox(tmp_path)
     ws = await Workspace.open(tmp_path / "k.db", sandbox=sb)
     try:
         s = await create_search(ws, CreateSearchIn(task=str(affine.source_path)))
@@ -41,7 +46,7 @@ async def test_a_benchmark_started_with_the_baselines_accounts_for_every_second(
     from ksearch.tools.benchmark import BenchmarkIn, benchmark
     from ksearch.tools.common import CandidateRef
 
-    sb = LocalSandbox(scratch_dir=tmp_path / "sb")
+    sb = _sandbox(tmp_path)
     ws = await Workspace.open(tmp_path / "k.db", sandbox=sb)
     try:
         s = await create_search(ws, CreateSearchIn(task=str(affine.source_path)))
