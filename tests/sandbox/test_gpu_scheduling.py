@@ -177,3 +177,50 @@ async def _cancel(task: asyncio.Future[Any]) -> str:
     except asyncio.CancelledError:
         return "cancelled"
     return "finished before the cancel"
+
+
+async def _measuring(sb: LocalSandbox, within_s: float = 60.0) -> None:
+    for _ in range(int(within_s / 0.01)):
+        if sb._ceil_running is not None:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the ceilings were never measured")
+
+
+async def test_a_cancel_during_the_ceilings_measurement(tmp_path, affine: Task) -> None:
+    """A prompt's read cancelled mid-measurement leaves the measurement to finish for the next reader; a benchmark
+    cancelled while it measures on its own worker loses that process (killed, not left running), and the next call
+    measures anew and succeeds."""
+    sb = _sim(tmp_path)
+    try:
+        read = asyncio.ensure_future(sb.hardware())
+        await _measuring(sb)
+        read.cancel()
+        t0 = asyncio.get_running_loop().time()
+        again = await _within({"read again": sb.hardware()})
+        assert again["read again"].copy_bandwidth_gbps == 4200.0
+        assert (
+            asyncio.get_running_loop().time() - t0 < simulated.HARDWARE_S + 1.5
+        )  # joined, not measured twice
+
+        sb2 = _sim(tmp_path / "second")
+        first = await sb2.correctness(candidate("good_triton"), affine, settings(trials=1))
+        assert first.status == "ok", first.error
+        bench = asyncio.ensure_future(sb2.evaluate(candidate(_variant(1)), affine, settings(trials=1)))
+        await _measuring(sb2)
+        pid = sb2.pool.workers[0]._cur.pid if sb2.pool.workers[0]._cur is not None else None
+        assert pid is not None
+        bench.cancel()
+        await asyncio.gather(bench, return_exceptions=True)
+        for _ in range(200):  # reaped within seconds
+            if not Path(f"/proc/{pid}").exists():
+                break
+            await asyncio.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists(), "the cancelled benchmark's worker was left running"
+        got = await _within(
+            {"next benchmark": sb2.evaluate(candidate(_variant(2)), affine, settings(trials=1))}
+        )
+        assert got["next benchmark"].status == "ok", got["next benchmark"].error
+        await sb2.close()
+    finally:
+        await sb.close()
