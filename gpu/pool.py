@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ksearch.gpu import jail, jail_view
+from ksearch.gpu.gpu_lease import GpuLease, LeaseTimeout
 from ksearch.gpu.jail_limits import Limits
 from ksearch.gpu.jail_link import JailLink
 from ksearch.gpu.scrub import scrubbed_env
@@ -826,6 +827,7 @@ class WorkerPool:
         bound by default), then raises WorkerBusy naming the holders."""
         q = self._queue()
         bound = self.acquire_timeout_s if timeout_s is None else timeout_s
+        t0 = time.monotonic()
         try:
             # asyncio.timeout, not wait_for: a wait_for cancelled as its get completes loses the worker (Python 3.11)
             async with asyncio.timeout(bound):
@@ -835,6 +837,17 @@ class WorkerPool:
                 f"no sandbox worker came free within {bound:.0f} s for {purpose}; "
                 f"{self.held_by() or 'none was held (the pool is closing)'}"
             ) from None
+        # a GPU's slot also takes the machine's lease on its GPU: another ksearch process's work never runs beside it
+        lease = GpuLease(w.shared.parent, str(w.gpu)) if w.gpu is not None else None
+        try:
+            if lease is not None:
+                await lease.take(purpose, max(0.0, bound - (time.monotonic() - t0)))
+        except LeaseTimeout as e:
+            q.put_nowait(w)
+            raise WorkerBusy(f"no GPU came free for {purpose}: {e}") from None
+        except BaseException:
+            q.put_nowait(w)
+            raise
         self.holders[w.slot] = (purpose, time.monotonic())
         try:
             await w.ensure_view(files)
@@ -842,6 +855,8 @@ class WorkerPool:
             yield w
         finally:
             self.holders.pop(w.slot, None)
+            if lease is not None:
+                lease.give_back()
             if not w.alive and not w.closed:
                 w.start_in_background()  # its spare takes over here, when it has one
             else:

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import random
+import signal
+import subprocess
+import sys
 import traceback
 from collections.abc import Awaitable
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import Any
 import pytest
 
 from ksearch.gpu import simulated
+from ksearch.gpu.gpu_lease import GpuLease, LeaseTimeout
 from ksearch.gpu.sandbox import LocalSandbox
 from ksearch.gpu.task import Task
 from ksearch.worldmodel.models import EvalSettings
@@ -224,3 +229,47 @@ async def test_a_cancel_during_the_ceilings_measurement(tmp_path, affine: Task) 
         await sb2.close()
     finally:
         await sb.close()
+
+
+async def test_two_sandboxes_on_one_gpu_take_turns_and_a_waiter_is_told_who_holds_it(
+    tmp_path, affine: Task
+) -> None:
+    """Two servers on one machine share its GPU: while one holds it, the other's call waits (bounded) and, past the
+    bound, is told which process holds it and for what; a holder killed with -9 leaves no lease behind."""
+    root = tmp_path / "machine"
+    one, two = _sim(root), _sim(root)
+    two.pool.acquire_timeout_s = 1.5
+    try:
+        async with one.pool.acquire(purpose="a long benchmark of the other server"):
+            ev = await two.evaluate(candidate("good_triton"), affine, settings(trials=1))
+            assert ev.status == "error"
+            assert "stayed in use by another ksearch process" in (ev.error or ""), ev.error
+            assert f"pid {os.getpid()}: a long benchmark of the other server" in (ev.error or ""), ev.error
+            assert "nothing of this candidate ran" in (ev.error or "")
+        ev = await two.evaluate(candidate("good_triton"), affine, settings(trials=1))
+        assert ev.status == "ok", ev.error
+    finally:
+        await asyncio.gather(one.close(), two.close())
+    # a process that dies holding the lease (kill -9) drops it with its descriptor
+    lease = GpuLease(root, "sim0")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(lease.path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(LeaseTimeout):
+            await lease.take("a test", timeout_s=0.3)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        assert await lease.take("a test", timeout_s=5.0) < 5.0
+        lease.give_back()
+    finally:
+        holder.kill()
