@@ -1,0 +1,96 @@
+"""bench/host_flow.py and bench/baseline_repeat.py in their CPU smoke modes: the quickstart flow against a real
+`ksearch serve` answers every call within its bound, and two fresh processes give the spread fields."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# the Triton interpreter, on any machine: these are the scripts' smoke modes
+ENV = {**os.environ, "KSEARCH_CPU_MODE": "1", "PYTHONPATH": str(ROOT)}
+
+
+@pytest.mark.slow
+def test_host_flow_quickstart_smoke_has_no_hang_and_times_every_call(tmp_path: Path) -> None:
+    out = tmp_path / "host-flow.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "host_flow.py"),
+            "--smoke",
+            "--flows",
+            "quickstart",
+            "--budget-s",
+            "50",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rep = json.loads(out.read_text())
+    assert rep["hangs"] == 0 and rep["smoke"] is True
+    (flow,) = rep["flows"]
+    assert flow["name"] == "quickstart" and flow["outcome"] == "completed", flow["outcome"]
+    calls = flow["calls"]
+    assert rep["calls"] == len(calls) >= 10
+    for c in calls:
+        assert isinstance(c["seconds"], float) and 0 <= c["seconds"] <= c["bound_s"], c
+        assert c["within_bound"] and c["outcome"] in ("ok", "error"), c
+    by_step = {c["step"]: c for c in calls}
+    # the seed's benchmark reports its steps as it goes; the refused claim at the spent budget is an error result
+    assert by_step["benchmark seed (root)"]["progress"], "no progress notification for a benchmark"
+    assert by_step["select_action (budget spent)"]["outcome"] == "error"
+    assert by_step["final_evaluation"]["outcome"] == "ok"
+    assert rep["baselines"]["softmax"]["smoke"][0]["eager_us"] > 0
+
+
+@pytest.mark.slow
+def test_baseline_repeat_smoke_reads_each_process_and_the_spread(tmp_path: Path) -> None:
+    out = tmp_path / "baseline-repeat.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "baseline_repeat.py"),
+            "--smoke",
+            "--tasks",
+            "softmax",
+            "--processes",
+            "2",
+            "--budget-s",
+            "50",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rep = json.loads(out.read_text())
+    (task,) = rep["tasks"]
+    assert task["task"] == "softmax" and rep["not_run"] == []
+    procs = task["processes"]
+    assert [p["round"] for p in procs] == [1, 2] and all(p["ok"] for p in procs)
+    readings = [p["times_us"]["smoke"]["eager"] for p in procs]
+    assert all(r > 0 for r in readings)
+    s = task["spread"]["smoke"]["eager"]
+    assert s["n"] == 2 and s["min_us"] == min(readings) and s["max_us"] == max(readings)
+    assert s["spread"] == pytest.approx((max(readings) - min(readings)) / s["median_us"])
+    assert s["flagged"] == (s["spread"] > rep["spread_flag"])
+    assert task["worst_spread"] == s["spread"]
+    assert task["flagged"] == (["smoke eager"] if s["flagged"] else [])
