@@ -23,8 +23,9 @@ from ksearch.tools.phase_models import UpdateContext
 from ksearch.tools.phase_prompts import prompt_text, update_hint
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel.errors import EditRejected, KsearchError
-from ksearch.worldmodel.finish import EndStatus, Finished, finish_refine
+from ksearch.worldmodel.claims import finish_record
+from ksearch.worldmodel.errors import EditRejected, InvalidTransition, KsearchError
+from ksearch.worldmodel.finish import Finished, finish_refine
 from ksearch.worldmodel.models import EditSpec, IntentSpec, Node, NodeStatus, Search
 
 
@@ -72,9 +73,11 @@ class FinishOut(ToolModel):
     next: str
 
 
-async def close_refine(ws: Workspace, s: Search, node: Node) -> tuple[Node, loop.RefineState, UpdateContext]:
+async def close_refine(
+    ws: Workspace, s: Search, node: Node, *, author: str = "human"
+) -> tuple[Node, loop.RefineState, UpdateContext]:
     """Close the claimed intent and build the update context (the driver's and a host's phase 3 input)."""
-    done, refine, _ = await end_refine(ws, s, node)
+    done, refine, _ = await end_refine(ws, s, node, author=author)
     return done.node, refine, await contexts.update_context(ws, s, done.node)
 
 
@@ -89,25 +92,22 @@ async def end_refine(
     reason: str = "",
 ) -> tuple[Finished, RefineState, Applied | None]:
     """End the claimed intent's refine phase, with the edits of its reflection when they are given (one
-    transaction: refused edits leave everything as it was); the last item says what of them was applied."""
+    transaction: refused edits leave everything as it was); the last item says what of them was applied.
+
+    Whether the intent is still being refined is decided in that transaction: when another caller finished it
+    first, this one is refused as a later caller is (`not_being_refined`), and nothing is written."""
     refine = await loop.refine_state(ws, s, node)
     atts = await loop.phase_attempts(ws, node)
-    cur = await ws.store.get_node(node.id)
-    status: EndStatus = "closed" if cur.best_attempt_id is not None else "failed"
-    if (
-        cur.status == NodeStatus.active
-        and cur.best_attempt_id is None
-        and any(a.evaluation and a.evaluation.inconclusive for a in atts)
-    ):
-        # the evaluator could not judge an attempt (the CPU interpreter ran out of time): the idea was
-        # not shown to fail, so it is released (open), not failed
-        status = "open"
+    # the evaluator could not judge an attempt (the CPU interpreter ran out of time): without a correct attempt
+    # the idea was not shown to fail, so it is released (open), not failed (a correct one closes it: the
+    # transaction reads the node's best)
+    inconclusive = any(a.evaluation and a.evaluation.inconclusive for a in atts)
     try:
         done = await finish_refine(
             ws.store,
             s.id,
             node.id,
-            status,
+            "open" if inconclusive else "failed",
             edits=edits,
             intents=new_intents,
             author=author,
@@ -116,6 +116,8 @@ async def end_refine(
         )
     except EditRejected as e:
         raise _refused(node, e, edits=len(edits)) from e
+    except InvalidTransition as e:
+        raise await not_being_refined(ws, s, node.id) from e
     except KsearchError:
         raise
     except ValueError as e:  # the batch as a whole was refused (a bad author), with the reason
@@ -125,9 +127,25 @@ async def end_refine(
         if edits or new_intents
         else None
     )
-    await loop.finished(ws, s, done.node, applied)
     await record_quietly(ws, s.id)  # what the intent taught, for the searches after this one
     return done, refine, applied
+
+
+async def not_being_refined(ws: Workspace, s: Search, node_id: int) -> ToolFailure:
+    """The refusal to finish an intent that is not being refined: already finished (how, when, by whom, when
+    that was recorded), or never claimed; and what to do next."""
+    node = await ws.store.get_node(node_id)
+    record = await finish_record(ws.store, node_id)
+    state = await loop.loop_state(ws, s.id)
+    if record is not None and node.status.value == record.status != "active":
+        what = f"intent #{node_id} was already finished ({record.describe()})"
+    elif node.status in (NodeStatus.closed, NodeStatus.failed):
+        what = f"intent #{node_id} was already finished ({node.status.value})"
+    else:
+        what = f"intent #{node_id} is {node.status.value}, not being refined"
+    return ToolFailure(
+        f"{what}: only a claimed (active) intent can be finished; nothing was changed. {state.next}"
+    )
 
 
 def _refused(node: Node, e: EditRejected, *, edits: int) -> ToolFailure:
@@ -179,8 +197,5 @@ async def _active(ws: Workspace, s: Search, node_id: int | None) -> Node:
         return active[0]
     node = await node_in(ws, s, node_id)
     if node.status != "active":
-        raise ToolFailure(
-            f"intent #{node_id} is {node.status.value}, not being refined: only a claimed (active) intent "
-            "can be finished"
-        )
+        raise await not_being_refined(ws, s, node_id)
     return node

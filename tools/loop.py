@@ -24,15 +24,14 @@ from ksearch.gpu.task import Task
 from ksearch.tools.export_kernel import FORMAT_OF_STYLE, cpu_correct
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.claims import FINISHED_KEY, REFINE_KEY
 from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
 
 Phase = Literal["init", "select", "refine", "update", "final", "done"]
 
-# Where a claim records the code its refine phase starts from (the base is fixed at the claim: the
-# node's own best changes while it is refined).
-_REFINE_KEY = "refine:{node_id}"
-# The intent whose refine phase ended last, and in which round: the update phase follows it.
-_FINISHED_KEY = "finished:{search_id}"
+# Written by the claim and the finish in their own transactions (worldmodel/claims.py), read here.
+_REFINE_KEY = REFINE_KEY
+_FINISHED_KEY = FINISHED_KEY
 
 
 class RefineState(ToolModel):
@@ -147,7 +146,8 @@ def refine_progress(
 
 
 async def claim(ws: Workspace, s: Search, node: Node, base_attempt_id: int | None) -> None:
-    """Remember where the refine phase of `node` (claimed in round `s.round`) starts."""
+    """Remember where the refine phase of `node` (claimed in round `s.round`) starts: for a node made active
+    without `select_action` (whose claim records it in the claim's own transaction)."""
     await ws.store.cache_put(
         _REFINE_KEY.format(node_id=node.id), {"round": s.round, "base_attempt_id": base_attempt_id}
     )
@@ -174,20 +174,6 @@ class Applied(ToolModel):
             ids = ", ".join(f"#{i}" for i in self.new_intents)
             parts.append(f"the new intent{'s' if len(self.new_intents) > 1 else ''} {ids}")
         return f"Already applied with finish_intent: {' and '.join(parts)}; do not send them again."
-
-
-async def finished(ws: Workspace, s: Search, node: Node, applied: Applied | None = None) -> None:
-    """Remember that `node`'s refine phase ended: the update phase of its round follows, unless the edits of
-    its reflection came with the finish (`applied`): then the round's update is done."""
-    rnd, _ = await refine_start(ws, node)
-    await ws.store.cache_put(
-        _FINISHED_KEY.format(search_id=s.id),
-        {
-            "round": rnd if rnd is not None else s.round,
-            "node_id": node.id,
-            "applied": applied.model_dump() if applied is not None else None,
-        },
-    )
 
 
 async def applied_later(ws: Workspace, s: Search, *, edits: int = 0, new_intents: int = 0) -> None:

@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
-from ksearch.worldmodel import runs
+from ksearch.worldmodel import claims, runs
 from ksearch.worldmodel.errors import StoreBusy
-from ksearch.worldmodel.models import Node, NodeStatus, Search, SearchStatus
+from ksearch.worldmodel.models import Node, Search, SearchStatus
 
 ShownStatus: TypeAlias = runs.ShownStatus  # a search's status, or "interrupted"
 
@@ -128,11 +128,7 @@ async def reopen_active_intents(ws: Workspace, search_id: int) -> list[Node]:
     """Put every intent of the search left `active` back to `open`, and return them (now open): a run that
     ended mid-phase (killed, crashed, its policy gave up) loses only its attempt in flight, and the intent can
     be claimed again. Call it while holding the run: any claim on the search is then a leftover."""
-    reopened = []
-    for n in await ws.store.list_nodes(search_id):
-        if n.status == NodeStatus.active:
-            reopened.append(await ws.store.set_node_status(n.id, "open"))
-    return reopened
+    return await claims.reopen_active(ws.store, search_id)
 
 
 def run_result_key(search_id: int) -> str:

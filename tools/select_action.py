@@ -1,7 +1,8 @@
 """select_action: phase 1 — claim the next intent by the search's selection rule, with the reason.
 
 Claiming starts a round: the intent becomes `active`, the search's round counter moves on, and the code
-the refine phase builds on is fixed. The answer carries the loop's state and what to do next.
+the refine phase builds on is fixed, in one transaction that also keeps the lanes and the round budget
+(worldmodel/claims.py). The answer carries the loop's state and what to do next.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ksearch.tools.errors import ToolFailure
 from ksearch.tools.loop import LoopState
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.claims import ClaimRefused, claim_intent
 from ksearch.worldmodel.models import Attempt, Node, Search
 from ksearch.worldmodel.select import select_action as _select
 
@@ -58,58 +60,99 @@ async def select_action(
     ws: Workspace,
     inp: SelectActionIn,
     *,
-    parallel: bool = False,
+    lanes: int = 1,
     budget_checked: bool = False,
+    round_budget: bool = True,
 ) -> SelectionOut:
     """Select (and by default claim) the next intent.
 
-    `parallel` lets the built-in driver refine several intents at once (one per GPU); a host refines one
-    at a time. `budget_checked` is for callers that enforce their own budgets (the driver's run options).
+    `lanes`: how many intents may be refined at once (a host and a person refine one; the built-in driver one
+    per GPU). `budget_checked` is for callers that enforce their own budgets (the driver's run options); the
+    round budget is still kept, by the claim itself, unless `round_budget` is False (a person's kernel is
+    measured whatever the budget).
+
+    The claim is decided in the database (worldmodel/claims.py): the lanes, the round budget and the intent
+    still being open are checked in the transaction that claims it and starts its round, so a caller that lost a
+    race to another process gets the refusal a later caller would, with nothing written.
     """
     s = await ws.search(inp.search)
     # asked before anything is selected: a refused claim writes nothing, and a look (claim=false) says the same
-    blocked = await _claim_refused(ws, s, parallel=parallel, budget_checked=budget_checked)
-    if inp.claim and blocked is not None:
+    blocked = await _claim_refused(ws, s, lanes=lanes, budget_checked=budget_checked)
+    if not inp.claim:
+        return await _look(ws, s, inp, blocked)
+    if blocked is not None:
         raise ToolFailure(blocked.why)
+    if inp.node_id is not None:
+        await _named(ws, s, inp.node_id)
+    got = await claim_intent(
+        ws.store,
+        s.id,
+        node_id=inp.node_id,
+        skip=frozenset(inp.skip),
+        lanes=lanes,
+        keep_round_budget=round_budget,
+    )
+    if got.refused is not None:
+        raise await _lost(ws, inp, got.refused, lanes=lanes, budget_checked=budget_checked)
+    state = await loop.loop_state(ws, s.id)
+    if got.node is None:
+        return SelectionOut(node=None, reason=got.reason, round=got.round, loop=state, next=state.next)
+    base = await ws.store.get_attempt(got.base_attempt_id) if got.base_attempt_id is not None else None
+    return SelectionOut(
+        node=got.node,
+        reason=got.reason,
+        claimed=True,
+        round=got.round,
+        base_attempt_id=base.id if base else None,
+        base_candidate_id=base.candidate_id if base else None,
+        loop=state,
+        next=state.next,
+    )
+
+
+async def _look(ws: Workspace, s: Search, inp: SelectActionIn, blocked: _Refusal | None) -> SelectionOut:
+    """claim=false: the intent a claim would take now, changing nothing."""
     node_id: int | None
     if inp.node_id is not None:
         node_id, reason = await _named(ws, s, inp.node_id), "chosen by the caller"
-        if inp.claim:
-            await ws.store.set_node_status(node_id, "active")
     else:
-        # Selection and claim in one transaction: parallel lanes never get the same intent.
-        sel = await _select(ws.store, s.id, claim=inp.claim, skip=frozenset(inp.skip))
+        sel = await _select(ws.store, s.id, claim=False, skip=frozenset(inp.skip))
         node_id, reason = sel.node_id, sel.reason
     if node_id is None:
         state = await loop.loop_state(ws, s.id)
         return SelectionOut(node=None, reason=reason, round=s.round, loop=state, next=state.next)
     node = await ws.store.get_node(node_id)
     base = await base_attempt(ws, node)
-    if not inp.claim:
-        return SelectionOut(
-            node=node,
-            reason=reason,
-            round=s.round,
-            base_attempt_id=base.id if base else None,
-            base_candidate_id=base.candidate_id if base else None,
-            next=_look_next(node, blocked),
-        )
-    # The claim starts a round; the base is fixed now, before the node's own new attempts move its best.
-    await ws.store.bump_round(s.id)
-    if s.status != "running":
-        await ws.store.set_search_status(s.id, "running")
-    s = await ws.search(s.id)
-    await loop.claim(ws, s, node, base.id if base else None)
-    state = await loop.loop_state(ws, s.id)
     return SelectionOut(
         node=node,
         reason=reason,
-        claimed=True,
         round=s.round,
         base_attempt_id=base.id if base else None,
         base_candidate_id=base.candidate_id if base else None,
-        loop=state,
-        next=state.next,
+        next=_look_next(node, blocked),
+    )
+
+
+async def _lost(
+    ws: Workspace, inp: SelectActionIn, refused: ClaimRefused, *, lanes: int, budget_checked: bool
+) -> ToolFailure:
+    """The refusal for a claim the database refused (another process claimed, or started the last round, between
+    this call's own checks and its claim): the answer a caller arriving after that process gets."""
+    s = await ws.search(inp.search)
+    blocked = await _claim_refused(ws, s, lanes=lanes, budget_checked=budget_checked)
+    if blocked is not None:
+        return ToolFailure(blocked.why)
+    if refused.kind == "rounds":
+        return ToolFailure(loop.spent_text(refused.text(), s.name))
+    if inp.node_id is not None:
+        try:
+            await _named(ws, s, inp.node_id)
+        except ToolFailure as e:
+            return e
+    # the state moved on again since the refusal: say what happened and how to go on
+    return ToolFailure(
+        f"another caller changed the search while this claim was made ({refused.text()}); nothing was claimed. "
+        f"Call select_action (search={s.name!r}) again"
     )
 
 
@@ -118,9 +161,7 @@ class _Refusal(NamedTuple):
     spent: bool  # a budget is spent (else the loop is elsewhere: init, or an intent still being refined)
 
 
-async def _claim_refused(
-    ws: Workspace, s: Search, *, parallel: bool, budget_checked: bool
-) -> _Refusal | None:
+async def _claim_refused(ws: Workspace, s: Search, *, lanes: int, budget_checked: bool) -> _Refusal | None:
     """Why the loop allows no claim now, saying what to do instead (None: a claim is allowed)."""
     nodes = await ws.store.list_nodes(s.id)
     if await loop.seed_unmeasured(ws, s):
@@ -132,15 +173,21 @@ async def _claim_refused(
             "propose_intents with the first intents",
             False,
         )
-    if not parallel:
-        active = [n for n in nodes if n.kind == "intent" and n.status == "active"]
-        if active:
-            r = await loop.refine_state(ws, s, active[0])
-            return _Refusal(
-                f"intent #{r.node_id} is still being refined (round {r.round}, {r.attempts} of at most {r.cap} "
-                f"attempts): finish it first with finish_intent (node_id={r.node_id})",
-                False,
-            )
+    active = [n for n in nodes if n.kind == "intent" and n.status == "active"]
+    if len(active) >= lanes == 1:
+        r = await loop.refine_state(ws, s, active[0])
+        return _Refusal(
+            f"intent #{r.node_id} is still being refined (round {r.round}, {r.attempts} of at most {r.cap} "
+            f"attempts): finish it first with finish_intent (node_id={r.node_id})",
+            False,
+        )
+    if len(active) >= lanes:
+        ids = ", ".join(f"#{n.id}" for n in active)
+        return _Refusal(
+            f"{len(active)} intents are being refined ({ids}), as many as the {lanes} lanes allow: finish one "
+            "first with finish_intent",
+            False,
+        )
     if not budget_checked:
         b = await loop.budget_state(ws, s)
         if b.exhausted:

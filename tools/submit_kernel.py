@@ -229,7 +229,9 @@ async def submit_kernel(
             await say(f"seed: attempt #{seeded.attempt_id}, {seeded.evaluation.status}")
         # Submitting on an open intent starts its refine phase, as claiming it would. A person's kernel is
         # measured whatever the policy's round budget: it never blocks a submission.
-        sel = await select_action(ws, SelectActionIn(search=s.id, node_id=node.id), budget_checked=True)
+        sel = await select_action(
+            ws, SelectActionIn(search=s.id, node_id=node.id), budget_checked=True, round_budget=False
+        )
         claimed = sel.round
         await say(
             f"claimed intent #{node.id}: round {sel.round} started; finish_intent (search={s.name!r}, "

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable
 from typing import Protocol
 
+import aiosqlite
 from pydantic import BaseModel
 
 from ksearch.worldmodel import rows
@@ -248,80 +249,98 @@ async def select_action(
 ) -> Selection:
     """Select the next intent of a search, using its difficulty cap and round. Same answer as `select_next`.
 
+    With `claim=True` the chosen node is also marked active in the same transaction, so several
+    workers selecting at once (even from several processes) never get the same intent. (The loop's claim,
+    which also keeps the lanes and the round budget, is `ksearch.worldmodel.claims.claim_intent`.)
+    """
+    ctx = store.transaction() if claim else store.reading()
+    async with ctx as db:
+        search = await rows.search_row(db, search_id)
+        sel = await select_in(
+            db, search.id, search.config.difficulty_cap, search.round, weights=weights, skip=skip
+        )
+        if claim and sel.node_id is not None:
+            await db.execute(
+                "UPDATE nodes SET status = 'active' WHERE id = ? AND status = 'open'", (sel.node_id,)
+            )
+            sel.claimed = True
+    return sel
+
+
+async def select_in(
+    db: aiosqlite.Connection,
+    search_id: int,
+    cap: int,
+    round: int,
+    *,
+    weights: SelectWeights = DEFAULT_WEIGHTS,
+    skip: frozenset[int] = frozenset(),
+) -> Selection:
+    """`select_action`'s choice, read on a connection the caller holds (inside its transaction); changes nothing.
+
     The score depends only on (priority, difficulty, pinned, branch), so SQLite returns the highest
     priority of each (branch, pinned, difficulty) group from a partial index of open intents, Python
     scores those few groups, and one more indexed read finds the lowest id among the winners.
-    With `claim=True` the chosen node is also marked active in the same transaction, so several
-    workers selecting at once (even from several processes) never get the same intent.
     """
-    search = await store.get_search(search_id)
-    cap = search.config.difficulty_cap
-    ctx = store.transaction() if claim else store.reading()
-    async with ctx as db:
-        visits = await rows.fetchall(
+    visits = await rows.fetchall(
+        db,
+        "SELECT branch_id, sum(visits) FROM nodes WHERE search_id = ? GROUP BY branch_id",
+        (search_id,),
+    )
+    branch_visits = {int(b): int(v) for b, v in visits if b is not None}
+    total = sum(int(v) for _, v in visits)
+    passed = _skipping(skip)
+    groups = await rows.fetchall(db, _GROUP_TOPS.replace("{skip}", passed), (search_id, *sorted(skip)))
+    considered = sum(int(g[4]) for g in groups)
+    best_key: tuple[bool, float] | None = None
+    tied: list[tuple[int, bool, int, float]] = []
+    for branch, pinned, difficulty, priority, _ in groups:
+        score = _base(priority, difficulty, cap, weights) + _bonus(
+            total, branch_visits.get(branch, 0), weights
+        )
+        key = (bool(pinned), score)
+        if best_key is None or key > best_key:
+            best_key, tied = key, []
+        if key == best_key:
+            tied.append((branch, bool(pinned), difficulty, priority))
+    if not tied:
+        counted = await rows.fetchall(
             db,
-            "SELECT branch_id, sum(visits) FROM nodes WHERE search_id = ? GROUP BY branch_id",
+            "SELECT status, vetoed, count(*) FROM nodes WHERE search_id = ? AND kind = 'intent' "
+            "GROUP BY status, vetoed",
             (search_id,),
         )
-        branch_visits = {int(b): int(v) for b, v in visits if b is not None}
-        total = sum(int(v) for _, v in visits)
-        passed = _skipping(skip)
-        groups = await rows.fetchall(db, _GROUP_TOPS.replace("{skip}", passed), (search_id, *sorted(skip)))
-        considered = sum(int(g[4]) for g in groups)
-        best_key: tuple[bool, float] | None = None
-        tied: list[tuple[int, bool, int, float]] = []
-        for branch, pinned, difficulty, priority, _ in groups:
-            score = _base(priority, difficulty, cap, weights) + _bonus(
-                total, branch_visits.get(branch, 0), weights
-            )
-            key = (bool(pinned), score)
-            if best_key is None or key > best_key:
-                best_key, tied = key, []
-            if key == best_key:
-                tied.append((branch, bool(pinned), difficulty, priority))
-        if not tied:
-            counted = await rows.fetchall(
+        counts: dict[str, int] = {}
+        vetoed_open = 0
+        if skip:
+            found = await rows.fetchone(
                 db,
-                "SELECT status, vetoed, count(*) FROM nodes WHERE search_id = ? AND kind = 'intent' "
-                "GROUP BY status, vetoed",
-                (search_id,),
+                f"SELECT count(*) FROM nodes WHERE {_SELECTABLE}{passed.replace('NOT IN', 'IN')}",
+                (search_id, *sorted(skip)),
             )
-            counts: dict[str, int] = {}
-            vetoed_open = 0
-            if skip:
-                found = await rows.fetchone(
-                    db,
-                    f"SELECT count(*) FROM nodes WHERE {_SELECTABLE}{passed.replace('NOT IN', 'IN')}",
-                    (search_id, *sorted(skip)),
-                )
-                counts["skipped"] = int(found[0])
-            for status, vetoed, n in counted:
-                if status == "open" and vetoed:
-                    vetoed_open += n
-                else:
-                    counts[status] = counts.get(status, 0) + n
-            if skip:  # counted as open above: said apart, as select_next says them
-                counts["open"] = counts.get("open", 0) - counts["skipped"]
-            return _nothing_open(counts, vetoed_open, search.round)
-        cands: list[_Cand] = []
-        for branch, pinned, difficulty, priority in tied:
-            row = await rows.fetchone(
-                db,
-                _LOWEST_ID.replace("{skip}", passed),
-                (search_id, *sorted(skip), branch, int(pinned), difficulty, priority),
-            )
-            cands.append((int(row[0]), priority, difficulty, pinned, branch))
-        chosen = _pick(cands, cap, total, branch_visits, weights)
-        assert chosen is not None
-        if claim:
-            await db.execute(
-                "UPDATE nodes SET status = 'active' WHERE id = ? AND status = 'open'", (chosen.node_id,)
-            )
+            counts["skipped"] = int(found[0])
+        for status, vetoed, n in counted:
+            if status == "open" and vetoed:
+                vetoed_open += n
+            else:
+                counts[status] = counts.get(status, 0) + n
+        if skip:  # counted as open above: said apart, as select_next says them
+            counts["open"] = counts.get("open", 0) - counts["skipped"]
+        return _nothing_open(counts, vetoed_open, round)
+    cands: list[_Cand] = []
+    for branch, pinned, difficulty, priority in tied:
+        row = await rows.fetchone(
+            db,
+            _LOWEST_ID.replace("{skip}", passed),
+            (search_id, *sorted(skip), branch, int(pinned), difficulty, priority),
+        )
+        cands.append((int(row[0]), priority, difficulty, pinned, branch))
+    chosen = _pick(cands, cap, total, branch_visits, weights)
+    assert chosen is not None
     return Selection(
         node_id=chosen.node_id,
         reason=_reason(chosen, considered),
         score=chosen,
         considered=considered,
-        round=search.round,
-        claimed=claim,
+        round=round,
     )

@@ -137,7 +137,7 @@ class Driver:
                 if not hw.isolation.startswith("namespaces"):
                     self.display.event(f"candidate isolation: {hw.isolation}")
                 lanes = max(1, hw.workers)
-                stops = await asyncio.gather(*(self._lane(s.id, b) for _ in range(lanes)))
+                stops = await asyncio.gather(*(self._lane(s.id, b, lanes) for _ in range(lanes)))
                 stop = stops[0]
             except PolicyError as e:
                 stop = f"policy stopped: {e}"
@@ -153,20 +153,29 @@ class Driver:
                 raise
             return await self._finish(s.id, stop, b)
 
-    async def _lane(self, search_id: int, b: _Budget) -> str:
-        """Select → refine → update until a budget or an empty frontier stops it; returns why it stopped."""
+    async def _lane(self, search_id: int, b: _Budget, lanes: int) -> str:
+        """Select → refine → update until a budget or an empty frontier stops it; returns why it stopped. The
+        claim itself keeps the search's round budget and its `lanes` in the database: a claim refused there
+        (another process claimed the last lane or started the last round) stops the lane with the refusal."""
         while True:
             s = await self.ws.search(search_id)
             reason = await self._budget_stop(b, s)
             if reason:
                 return reason
             self.display.phase("select")
-            sel = await select_action(
-                self.ws,
-                SelectActionIn(search=s.id, skip=sorted(self._declined)),
-                parallel=True,
-                budget_checked=True,
-            )
+            try:
+                sel = await select_action(
+                    self.ws,
+                    SelectActionIn(search=s.id, skip=sorted(self._declined)),
+                    lanes=lanes,
+                    budget_checked=True,
+                )
+            except ToolFailure as e:
+                if b.in_flight == 0:
+                    return str(e)
+                async with b.changed:  # this run's own lanes hold the claims: one of them ends first
+                    await b.changed.wait()
+                continue
             if sel.node is None:
                 if b.in_flight == 0:
                     return sel.reason + self._waiting()
@@ -384,7 +393,12 @@ class Driver:
                 break
         current = await self.ws.records.get_node(node.id)
         if current.status == "active":
-            await close_refine(self.ws, s, current)
+            try:
+                await close_refine(self.ws, s, current, author=self._author())
+            except (
+                ToolFailure
+            ) as e:  # finished meanwhile by another process (a host, a person): said, not fatal
+                self.display.event(first_sentence(str(e)))
         return False
 
     async def _update(self, s: Search, node: Node) -> None:

@@ -117,9 +117,9 @@ async def test_claims_the_loop_does_not_allow_are_refused_writing_nothing(
         match=rf"intent #{hi.id} is still being refined \(round 1, 0 of at most 8 attempts\): finish it first with finish_intent",
     ):
         await select_action(bare_ws, SelectActionIn(search="s"))
-    # parallel lanes (the driver) may refine several intents, but the one round of the budget is spent
+    # two lanes (the driver on two GPUs) may refine two intents, but the one round of the budget is spent
     with pytest.raises(ToolFailure) as e:
-        await select_action(bare_ws, SelectActionIn(search="s"), parallel=True)
+        await select_action(bare_ws, SelectActionIn(search="s"), lanes=2)
     assert str(e.value) == (
         "The search's budget is spent (round budget reached (1 of 1 rounds started)): no new round starts. Call "
         "final_evaluation (search='s') to re-measure the best candidates on every workload, held-out ones "

@@ -39,7 +39,7 @@ async def _spent(ws: Workspace, task: str) -> int:
     with pytest.raises(
         ToolFailure, match=r"round budget reached \(1 of 1 rounds started\).*or raise the budget"
     ):
-        await select_action(ws, SelectActionIn(search="s"), parallel=True)
+        await select_action(ws, SelectActionIn(search="s"), lanes=2)
     return s.id
 
 
@@ -50,7 +50,7 @@ async def test_more_rounds_let_a_spent_search_go_on_and_the_change_is_kept(
     out = await set_budgets(bare_ws, SetBudgetsIn(search="s", more_rounds=2, attempts=30, author="llm:m"))
     assert (out.before.rounds, out.after.rounds, out.after.attempts, out.exhausted) == (1, 3, 30, None)
     assert (await bare_ws.search(sid)).config.budgets.rounds == 3
-    sel = await select_action(bare_ws, SelectActionIn(search="s"), parallel=True)
+    sel = await select_action(bare_ws, SelectActionIn(search="s"), lanes=2)
     assert sel.claimed and sel.round == 2
     state = await budget_state(bare_ws, await bare_ws.search(sid))
     assert (state.rounds_used, state.rounds, state.exhausted) == (2, 3, None)
