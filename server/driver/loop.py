@@ -153,7 +153,7 @@ class Driver:
                 raise
             return await self._finish(s.id, stop, b)
 
-    async def _lane(self, search_id: int, b: _Budget, lanes: int) -> str:
+    async def _lane(self, search_id: int, b: _Budget, lanes: int = 1) -> str:
         """Select → refine → update until a budget or an empty frontier stops it; returns why it stopped. The
         claim itself keeps the search's round budget and its `lanes` in the database: a claim refused there
         (another process claimed the last lane or started the last round) stops the lane with the refusal."""
