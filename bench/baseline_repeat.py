@@ -221,7 +221,11 @@ def run_child(task: str, smoke: bool, compile_baseline: bool, timeout_s: float, 
         proc = subprocess.run(
             cmd,
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            # this checkout first, then whatever the caller's path held (the GPU machine's carried wheels)
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            },
             capture_output=True,
             text=True,
             timeout=timeout_s,
