@@ -7,7 +7,9 @@ what a well-tuned library reaches here, not datasheet peaks, so a roofline fract
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
 import time
 from typing import Any
 
@@ -38,10 +40,40 @@ def environment(device: torch.device) -> dict[str, Any]:
             compute_capability=f"{p.major}.{p.minor}",
             memory_gb=round(p.total_memory / 2**30, 1),
             l2_bytes=int(getattr(p, "L2_cache_size", 0)) or None,
+            gpu_uuid=gpu_uuid(p),
         )
     else:
         facts.update(device="cpu-interpreter", cpu_mode=True, cuda=None)
     return facts
+
+
+def gpu_uuid(props: Any) -> str | None:
+    """The GPU's UUID as nvidia-smi writes it ("GPU-1a2b…"): which physical GPU measured a number (two H200s of one
+    model and driver share an environment key). From torch's device properties where it has them, else from
+    nvidia-smi for this process's one visible GPU; None where neither says."""
+    got = getattr(props, "uuid", None)
+    if got is not None:
+        text = str(got)
+        return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if visible.startswith(("GPU-", "MIG-")):
+        return visible
+    try:
+        out = subprocess.run(
+            [
+                "nvidia-smi",
+                *(["-i", visible] if visible else []),
+                "--query-gpu=uuid",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None  # no UUID is no fault: the GPU's name still says which model measured
+    return out[0] if len(out) == 1 else None
 
 
 def _time_ms(fn: Any, reps: int) -> float:

@@ -44,11 +44,12 @@ from ksearch.gpu.sandbox_machine import (
 )
 from ksearch.gpu.sandbox_profile import profile_on
 from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json, timed_names
-from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, stat_of
+from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, baseline_reading, stat_of
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
 from ksearch.worldmodel.models import (
     PROTOCOL_STATISTIC,
+    BaselineReading,
     Candidate,
     CompileReport,
     Diagnostic,
@@ -506,6 +507,36 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
         stat = PROTOCOL_STATISTIC[settings.timing_protocol]
         return {
             wl: {kind: stat_of(v, stat)[0] if v else None for (n, kind), v in base.items() if n == wl}
+            for wl in names
+        }
+
+    async def remeasure_baselines(
+        self, task: Task, settings: EvalSettings
+    ) -> dict[str, dict[str, BaselineReading | None]]:
+        """Measure the baselines of `settings.workloads` anew, whatever the cache holds (a search's re-measurement,
+        `ksearch baselines --remeasure`), in a fresh process as always; the cache keeps the new readings. Per workload,
+        eager and (where measured) compile. Empty without a GPU."""
+        files = self._files(task)
+        env = await self._environment()
+        if env.cpu_mode:
+            return {}
+        names = settings.workloads or [w.name for w in task.by_split("search")]
+        run = Run(Candidate.of("# baselines only\n", "triton"), settings)
+        async with self.pool.acquire(files, purpose=f"re-measuring the baselines of {task.name}") as w:
+            if not self.clean_baselines:
+                reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
+                if not reply.get("ok"):
+                    raise SandboxError(f"the worker could not set up the task: {reply.get('error')}")
+            base = await self._baselines(w, run, task, names, env, fresh=True)
+        # the prompts' reference times are read again from the cache, which now holds these
+        for key in [k for k, j in self._ref_jobs.items() if j.done() and k.startswith(f"{task.name}:")]:
+            del self._ref_jobs[key]
+        return {
+            wl: {
+                kind: baseline_reading(v, "compile" if kind == "compile" else "eager", settings)
+                for (n, kind), v in base.items()
+                if n == wl
+            }
             for wl in names
         }
 

@@ -70,6 +70,8 @@ class MachineFacts:
             torch=h.get("torch"),
             triton=h.get("triton"),
             python=h.get("python"),
+            # one slot: the first worker's GPU is every evaluation's (with several, each timing names its own)
+            gpu_uuid=h.get("gpu_uuid") if len(self.pool.workers) == 1 else None,
         )
 
     async def ceilings(self, held: WorkerProcess | None = None) -> dict[str, Any]:

@@ -104,3 +104,29 @@ def geomean(xs: Sequence[float]) -> float | None:
     if not vals:
         return None
     return math.exp(sum(math.log(x) for x in vals) / len(vals))
+
+
+UNSTEADY_REL = 0.03
+"""A baseline reading whose mean and median lie further apart than this (relative to the median), or whose 95% CI
+is wider than this either side of its statistic, is too noisy to divide every later speedup by."""
+
+
+def unsteady(
+    value: float,
+    median: float,
+    mean: float | None,
+    ci_low: float,
+    ci_high: float,
+    limit: float = UNSTEADY_REL,
+) -> str | None:
+    """Why one reading (its statistic `value` with its CI, its median and mean) is too noisy to keep, in words:
+    "bimodal (mean 745.0 / median 769.0 us)" where the mean and median are more than `limit` apart (two clusters
+    of calls pull the mean off the median: a workload that sometimes runs another kernel, a clock that changed
+    mid-loop), "wide (95% CI ±4.1% of 769.0 us)" where the CI is; None where it is steady."""
+    if mean is not None and median > 0 and abs(mean - median) / median > limit:
+        return f"bimodal (mean {mean:.1f} / median {median:.1f} us)"
+    if value > 0:
+        half = max(value - ci_low, ci_high - value)
+        if half / value > limit:
+            return f"wide (95% CI ±{100 * half / value:.1f}% of {value:.1f} us)"
+    return None

@@ -26,6 +26,7 @@ from ksearch.tools.common import (
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import baselines
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
 
@@ -107,6 +108,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
     )
     if s is None:
         return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)
+    ev = await baselines.apply(ws.store, s.id, ev)  # divided by the search's one baseline, as recorded
     if refine is not None:
         return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author, assumed)
     att = await record(ws, s.id, inp.node_id, cand.id, ev, base_attempt_id, s.round, author)

@@ -16,6 +16,7 @@ from ksearch.tools.facts_wait import facts_for
 from ksearch.tools.protocols import protocol_line
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel.baselines import baselines_line
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import (
     Candidate,
@@ -387,6 +388,8 @@ def summarize(ev: Evaluation) -> str:
         lines.extend(f"  flag: {f}" for f in tm.flags)
     if ev.speedup_vs_eager is not None and not any(tm.device == "cpu-interpreter" for tm in ev.timings):
         lines.append(f"geomean speedup vs eager: {ev.speedup_vs_eager:.3f}x")
+    if (measured := baselines_line(ev)) is not None:  # when and on which GPU the baselines were measured
+        lines.append(measured)
     interpreted = bool(ev.timings) and ev.timings[0].device == "cpu-interpreter"
     if interpreted and not any(
         "CPU interpreter" in f for f in ev.flags

@@ -15,6 +15,7 @@ from ksearch.tools.common import Progress, refuse_without_gpu, summarize, why_fa
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import baselines
 from ksearch.worldmodel.models import (
     CPU_INTERPRETER,
     Attempt,
@@ -144,6 +145,8 @@ async def final_evaluation(
             ev = await sb.evaluate(
                 cand, task, settings, timing=True, progress=_part(progress, i, len(top), a.id)
             )
+            # the rows rank by the search's one baseline, the attempts' own (a held-out workload's is pinned here)
+            ev = await baselines.apply(ws.store, s.id, ev)
             passed = ev.status == "ok" and not ev.pure_pytorch
             evals[a.id] = ev
             outcome[a.id] = FinalOutcome(

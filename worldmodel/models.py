@@ -272,6 +272,52 @@ def compile_label(modes: Any) -> str:
     return f"torch.compile ({'; '.join(hows)})" if hows else "torch.compile"
 
 
+BaselineKind = Literal["eager", "compile"]
+
+
+class BaselineReading(Strict):
+    """One measured baseline of one workload: the reference in eager PyTorch, or its torch.compile, timed by the
+    search's protocol in a fresh process; when and on which GPU."""
+
+    kind: BaselineKind
+    """eager | compile (torch.compile)."""
+    time_us: float
+    """The protocol's statistic: what speedups divide."""
+    statistic: TimingStatistic = "median"
+    """Which statistic `time_us` is."""
+    ci_low_us: float
+    """Lower end of the 95% confidence interval of the statistic."""
+    ci_high_us: float
+    """Upper end of the 95% confidence interval of the statistic."""
+    n: int
+    """Timed calls."""
+    median_us: float
+    """Median time per call."""
+    mean_us: float | None = None
+    """Mean time per call."""
+    protocol: TimingProtocol = "ksearch"
+    """How the calls were timed."""
+    compile_mode: CompileMode | None = None
+    """How the torch.compile baseline was compiled (None for eager)."""
+    measured_at: datetime | None = None
+    """When it was measured (UTC; None: a reading cached before this was recorded)."""
+    device: str = ""
+    """The GPU's name."""
+    gpu_uuid: str | None = None
+    """The GPU's UUID ("GPU-…"), where the worker could read it."""
+    env_key: str | None = None
+    """The environment's key (GPU, driver, CUDA, torch, Triton) it was measured in."""
+    remeasured: str = ""
+    """Why it was measured again before being kept (a bimodal or wide first reading), and how it was chosen."""
+
+    @property
+    def rel_ci(self) -> float:
+        """Half the CI's width relative to the statistic."""
+        if self.time_us <= 0:
+            return math.inf
+        return max(self.time_us - self.ci_low_us, self.ci_high_us - self.time_us) / self.time_us
+
+
 class WorkloadTiming(Strict):
     """Timing of one workload. All times in microseconds of device time per call."""
 
@@ -304,6 +350,16 @@ class WorkloadTiming(Strict):
     """The torch.compile baseline, timed by the same protocol: its statistic."""
     compile_mode: CompileMode | None = None
     """How that baseline was compiled (None: not recorded)."""
+    eager_baseline: BaselineReading | None = None
+    """The eager reading `eager_median_us` is: in a search, the search's pinned baseline (when and on which GPU it
+    was measured, its spread)."""
+    compile_baseline: BaselineReading | None = None
+    """The torch.compile reading `compile_median_us` is, as `eager_baseline`."""
+    baseline_generation: int | None = None
+    """In a search: which of its pinned baselines the speedups divide by (1 the first, one more per
+    re-measurement); None outside a search or before baselines were pinned."""
+    gpu_uuid: str | None = None
+    """The UUID of the GPU it was timed on, where the worker could read it."""
     speedup_vs_eager: float | None = None
     """eager_median_us / time_us."""
     speedup_vs_compile: float | None = None
@@ -377,6 +433,9 @@ class Environment(Strict):
     """Triton version."""
     python: str | None = None
     """Python version."""
+    gpu_uuid: str | None = None
+    """The GPU's UUID ("GPU-…") on a one-GPU sandbox (with several, each timing names its own); not part of the
+    key: two GPUs of one model compare."""
 
     def key(self) -> str:
         return f"{self.device}|{self.driver}|{self.cuda}|{self.torch}|{self.triton}"

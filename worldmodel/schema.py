@@ -236,7 +236,44 @@ _V7: tuple[str, ...] = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# v8: one baseline per search (worldmodel/baselines.py). The first eager and torch.compile readings a search's
+# evaluations used are pinned per workload (generation 1); a re-measurement pins a new generation and restates every
+# attempt's ratios against it. So an attempt's evaluation stays written once except for what restating changes: the
+# baselines and the ratios divided by them (the trigger compares everything else, and the `speedup` column must
+# stay the evaluation's own speedup vs eager).
+_MEASURED = (
+    "json_remove({e}, '$.speedup_vs_eager', '$.speedup_vs_compile', '$.timings') || (SELECT json_group_array("
+    "json_remove(value, '$.eager_median_us', '$.compile_median_us', '$.compile_mode', '$.eager_baseline', "
+    "'$.compile_baseline', '$.baseline_generation', '$.speedup_vs_eager', '$.speedup_vs_compile')) "
+    "FROM json_each({e}, '$.timings'))"
+)
+_SPEEDUP = "json_extract(NEW.evaluation, '$.speedup_vs_eager')"
+_V8: tuple[str, ...] = (
+    """CREATE TABLE search_baselines (
+        search_id INTEGER NOT NULL REFERENCES searches(id),
+        generation INTEGER NOT NULL CHECK (generation >= 1),
+        workload TEXT NOT NULL,
+        eager TEXT CHECK (eager IS NULL OR json_valid(eager)),
+        compile TEXT CHECK (compile IS NULL OR json_valid(compile)),
+        pinned_at TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (search_id, generation, workload)
+    )""",
+    """CREATE TRIGGER search_baselines_no_delete BEFORE DELETE ON search_baselines
+        BEGIN SELECT RAISE(ABORT, 'a pinned baseline is kept: a re-measurement pins a new generation'); END""",
+    """DROP TRIGGER attempts_evaluation_immutable""",
+    f"""CREATE TRIGGER attempts_evaluation_immutable BEFORE UPDATE OF evaluation, status, speedup ON attempts
+        WHEN OLD.evaluation IS NOT NULL AND (
+            NEW.evaluation IS NULL
+            OR NEW.status IS NOT OLD.status
+            OR {_MEASURED.format(e="NEW.evaluation")} IS NOT {_MEASURED.format(e="OLD.evaluation")}
+            OR (NEW.speedup IS NULL) IS NOT (NEW.status IS NOT 'ok' OR {_SPEEDUP} IS NULL)
+            OR abs(coalesce(NEW.speedup - {_SPEEDUP}, 0)) > 1e-9 * abs(coalesce(NEW.speedup, 0))
+        )
+        BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once (restating its baselines aside)'); END""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Literal, get_args
 import aiosqlite
 from pydantic import BaseModel, ValidationError
 
-from ksearch.worldmodel import rows
+from ksearch.worldmodel import baselines, rows
 from ksearch.worldmodel.errors import Conflict, InvalidTransition, NotFound, StoreBusy
 from ksearch.worldmodel.models import (
     LANGUAGES,
@@ -436,6 +436,8 @@ class Store:
                 if base.search_id != search_id:
                     raise NotFound(f"base attempt #{base_attempt_id} belongs to search {base.search_id}")
             rnd = search.round if round is None else round
+            # divided by the search's one pinned baseline (pinned here by its first evaluation)
+            ev = await baselines.apply_in(db, search_id, ev)
             speedup = ev.speedup_vs_eager if ev.status == "ok" else None
             cur = await db.execute(
                 "INSERT INTO attempts (search_id, node_id, candidate_id, base_attempt_id, round, author, "

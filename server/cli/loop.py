@@ -6,6 +6,8 @@
                                    end the refine phase of the intent being refined, with the tree changes of
                                    FILE; print the reflect prompt (--prompt)
     ksearch final SEARCH           re-measure the best candidates on every workload and end the search
+    ksearch baselines SEARCH [--remeasure]
+                                   the baselines its speedups divide by; measured anew, every attempt restated
 
 Attempts are submitted with `ksearch submit SEARCH FILE --node N`; the tree is edited with `intent`, `pin`,
 `prune`... (server/cli/steer.py).
@@ -33,6 +35,7 @@ def register(app: typer.Typer) -> None:
     app.command("select")(select)
     app.command("finish")(finish)
     app.command("final")(final)
+    app.command("baselines")(baselines)
 
 
 def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
@@ -190,3 +193,29 @@ def final(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB
     if out.best_lost:
         say(out.best_lost)
     say(f"next: {cli_words(out.next, search)}")
+
+
+def baselines(
+    search: SearchArg,
+    remeasure: Annotated[
+        bool,
+        typer.Option(
+            "--remeasure",
+            help="Measure them anew on this machine's GPU, pin them to the search and restate every attempt's speedups",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """The eager and torch.compile baselines the search's speedups divide by: when and on which GPU measured."""
+    from ksearch.tools.baselines import BaselinesIn, BaselinesOut, remeasure_baselines
+
+    async def go() -> BaselinesOut:
+        async with workspace(db) as ws:
+            return await remeasure_baselines(ws, BaselinesIn(search=search, remeasure=remeasure))
+
+    out = run_async(go())
+    if as_json:
+        say(json.dumps(out.model_dump(mode="json"), indent=1))
+        return
+    say(out.text)
