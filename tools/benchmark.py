@@ -11,6 +11,7 @@ import difflib
 from pydantic import Field
 
 from ksearch.tools import loop
+from ksearch.tools.call_clock import EVALUATION, part
 from ksearch.tools.common import (
     MeasuredJob,
     Progress,
@@ -20,6 +21,7 @@ from ksearch.tools.common import (
     refuse_oversized,
     refuse_without_gpu,
     resolve_candidate,
+    sandbox_of,
     summarize,
     task_for,
 )
@@ -97,21 +99,23 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
     if base_attempt_id is None and refine is not None:
         base_attempt_id, assumed = await assume_base(ws, refine, cand.source)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
-    sb = await ws.sandbox()
-    ev = await sb.evaluate(
-        cand,
-        task,
-        settings,
-        timing=True,
-        profile_workload=settings.workloads[0] if inp.profile else None,
-        progress=progress,
-    )
+    sb = await sandbox_of(ws)
+    with part(EVALUATION, "evaluating"):
+        ev = await sb.evaluate(
+            cand,
+            task,
+            settings,
+            timing=True,
+            profile_workload=settings.workloads[0] if inp.profile else None,
+            progress=progress,
+        )
     if s is None:
         return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)
     ev = await baselines.apply(ws.store, s.id, ev)  # divided by the search's one baseline, as recorded
     if refine is not None:
         return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author, assumed)
-    att = await record(ws, s.id, inp.node_id, cand.id, ev, base_attempt_id, s.round, author)
+    with part("recording", "recording the attempt"):
+        att = await record(ws, s.id, inp.node_id, cand.id, ev, base_attempt_id, s.round, author)
     return EvaluationOut(
         candidate_id=cand.id,
         summary=summarize(ev),
@@ -132,10 +136,11 @@ async def _recorded(
     assumed: str = "",
 ) -> EvaluationOut:
     """Record an attempt of a refine phase (in the phase's round) and say where the phase now stands."""
-    att = await record(
-        ws, s.id, refine.node_id, candidate_id, ev, base_attempt_id, refine.round, author, refine=refine
-    )
-    after = await loop.refine_state(ws, s, await ws.store.get_node(refine.node_id))
+    with part("recording", "recording the attempt"):
+        att = await record(
+            ws, s.id, refine.node_id, candidate_id, ev, base_attempt_id, refine.round, author, refine=refine
+        )
+        after = await loop.refine_state(ws, s, await ws.store.get_node(refine.node_id))
     return EvaluationOut(
         candidate_id=candidate_id,
         summary=summarize(ev),

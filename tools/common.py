@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from ksearch.gpu.sandbox_api import Sandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
+from ksearch.tools.call_clock import CallClock, part, took_text
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.facts_wait import facts_for
 from ksearch.tools.protocols import protocol_line
@@ -152,9 +153,23 @@ async def gpu_lacking(ws: Workspace, task: Task) -> str | None:
     """Why `task` needs a GPU (its reference or inputs pinned to CUDA) when this machine has none, else None."""
     needs = task.extras.get("needs_gpu")
     # not hardware(): it may wait a minute for the worker the background baselines hold (a prompt reads this)
-    if needs and await (await ws.sandbox()).runs_without_gpu():
+    if needs and await runs_without_gpu(ws):
         return str(needs)
     return None
+
+
+async def sandbox_of(ws: Workspace) -> Sandbox:
+    """The workspace's sandbox; its start (the machine's GPUs and isolation probed) a named part of the call."""
+    with part("sandbox_start", "starting the sandbox"):
+        return await ws.sandbox()
+
+
+async def runs_without_gpu(ws: Workspace) -> bool:
+    """Whether candidates run in the CPU interpreter here, the sandbox's start and its answer named parts of the
+    call (a cluster's sandbox may wait for its actors)."""
+    sb = await sandbox_of(ws)
+    with part("gpu_check", "asking the sandbox whether it has a GPU"):
+        return await sb.runs_without_gpu()
 
 
 async def refuse_without_gpu(ws: Workspace, task: Task) -> None:
@@ -171,12 +186,13 @@ async def refuse_oversized(ws: Workspace, task: Task, workloads: list[str]) -> N
     """On a machine without a GPU, a workload whose inputs and outputs alone (the candidate's and the reference's)
     exceed the host memory a worker may use is refused before it runs: it would end as a crash of the worker,
     read as the kernel's fault (a host asked for KernelBench's 6.4 GB softmax shape on the CPU)."""
-    sb = await ws.sandbox()
+    sb = await sandbox_of(ws)
     limit = getattr(sb, "memory_bytes", None)
     big = [w for w in workloads if task.workload(w).split != "smoke"]
-    if not limit or not big or not await sb.runs_without_gpu():
+    if not limit or not big or not await runs_without_gpu(ws):
         return
-    facts = await facts_for(task)
+    with part("task_facts", "waiting for the task's facts"):
+        facts = await facts_for(task)
     for name in big:
         wf = facts.workload(name) if facts is not None else None
         if wf is None or not wf.inputs:
@@ -197,11 +213,12 @@ async def task_for(ws: Workspace, search: int | str | None, task: str | None) ->
         raise ToolFailure(
             "give exactly one of `search` (an id or name) or `task` (a built-in name or a path)"
         )
-    if search is not None:
-        s = await ws.search(search)
-        return s, ws.search_task(s)
-    assert task is not None
-    return None, ws.task(task)
+    with part("loading_task", "loading the task"):
+        if search is not None:
+            s = await ws.search(search)
+            return s, ws.search_task(s)
+        assert task is not None
+        return None, ws.task(task)
 
 
 async def node_in(ws: Workspace, s: Search, node_id: int) -> Node:
@@ -229,7 +246,7 @@ async def eval_settings(
     """Settings for one evaluation: the search's secret seed and compile mode (a fresh seed for a free-standing
     task), and the workloads to run (see eval_settings_on)."""
     return await eval_settings_on(
-        await ws.sandbox(),
+        await sandbox_of(ws),
         t,
         workloads,
         trials,
@@ -261,7 +278,8 @@ async def eval_settings_on(
     else:
         # not hardware(): it waits for the GPU's measured ceilings, whose worker the background baselines may hold
         # (a TriMul search's first benchmark waited 57 s here, outside every step its evaluation records)
-        cpu = await sandbox.runs_without_gpu()
+        with part("gpu_check", "asking the sandbox whether it has a GPU"):
+            cpu = await sandbox.runs_without_gpu()
         chosen = [t.smoke().name] if cpu else [w.name for w in t.by_split("search")]
     return EvalSettings(
         seed=seed if seed is not None else secrets.randbits(31),
@@ -297,9 +315,20 @@ SECONDS_SHARE = 0.1  # summed as "other" where they add up to that share (the re
 BRIEF_S = 1.0  # an evaluation quicker than this, with no builds or draws inside, says only how long it took
 
 
-def seconds_text(ev: Evaluation) -> str:
-    """ "took 14.2 s: correctness 6.1, timing 5.2, baselines 2.0 (drawing inputs 0.4 of them)", largest first."""
-    inside_any = any(ev.seconds_by_step.get(k, 0.0) >= 0.05 for k in INSIDE_STEPS)
+def seconds_text(ev: Evaluation, call: CallClock | None = None) -> str:
+    """ "took 14.2 s: correctness 6.1, timing 5.2, baselines 2.0 (drawing inputs 0.4 of them)", largest first.
+    With `call`, the clock of the tool call that ran the evaluation: the whole call's seconds, its waits outside
+    the evaluation (for a worker, the task's facts, the sandbox's start...) named beside the evaluation's steps."""
+    inside = [
+        f"{what} {ev.seconds_by_step[k]:.1f}"
+        for k, what in INSIDE_STEPS.items()
+        if ev.seconds_by_step.get(k, 0.0) >= 0.05
+    ]
+    of_them = f"{', '.join(inside)} of them" if inside else ""
+    if call is not None:
+        outer = {k: v for k, v in ev.seconds_by_step.items() if k not in INSIDE_STEPS}
+        return took_text(call, outer, of_them)
+    inside_any = bool(inside)
     # where a quick evaluation's seconds went is not worth reading
     if ev.seconds < BRIEF_S and not inside_any:
         return f"took {ev.seconds:.1f} s"
@@ -313,13 +342,7 @@ def seconds_text(ev: Evaluation) -> str:
     if rest >= least:
         named.append(f"other {rest:.1f}")
     parts = ", ".join(named)
-    inside = [
-        f"{what} {ev.seconds_by_step[k]:.1f}"
-        for k, what in INSIDE_STEPS.items()
-        if ev.seconds_by_step.get(k, 0.0) >= 0.05
-    ]
-    of_them = f" ({', '.join(inside)} of them)" if inside else ""
-    return f"took {ev.seconds:.1f} s" + (f": {parts}{of_them}" if parts else "")
+    return f"took {ev.seconds:.1f} s" + (f": {parts}" + (f" ({of_them})" if of_them else "") if parts else "")
 
 
 def baseline_settings(task: Task, s: Search) -> EvalSettings:
@@ -332,8 +355,9 @@ def baseline_settings(task: Task, s: Search) -> EvalSettings:
     )
 
 
-def summarize(ev: Evaluation) -> str:
-    """A few lines a model (or a person) can act on; numbers say what they are and how noisy."""
+def summarize(ev: Evaluation, call: CallClock | None = None) -> str:
+    """A few lines a model (or a person) can act on; numbers say what they are and how noisy. `call`: the clock of
+    the tool call it answers, whose whole seconds the took line then accounts for (`seconds_text`)."""
     lines = [f"status: {ev.status}"]
     if ev.pure_pytorch:
         lines.append(
@@ -404,7 +428,7 @@ def summarize(ev: Evaluation) -> str:
         lines.extend(f"  stall {n}: {v}" for n, v in p.top_stalls[:4])
         lines.extend(f"  ncu: {a}" for a in p.advice[:4])
     lines.extend(f"flag: {f}" for f in ev.flags)
-    lines.append(seconds_text(ev))
+    lines.append(seconds_text(ev, call))
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from pydantic import Field
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks.facts import probe_in_background
 from ksearch.gpu.tasks.kernelbench_rules import with_precision
+from ksearch.tools.call_clock import part
 from ksearch.tools.common import baseline_settings
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.protocols import choose_protocol
@@ -86,11 +87,12 @@ class DriverSettings(ToolIn):
 
 async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettings | None = None) -> Search:
     """The new search, with `driver`'s settings when given (else SearchConfig's defaults), in one write."""
-    task = ws.task(inp.task)
-    try:
-        task = with_precision(task, inp.precision)
-    except TaskError as e:
-        raise ToolFailure(str(e)) from None
+    with part("loading_task", "loading the task"):
+        task = ws.task(inp.task)
+        try:
+            task = with_precision(task, inp.precision)
+        except TaskError as e:
+            raise ToolFailure(str(e)) from None
     if inp.language not in task.seeds and task.seeds:
         have = ", ".join(sorted(task.seeds))
         raise ToolFailure(f"task {task.name!r} has no {inp.language} seed candidate; it has: {have}")
@@ -113,14 +115,17 @@ async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettin
     )
     if driver is not None:
         config = config.model_copy(update=driver.model_dump())
-    s = await ws.store.create_search(name, ref, config)
+    with part("recording", "recording the search"):
+        s = await ws.store.create_search(name, ref, config)
     # on a GPU the baselines are measured from now on, in the background: the first prompt never waits for
     # them, and the first benchmark finds them measured (or waits for the rest)
-    start = getattr(await ws.gpu_sandbox(), "start_reference_times", None)
-    if start is not None and start(task, baseline_settings(task, s)):
-        # with them the task's facts (one run of the reference under fake tensors, seconds on a first reading of
-        # a task such as TriMul), which the first prompt shows: it then waits for neither
-        probe_in_background(task)
+    with part("sandbox_start", "starting the sandbox"):
+        start = getattr(await ws.gpu_sandbox(), "start_reference_times", None)
+    with part("background_start", "starting the baselines and the task's facts in the background"):
+        if start is not None and start(task, baseline_settings(task, s)):
+            # with them the task's facts (one run of the reference under fake tensors, seconds on a first reading
+            # of a task such as TriMul), which the first prompt shows: it then waits for neither
+            probe_in_background(task)
     return s
 
 

@@ -11,7 +11,15 @@ from pydantic import Field
 from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
 from ksearch.tools import loop
 from ksearch.tools.bank_record import record_quietly
-from ksearch.tools.common import Progress, refuse_without_gpu, summarize, why_failed
+from ksearch.tools.call_clock import EVALUATION, part
+from ksearch.tools.common import (
+    Progress,
+    refuse_without_gpu,
+    runs_without_gpu,
+    sandbox_of,
+    summarize,
+    why_failed,
+)
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
@@ -127,12 +135,12 @@ async def final_evaluation(
     rows: list[FinalRow] = []
     outcome: dict[int, FinalOutcome] = {}
     evals: dict[int, Evaluation] = {}
-    cpu = await (await ws.sandbox()).runs_without_gpu()  # not hardware(): see eval_settings_on
+    cpu = await runs_without_gpu(ws)  # not hardware(): see eval_settings_on
     every = loop.final_workloads(task)
     names = [task.smoke().name] if cpu else every
     skipped = [w for w in every if w not in names]
     if top:
-        sb = await ws.sandbox()
+        sb = await sandbox_of(ws)
         for i, a in enumerate(top):
             cand = await ws.store.get_candidate(a.candidate_id)
             settings = EvalSettings(
@@ -142,9 +150,10 @@ async def final_evaluation(
                 compile_mode=s.config.compile_mode,
                 timing_protocol=s.config.timing_protocol,
             )
-            ev = await sb.evaluate(
-                cand, task, settings, timing=True, progress=_part(progress, i, len(top), a.id)
-            )
+            with part(EVALUATION, f"re-measuring attempt #{a.id}"):
+                ev = await sb.evaluate(
+                    cand, task, settings, timing=True, progress=_part(progress, i, len(top), a.id)
+                )
             # the rows rank by the search's one baseline, the attempts' own (a held-out workload's is pinned here)
             ev = await baselines.apply(ws.store, s.id, ev)
             passed = ev.status == "ok" and not ev.pure_pytorch

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ksearch.tools.common import CandidateJob, resolve_candidate, task_for
+from ksearch.tools.call_clock import part
+from ksearch.tools.common import CandidateJob, resolve_candidate, sandbox_of, task_for
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
@@ -31,5 +32,8 @@ async def profile_ncu(ws: Workspace, inp: ProfileIn) -> ProfileOut:
             f"workload: unknown workload {wl!r} for task {task.name!r}; it has: {', '.join(names)}"
         )
     cand = await resolve_candidate(ws, inp.candidate, task)
-    prof = await (await ws.sandbox()).profile(cand, task, wl)
+    sb = await sandbox_of(ws)
+    # the sandbox reports no phases here: a wait for a worker is inside this part
+    with part("profile", f"profiling: {wl}"):
+        prof = await sb.profile(cand, task, wl)
     return ProfileOut(candidate_id=cand.id, profile=prof)

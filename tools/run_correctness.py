@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ksearch.tools.call_clock import EVALUATION, part
 from ksearch.tools.common import (
     MeasuredJob,
     Progress,
@@ -12,6 +13,7 @@ from ksearch.tools.common import (
     refuse_oversized,
     refuse_without_gpu,
     resolve_candidate,
+    sandbox_of,
     summarize,
     task_for,
 )
@@ -49,5 +51,7 @@ async def run_correctness(
     await refuse_oversized(ws, task, inp.workloads or [])  # the defaults without a GPU are the smoke ones
     cand = await resolve_candidate(ws, inp.candidate, task)
     settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
-    ev = await (await ws.sandbox()).evaluate(cand, task, settings, timing=False, progress=progress)
+    sb = await sandbox_of(ws)
+    with part(EVALUATION, "evaluating"):
+        ev = await sb.evaluate(cand, task, settings, timing=False, progress=progress)
     return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)

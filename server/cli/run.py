@@ -219,6 +219,17 @@ def serve(
         ),
     ] = None,
     token: TokenOption = None,
+    log: Annotated[
+        Path | None,
+        typer.Option(
+            "--log",
+            envvar="KSEARCH_LOG",
+            show_envvar=True,
+            help="Append the server log (each tool call's start, phases with their seconds, and end; warnings) to "
+            "this file instead of stderr",
+            show_default=False,
+        ),
+    ] = None,
     allow_unjailed: Annotated[
         bool,
         typer.Option(
@@ -239,4 +250,6 @@ def serve(
     with refusals():  # exit 2 with the refusal's message
         # the token rule is checked before anything is opened or bound; the jail rule before binding
         access = http_access(host, token, "ksearch serve") if http else None
-        _serve(db, http=access, port=port, record=record, allow_unjailed=allow_unjailed, ray=ray)
+        _serve(
+            db, http=access, port=port, record=record, allow_unjailed=allow_unjailed, ray=ray, log_file=log
+        )

@@ -7,7 +7,9 @@ with its description and bounds. This process never imports torch: GPU work runs
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import itertools
 import logging
 import sys
 from collections.abc import Awaitable, Callable
@@ -27,15 +29,18 @@ from pydantic_core import PydanticUndefined
 from ksearch.about import __version__
 from ksearch.server.access import HttpAccess
 from ksearch.server.mcp.args import RefuseUnknownArguments
+from ksearch.server.mcp.calls import CallWatch, configure_log
 from ksearch.server.mcp.http import serve_http
 from ksearch.server.mcp.order import InOrder
 from ksearch.server.mcp.record import HostRecorder
 from ksearch.server.mcp.resources import id_of, ref_of, refusals, register_resources
 from ksearch.server.mcp.stdio_input import HostLines
-from ksearch.server.mcp.text import text_of
+from ksearch.server.mcp.text import text_of, took_of
 from ksearch.tools.bank import QueryBankIn, QueryBankOut, query_bank
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.budgets import SetBudgetsIn, SetBudgetsOut, set_budgets
+from ksearch.tools.call_clock import CallClock, part, started
+from ksearch.tools.common import BRIEF_S
 from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
@@ -56,6 +61,40 @@ from ksearch.worldmodel.errors import KsearchError
 from ksearch.worldmodel.models import Node, Search
 
 log = logging.getLogger("ksearch.mcp")
+
+# tools whose result says how long the call took, however quick (an evaluation's says it in its text): the calls
+# that can wait for a worker, the sandbox's start or the task's facts; any other's does from BRIEF_S on
+TIMED = frozenset(
+    {
+        "create_search",
+        "benchmark",
+        "run_correctness",
+        "compile_kernel",
+        "final_evaluation",
+        "profile_ncu",
+        "run_search",
+    }
+)
+
+
+class CallRefused(ToolError):
+    """A tool error with the kind of failure the server log says: refused, invalid, internal."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _refused(e: Exception, kind: str) -> CallRefused:
+    return CallRefused(str(e), kind)
+
+
+def _status(out: Any) -> str:
+    """An evaluation's status for the log's end line ("" for other results)."""
+    sc = getattr(out, "structured_content", None)
+    ev = sc.get("evaluation") if isinstance(sc, dict) else None
+    return f" status={ev.get('status')}" if isinstance(ev, dict) else ""
+
 
 INSTRUCTIONS = """\
 ksearch searches for fast GPU kernels with a persistent tree of optimization intents, in rounds of
@@ -121,6 +160,7 @@ class KsearchServer:
         self._arguments: dict[str, set[str]] = {}  # tool -> its parameter names
         self._models: dict[str, type[BaseModel]] = {}  # tool -> its input model
         self._order = InOrder()  # a host's calls that change records, in the order it sent them
+        self._calls = itertools.count(1)  # the number of each call, in the server log
         self.mcp.middleware.append(RefuseUnknownArguments(self._arguments, self._models))
         self._register_tools()
         self._register_resources()
@@ -151,34 +191,31 @@ class KsearchServer:
         progress: bool = False,
     ) -> None:
         async def handler(ctx: Context, **kwargs: Any) -> Any:
+            async def send(value: float, message: str) -> None:
+                await ctx.report_progress(progress=value, total=1.0, message=message)
+
+            watch = CallWatch(next(self._calls), name, send)
             try:
                 inp = model(**kwargs) if model is not None else None
             except ValidationError as e:
+                watch.start(None, kwargs.get("search"))
+                watch.end("error=invalid-arguments")
                 raise ToolError(str(describe_validation(e, f"arguments to {name}"))) from e
-            report = None
-            if progress:
-
-                async def report(message: str, fraction: float) -> None:
-                    await ctx.report_progress(
-                        progress=max(0.0, min(1.0, fraction)), total=1.0, message=message
-                    )
-
-            # the first await: calls that change records are served in the order they arrived (order.py)
-            async with self._order.turn(name):
-                try:
-                    ws = await self.ws()
-                    out = await run(ws, inp, report) if progress else await run(ws, inp)
-                    if self.recorder is not None:
-                        await self.recorder.observe(ws, name, inp, out)
-                    return await self._with_next(ws, inp, out, returns)
-                except KsearchError as e:  # the one place a ksearch refusal becomes an MCP tool error
-                    raise ToolError(str(e)) from e
-                except ValidationError as e:
-                    raise ToolError(str(describe_validation(e, name))) from e
-                except Exception as e:
-                    # Unexpected: keep the traceback in the server log, give the caller a plain statement.
-                    log.exception("tool %s failed", name)
-                    raise ToolError(f"{name} failed inside ksearch: {type(e).__name__}: {e}") from e
+            watch.start(inp)
+            outcome, took = "error=internal", ""
+            try:
+                with started(watch.clock):
+                    out, took = await self._run(name, inp, run, returns, progress, watch)
+                outcome = "outcome=ok" + _status(out)
+                return out
+            except ToolError as e:
+                outcome = f"error={e.kind if isinstance(e, CallRefused) else 'refused'}"
+                raise
+            except BaseException as e:
+                outcome = "cancelled" if isinstance(e, anyio.get_cancelled_exc_class()) else outcome
+                raise
+            finally:
+                watch.end(outcome, took)
 
         params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
         params += _flat_signature(model) if model is not None else []
@@ -192,30 +229,71 @@ class KsearchServer:
             handler, name=name, description=description, annotations=annotations, structured_output=True
         )
 
+    async def _run(
+        self,
+        name: str,
+        inp: BaseModel | None,
+        run: Callable[..., Awaitable[Any]],
+        returns: Any,
+        progress: bool,
+        watch: CallWatch,
+    ) -> tuple[CallToolResult, str]:
+        """Run the tool on its turn and answer with its result and its took line."""
+        async with contextlib.AsyncExitStack() as turn:
+            # the first await: calls that change records are served in the order they arrived (order.py)
+            with part("wait_for_earlier_calls", "waiting for the earlier calls that change records"):
+                await turn.enter_async_context(self._order.turn(name))
+            try:
+                with part("opening_database", "opening the database"):
+                    ws = await self.ws()
+                out = await run(ws, inp, watch.report) if progress else await run(ws, inp)
+                if self.recorder is not None:
+                    await self.recorder.observe(ws, name, inp, out)
+                return await self._with_next(ws, name, inp, out, returns, watch.clock)
+            except KsearchError as e:  # the one place a ksearch refusal becomes an MCP tool error
+                raise _refused(e, "refused") from e
+            except ValidationError as e:
+                raise _refused(ToolError(str(describe_validation(e, name))), "invalid") from e
+            except ToolError:
+                raise
+            except Exception as e:
+                # Unexpected: keep the traceback in the server log, give the caller a plain statement.
+                log.exception("tool %s failed", name)
+                raise _refused(
+                    ToolError(f"{name} failed inside ksearch: {type(e).__name__}: {e}"), "internal"
+                ) from e
+
     async def _with_next(
-        self, ws: Workspace, inp: BaseModel | None, out: Any, returns: Any
-    ) -> CallToolResult:
+        self, ws: Workspace, name: str, inp: BaseModel | None, out: Any, returns: Any, clock: CallClock
+    ) -> tuple[CallToolResult, str]:
         """The tool's result, and as a second text block the loop's next step: every result of a tool that
-        works on a search says what the loop expects now (the tool's own `next` when it has one)."""
-        wrapped = not (isinstance(returns, type) and issubclass(returns, BaseModel))
-        data = TypeAdapter(returns).dump_python(out, mode="json")
-        structured = {"result": data} if wrapped else data
-        content = [TextContent(type="text", text=text_of(out, structured))]
+        works on a search says what the loop expects now (the tool's own `next` when it has one). With them the
+        call's took line (`took_of`): the whole call's seconds, as the host waits for them."""
         nxt = getattr(out, "next", "") or ""
         search = getattr(inp, "search", None) if inp is not None else None
         if isinstance(out, Search):
             search = out.id
         if not nxt and search is not None:
             try:
-                nxt = (await loop_state(ws, search)).next
+                with part("next_step", "reading the loop's next step"):
+                    nxt = (await loop_state(ws, search)).next
             except KsearchError:  # the search went away meanwhile: the answer stands without a next step
                 nxt = ""
+        clock.stop()  # the answer's took line and the log's say the same seconds
+        out, took = took_of(out, clock)
+        wrapped = not (isinstance(returns, type) and issubclass(returns, BaseModel))
+        data = TypeAdapter(returns).dump_python(out, mode="json")
+        structured = {"result": data} if wrapped else data
+        content = [TextContent(type="text", text=text_of(out, structured, took))]
+        # an evaluation's text ends with its took line; another result's follows it where the call can be long
+        if not isinstance(out, EvaluationOut) and (name in TIMED or clock.elapsed() >= BRIEF_S):
+            content.append(TextContent(type="text", text=took))
         if nxt:
             content.append(TextContent(type="text", text=f"next: {nxt}"))
             # a tool without a next of its own: its structured `next` says the same as its text
             if isinstance(structured, dict) and structured.get("next") == "":
                 structured["next"] = nxt
-        return CallToolResult(content=content, structured_content=structured)
+        return CallToolResult(content=content, structured_content=structured), took
 
     def _register_tools(self) -> None:
         t = self._tool
@@ -474,9 +552,16 @@ def serve(
     record: Path | None = None,
     allow_unjailed: bool = False,
     ray: str | None = None,
+    log_file: Path | None = None,
 ) -> None:
-    """stdio, or streamable HTTP under `http`'s token rule (server/mcp/http.py)."""
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    """stdio, or streamable HTTP under `http`'s token rule (server/mcp/http.py). Each tool call's start, phases and
+    end are logged at INFO (server/mcp/calls.py), with the warnings, to `log_file` or else stderr: never stdout,
+    the stdio transport's."""
+    if log_file is not None:
+        logging.basicConfig(filename=log_file, encoding="utf-8", level=logging.WARNING)
+    else:
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    configure_log(log_file)
     ks = build_server(db, record=record, ray=ray)
 
     async def run() -> None:

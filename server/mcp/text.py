@@ -8,17 +8,20 @@ import json
 from typing import Any
 
 from ksearch.tools.bank import QueryBankOut
-from ksearch.tools.common import errors_text, seconds_text
+from ksearch.tools.call_clock import CallClock, took_text
+from ksearch.tools.common import INSIDE_STEPS, errors_text, seconds_text
+from ksearch.tools.final_eval import FinalOut
 from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.worldmodel.models import CPU_INTERPRETER, compile_label
 
 
-def text_of(out: Any, structured: Any) -> str:
+def text_of(out: Any, structured: Any, took: str = "") -> str:
     """What the model reads: an evaluation as its few decisive lines, short enough to read after every
     attempt (the whole record stays in the structured result and the attempt resource); anything else as
-    its JSON with its long texts set out (`json_with_texts`)."""
+    its JSON with its long texts set out (`json_with_texts`). `took`: an evaluation's took line for the whole
+    call (`took_of`)."""
     if isinstance(out, EvaluationOut):
-        return "\n".join(evaluation_lines(out))
+        return "\n".join(evaluation_lines(out, took))
     if isinstance(out, QueryBankOut):  # the entries in words; the records stay in the structured result
         return out.text
     return json_with_texts(structured)
@@ -56,7 +59,31 @@ def _num(x: float | None) -> str:
     return "?" if x is None else f"{x:.6g}"
 
 
-def evaluation_lines(out: EvaluationOut) -> list[str]:
+def took_of(out: Any, clock: CallClock) -> tuple[Any, str]:
+    """The result with its took line for the whole call, and that line: an evaluation's steps (those of a final
+    evaluation's re-measurements summed) beside the call's waits outside them, which `clock` timed, so that the
+    parts add up to the seconds the host waited. An evaluation's summary then ends with it."""
+    if isinstance(out, EvaluationOut):
+        ev = out.evaluation
+        took = seconds_text(ev, clock)
+        alone = seconds_text(ev)
+        if out.summary.endswith(alone):  # the summary's own line spoke for the evaluation alone
+            out = out.model_copy(update={"summary": out.summary[: -len(alone)] + took})
+        return out, took
+    if isinstance(out, FinalOut):
+        steps: dict[str, float] = {}
+        for row in out.rows:
+            for k, v in row.seconds_by_step.items():
+                steps[k] = steps.get(k, 0.0) + v
+        inside = ", ".join(
+            f"{what} {steps[k]:.1f}" for k, what in INSIDE_STEPS.items() if steps.get(k, 0.0) >= 0.05
+        )
+        outer = {k: v for k, v in steps.items() if k not in INSIDE_STEPS}
+        return out, took_text(clock, outer, f"{inside} of them" if inside else "")
+    return out, took_text(clock)
+
+
+def evaluation_lines(out: EvaluationOut, took: str = "") -> list[str]:
     """Status; the error and compile errors with their line numbers; where it is wrong; each workload's
     median and speedups (none on the CPU interpreter, whose timings rank nothing); flags. The loop's next
     step follows as a block of its own."""
@@ -136,5 +163,5 @@ def evaluation_lines(out: EvaluationOut) -> list[str]:
         )
     flags = [f for f in ev.flags if not f.startswith("note:") and f not in error]  # the error said it
     lines += [f"flag: {_clip(f)}" for f in flags[:3]]
-    lines.append(seconds_text(ev))
+    lines.append(took or seconds_text(ev))
     return lines
