@@ -16,10 +16,12 @@ import os
 import time
 from pathlib import Path
 
+from ksearch.worldmodel.errors import KsearchError
+
 POLL_S = 0.05
 
 
-class LeaseTimeout(Exception):
+class LeaseTimeout(KsearchError):
     """The GPU stayed leased by another process past the wait's bound; the message names the holder."""
 
 

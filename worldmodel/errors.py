@@ -28,6 +28,8 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── CandidateFailure               ksearch.gpu.worker_core
     ├── SandboxError                   ksearch.gpu.sandbox_api    (RuntimeError)
     ├── WorkerError                    ksearch.gpu.pool
+    │   └── WorkerBusy                 ksearch.gpu.pool
+    ├── LeaseTimeout                   ksearch.gpu.gpu_lease
     ├── ZygoteUnavailable              ksearch.gpu.zygote_client
     ├── ProfileError                   ksearch.gpu.ncu            (RuntimeError)
     ├── ExtensionBuildError            ksearch.gpu.cpp_ext        (RuntimeError)
@@ -40,6 +42,7 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── ProviderError                  ksearch.server.driver.policies.llm
     ├── OutputInvalid                  ksearch.server.driver.policies.llm
     ├── HttpError                      ksearch.server.web.app
+    ├── CallRefused                    ksearch.server.mcp.server
     └── Interrupted                    ksearch.server.cli.interrupt
 
 One class stays outside on purpose: `ksearch.gpu.dryrun.DryRunTimeout` derives from BaseException so that a

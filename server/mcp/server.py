@@ -77,7 +77,7 @@ TIMED = frozenset(
 )
 
 
-class CallRefused(ToolError):
+class CallRefused(ToolError, KsearchError):
     """A tool error with the kind of failure the server log says: refused, invalid, internal."""
 
     def __init__(self, message: str, kind: str) -> None:
@@ -250,12 +250,12 @@ class KsearchServer:
                 if self.recorder is not None:
                     await self.recorder.observe(ws, name, inp, out)
                 return await self._with_next(ws, name, inp, out, returns, watch.clock)
+            except ToolError:  # already an answer (a CallRefused is a KsearchError too: kept as it is)
+                raise
             except KsearchError as e:  # the one place a ksearch refusal becomes an MCP tool error
                 raise _refused(e, "refused") from e
             except ValidationError as e:
                 raise _refused(ToolError(str(describe_validation(e, name))), "invalid") from e
-            except ToolError:
-                raise
             except Exception as e:
                 # Unexpected: keep the traceback in the server log, give the caller a plain statement.
                 log.exception("tool %s failed", name)

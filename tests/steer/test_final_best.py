@@ -98,7 +98,19 @@ async def _search_phase(sb: LocalSandbox, task_path: Path, source: str, speedup:
     ev = await sb.evaluate(Candidate.of(source, "triton"), load_task(str(task_path)), st)
     assert ev.status == "ok", (ev.error, ev.flags)  # the hard-coded kernel is right on the search shape
     assert ev.env is not None
-    t = ev.timings[0].model_copy(update={"device": "NVIDIA H200", "speedup_vs_eager": speedup})
+    # a GPU's timing whose figures agree with the speedup (a search's best is decided by time against its baseline)
+    us = 100.0 / speedup
+    t = ev.timings[0].model_copy(
+        update={
+            "device": "NVIDIA H200",
+            "eager_median_us": 100.0,
+            "median_us": us,
+            "mean_us": us,
+            "ci_low_us": 0.99 * us,
+            "ci_high_us": 1.01 * us,
+            "speedup_vs_eager": speedup,
+        }
+    )
     env = ev.env.model_copy(update={"device": "NVIDIA H200", "cpu_mode": False})
     gpu = ev.model_copy(update={"timings": [t], "speedup_vs_eager": speedup, "env": env})
     assert gpu.ranks
