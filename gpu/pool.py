@@ -52,6 +52,7 @@ log = logging.getLogger("ksearch.sandbox")
 
 FaultKind = Literal["crash", "timeout", "memory", "limit", "start", "cancelled", "busy"]
 Mode = Literal["candidate", "baseline"]
+SETTLE_S = 60.0  # the longest a timing waits for the slot's spare to start and its replaced processes to end
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -752,14 +753,19 @@ class WorkerProcess:
         return self._spare is not None and self._spare.ready
 
     async def settle(self) -> float:
-        """Wait until no spare of the slot is starting (a start takes host CPU and the GPU's driver, which would
-        move a timing of the process serving it); the seconds waited."""
+        """Wait until no spare of the slot is starting and no replaced process of it is still ending (a start takes
+        host CPU and the GPU's driver, an ending process's context is torn down on the GPU: either would move a
+        timing of the process serving it); the seconds waited."""
+        waits: list[asyncio.Task[Any]] = [t for t in self._chores if not t.done()]
         p = self._spare
-        if p is None or p.started is None or p.started.done():
+        if p is not None and p.started is not None and not p.started.done():
+            waits.append(p.started)
+        if not waits:
             return 0.0
         t0 = time.perf_counter()
-        # asyncio.wait, not the task itself: a failed start is the spare's own (see _spare_started), not the caller's
-        await asyncio.wait([p.started])
+        # asyncio.wait, not the tasks themselves: a failed start is the spare's own (see _spare_started), not the
+        # caller's; a killed process ends at once, so the bound only guards against one the kernel keeps
+        await asyncio.wait(waits, timeout=SETTLE_S)
         return time.perf_counter() - t0
 
     async def stop(self) -> None:

@@ -314,6 +314,7 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
             # the background baselines hold): counted, and named for the baselines when they hold it
             t_wait = time.perf_counter()
             baselines_busy = any(not j.done() for j in self._ref_jobs.values())
+            await say("waiting for a worker" + (" (the baselines hold it)" if baselines_busy else ""), 0.01)
             env = await self._environment()
             needs = task.extras.get("needs_gpu")
             if env.cpu_mode and needs:
@@ -329,7 +330,6 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
                     "Only the static nvcc compile ran (see compile); correctness and timing need a GPU.",
                 )
                 return finish(run, report, env, self.arch)
-            await say("waiting for a worker" + (" (the baselines hold it)" if baselines_busy else ""), 0.01)
             what = "a benchmark" if timing else "a correctness check"
             async with self.pool.acquire(files, purpose=f"{what} of a candidate of {task.name}") as w:
                 waited = time.perf_counter() - t_wait
@@ -342,7 +342,8 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
                     with run.step("gpu_ceilings"):
                         await self._ensure_ceilings(w, env)
                 await say("drawing inputs ahead", 0.02)
-                await self._draw_ahead(w, run, task, names)
+                with run.step("draw_ahead"):
+                    await self._draw_ahead(w, run, task, names)
                 await say("loading", 0.05)
                 with run.step("load"):
                     loaded = await self._load(w, run, task)
@@ -367,7 +368,11 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
                             judged = await self._judge_interpreter_fault(run, candidate, task, report)
                     all_ok = run.status is None and all(c.passed for c in run.correctness)
                     if timing and all_ok and w.alive:
-                        ceil = await self.ceilings(w) if not env.cpu_mode else {}
+                        ceil: dict[str, Any] = {}
+                        if not env.cpu_mode:
+                            await say("waiting for the GPU's ceilings", 0.5)
+                            with run.step("gpu_ceilings"):
+                                ceil = await self.ceilings(w)
                         timed = timed_names(task, names, settings)
                         # steps timing, audit (before the baselines may take the process over), baselines
                         audit_on = names[0] if audit_later else None

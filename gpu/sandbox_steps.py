@@ -608,10 +608,12 @@ class EvalSteps:
             measured.append((wl, res))
         run.steps["timing"] = run.steps.get("timing", 0.0) + time.perf_counter() - t_timing
         if audit_on is not None:
+            await say(f"kernel audit: {audit_on}", 0.9)
             with run.step("audit"):
                 await self._audit(w, run, audit_on)
             if not w.alive:
                 return
+        await say(f"baselines: {', '.join(names)}", 0.92)
         with run.step("baselines"):
             base = await self._baselines(w, run, task, names, env)
         protocol = st.timing_protocol
