@@ -3,7 +3,7 @@
     python bench/host_flow.py [--flows trimul,kb,quickstart] [--budget-s 540] [--out FILE] [--smoke]
                               [--bound benchmark=180 --bound final_evaluation=600 ...] [--log-dir DIR] [--work DIR]
 
-Each flow starts its own `ksearch serve` (stdio, as an IDE host does; `--log FILE` too where the server takes it)
+Each flow starts its own `ksearch serve` (stdio, as an IDE host does, with `--log FILE`: each call's start, phases, end)
 over its own database, and calls its tools as an assistant following the README would:
 
   trimul      GPU MODE's TriMul folder: create_search, the analyse_kernel prompt read at once (no wait: the
@@ -123,7 +123,7 @@ class FlowReport(BaseModel):
     task: str
     db: str
     server_command: list[str]
-    server_log: str | None = Field(None, description="the server's --log file (None: it takes no --log)")
+    server_log: str | None = Field(None, description="the server's --log file")
     server_stderr: str
     outcome: str = "running"
     seconds: float | None = None
@@ -156,7 +156,6 @@ class Report(BaseModel):
     budget_s: float
     grace_s: float
     bounds_s: dict[str, float]
-    serve_takes_log: bool
     flows: list[FlowReport] = Field(default_factory=list)
     hangs: int = 0
     calls: int = 0
@@ -211,22 +210,6 @@ def machine_label(facts: dict[str, Any], gpu: bool) -> str:
     name = str(facts["gpus"][0]["name"]) if facts["gpus"] else "gpu"
     m = re.search(r"(H200|H100|A100|B200|L40S?|GB200)", name)
     return (m.group(1) if m else re.sub(r"[^A-Za-z0-9]+", "-", name)).lower()
-
-
-def serve_takes_log() -> bool:
-    """Whether this checkout's `ksearch serve` has a --log FILE option (others are adding it)."""
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "ksearch.server.cli", "serve", "--help"],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return False
-    return re.search(r"--log\b", out) is not None
 
 
 def texts_of(res: CallToolResult) -> str:
@@ -741,20 +724,19 @@ FLOWS: dict[str, tuple[str, str, Callable[[Session, bool], Awaitable[None]]]] = 
 }
 
 
-async def play(runner: Runner, name: str, gpu: bool, takes_log: bool, work: Path, logs: Path) -> None:
+async def play(runner: Runner, name: str, gpu: bool, work: Path, logs: Path) -> None:
     label, key, fn = FLOWS[name]
     db = work / f"{name}.db"
     cmd = [sys.executable, "-m", "ksearch.server.cli", "serve", "--db", str(db)]
-    server_log = logs / f"{name}.serve.log" if takes_log else None
-    if server_log is not None:
-        cmd += ["--log", str(server_log)]
+    server_log = logs / f"{name}.serve.log"  # each call's start, phases and end
+    cmd += ["--log", str(server_log)]
     stderr_path = logs / f"{name}.stderr.log"
     flow = FlowReport(
         name=name,
         task=label,
         db=str(db),
         server_command=cmd,
-        server_log=str(server_log) if server_log else None,
+        server_log=str(server_log),
         server_stderr=str(stderr_path),
         extra={"task_key": key},
     )
@@ -827,7 +809,6 @@ def main(argv: list[str] | None = None) -> int:
     logs = a.log_dir or work / "logs"
     work.mkdir(parents=True, exist_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
-    takes_log = serve_takes_log()
     commit = _git("rev-parse", "HEAD") or os.environ.get("KSEARCH_COMMIT")
     status = _git("status", "--porcelain", "--untracked-files=no")
     report = Report(
@@ -840,7 +821,6 @@ def main(argv: list[str] | None = None) -> int:
         budget_s=a.budget_s,
         grace_s=a.grace_s,
         bounds_s=a.bounds,
-        serve_takes_log=takes_log,
     )
     runner = Runner(a, report, out)
     runner.save()
@@ -859,7 +839,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
                 continue
-            await play(runner, name, gpu, takes_log, work, logs)
+            await play(runner, name, gpu, work, logs)
 
     anyio.run(run_all)
     report.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
