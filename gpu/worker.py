@@ -42,6 +42,7 @@ def main() -> None:
     _PROTO = _open_protocol()
     cfg = json.loads(os.environ.get("KSEARCH_WORKER", "{}"))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing candidate leaves no core file
+    t_imports = time.perf_counter()
     import torch  # after the fd juggling: CUDA/triton banners go to stderr
 
     from ksearch.gpu import build_baton
@@ -62,6 +63,8 @@ def main() -> None:
 
     cpu_mode = bool(cfg.get("cpu_mode")) or not torch.cuda.is_available()
     device = torch.device("cpu" if cpu_mode else "cuda:0")
+    t_context = time.perf_counter()
+    imports_s = t_context - t_imports  # ~0 in a process forked from the zygote, which made them
     if not cpu_mode:
         torch.cuda.set_device(device)
         frac = float(cfg.get("gpu_mem_fraction", 0.9))
@@ -71,8 +74,9 @@ def main() -> None:
         "simulate"
     ):  # a simulated GPU's start (gpu/simulated.py): its context's creation takes a while
         time.sleep(float(cfg["simulate"].get("start_s", 0.0)))
+    context_s = time.perf_counter() - t_context  # the CUDA context's creation (0 on the CPU)
     state = WorkerState(device, cfg)
-    send({"id": 0, "hello": state.hello()})
+    send({"id": 0, "hello": {**state.hello(), "imports_s": imports_s, "context_s": context_s}})
     for line in sys.stdin:
         if not line.strip():
             continue

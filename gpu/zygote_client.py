@@ -5,10 +5,10 @@ One zygote per ksearch process and worker environment (what is read at import: `
 its sandboxes and their slots whatever event loop each runs on: a thread reads the zygote's answers and hands
 each to the loop that asked.
 
-Without a GPU a worker's start is its imports (about a CPU-second of torch on a 2-core machine) and spares are off
-there (they would take the cores candidates run on), so every fresh process per candidate was waited for; forked
-from the zygote it starts in a few hundredths of a second. On a GPU the slot's spare already hides the start, and
-a zygote would have to stay clear of CUDA; the sandbox uses one without a GPU (`KSEARCH_FORK_WORKERS`).
+A worker's start is mostly its imports (about a CPU-second of torch on a 2-core machine, 6 s on an H200 machine);
+forked from the zygote it starts in a few hundredths of a second on the CPU, and in about 0.75 s on a GPU, where the
+forked worker creates its own CUDA context (the zygote never touches CUDA). The sandbox forks its workers unless
+`KSEARCH_FORK_WORKERS=0`.
 
 Anything that goes wrong with the zygote (it did not start, it died, it refused a request) makes the pool start
 processes the usual way from then on, logged once; a worker's own failures are reported as an exec'd one's are.
