@@ -115,7 +115,12 @@ class SandboxActor:
         if op == "evaluate":
             assert cand is not None and settings is not None
             got = await sb.evaluate(
-                cand, task, settings, timing=args["timing"], profile_workload=args.get("profile_workload")
+                cand,
+                task,
+                settings,
+                timing=args["timing"],
+                profile_workload=args.get("profile_workload"),
+                audit_unless_slower_than=args.get("audit_unless_slower_than"),
             )
             return got.model_dump(mode="json")
         if op == "profile":

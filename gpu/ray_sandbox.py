@@ -304,12 +304,14 @@ class RaySandbox(Sandbox):
         timing: bool = True,
         profile_workload: str | None = None,
         progress: Progress | None = None,  # not forwarded: the actor's steps are not streamed back
+        audit_unless_slower_than: dict[str, float] | None = None,
     ) -> Evaluation:
         args = {
             "candidate": candidate.model_dump(mode="json"),
             "settings": settings.model_dump(mode="json"),
             "timing": timing,
             "profile_workload": profile_workload,
+            "audit_unless_slower_than": audit_unless_slower_than,
         }
         return Evaluation.model_validate(await self._run("evaluate", task, args))
 

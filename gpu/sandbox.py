@@ -277,6 +277,7 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
         timing: bool = True,
         profile_workload: str | None = None,
         progress: Progress | None = None,
+        audit_unless_slower_than: dict[str, float] | None = None,
     ) -> Evaluation:
         run = Run(candidate, settings, task)
         names = settings.workloads or [w.name for w in task.by_split("search")]
@@ -376,7 +377,9 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
                         timed = timed_names(task, names, settings)
                         # steps timing, audit (before the baselines may take the process over), baselines
                         audit_on = names[0] if audit_later else None
-                        await self._timing(w, run, task, timed, env, say, ceil, audit_on)
+                        await self._timing(
+                            w, run, task, timed, env, say, ceil, audit_on, audit_unless_slower_than
+                        )
                     if profile_workload and all_ok and not env.cpu_mode and w.alive:
                         await say(f"profiling: {profile_workload}", 0.95)
                         try:

@@ -88,8 +88,12 @@ class Sandbox(abc.ABC):
         timing: bool = True,
         profile_workload: str | None = None,
         progress: Progress | None = None,
+        audit_unless_slower_than: dict[str, float] | None = None,
     ) -> Evaluation:
-        """Compile, check and (if `timing`) time. Status "ok" only if compiled, correct everywhere and timed."""
+        """Compile, check and (if `timing`) time. Status "ok" only if compiled, correct everywhere and timed.
+        `audit_unless_slower_than`: per workload, a time (us, the protocol's statistic) a candidate must be slower than
+        on every timed workload for its kernel audit to be left out (the upper end of the confidence interval of
+        its node's best: slower than that everywhere, it can become no best); None: always audit."""
 
     @abc.abstractmethod
     async def profile(

@@ -70,6 +70,7 @@ class Run:
         self.runtime_kernels: list[dict[str, Any]] = []
         self.ran = False  # the candidate was loaded and called at least once
         self.pure_pytorch = False  # the kernel audit saw no kernel of the candidate's own run
+        self.audited: bool | None = None  # whether the kernel audit after the timing ran (None: none was due)
         self.steps: dict[str, float] = {}  # where the seconds went, by step
 
     @contextmanager
@@ -244,6 +245,7 @@ def finish(
         seconds=time.perf_counter() - run.t0,
         seconds_by_step=_steps(run, report),
         pure_pytorch=run.pure_pytorch,
+        audited=run.audited,
     )
 
 

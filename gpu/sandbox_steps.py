@@ -137,6 +137,17 @@ async def _input_sizes(task: Task) -> dict[str, int]:
     return {p.workload: sum(t.bytes for t in p.inputs) for p in probe.workloads if p.inputs}
 
 
+def _slower_everywhere(
+    measured: list[tuple[str, dict[str, Any]]], than: dict[str, float] | None, st: EvalSettings
+) -> bool:
+    """Whether the candidate's timings are each slower than `than`'s time for their workload (every timed workload
+    has one): such a candidate can become no best, so its kernel audit may wait until an attempt could."""
+    if not than or not measured:
+        return False
+    stat = PROTOCOL_STATISTIC[st.timing_protocol]
+    return all(wl in than and stat_of(res, stat)[0] > than[wl] for wl, res in measured)
+
+
 def _draw_notes(res: dict[str, Any]) -> list[str]:
     """What drawing ahead did, said on the evaluation when it drew something slow or failed in part."""
     if not res.get("kept") or not (res.get("stored") or res.get("errors")):
@@ -575,6 +586,7 @@ class EvalSteps:
         say: Callable[[str, float], Awaitable[None]],
         ceil: dict[str, Any],
         audit_on: str | None = None,
+        audit_unless_slower_than: dict[str, float] | None = None,
     ) -> None:
         """Time the candidate on every workload (`ceil`: the GPU's ceilings, {} without one), then (`audit_on`: a
         workload) audit its kernels while its process still holds it, then give each timing its baselines (which
@@ -607,10 +619,17 @@ class EvalSteps:
                 return
             measured.append((wl, res))
         run.steps["timing"] = run.steps.get("timing", 0.0) + time.perf_counter() - t_timing
-        if audit_on is not None:
+        if audit_on is not None and _slower_everywhere(measured, audit_unless_slower_than, st):
+            run.audited = False
+            run.flag(
+                "note: the kernel audit was left out: slower beyond noise than its node's best on every workload, "
+                "this attempt can become no best (the final evaluation audits every row)"
+            )
+        elif audit_on is not None:
             await say(f"kernel audit: {audit_on}", 0.9)
             with run.step("audit"):
                 await self._audit(w, run, audit_on)
+            run.audited = True
             if not w.alive:
                 return
         await say(f"baselines: {', '.join(names)}", 0.92)

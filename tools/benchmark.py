@@ -30,7 +30,7 @@ from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import baselines
 from ksearch.worldmodel.errors import NotFound
-from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
+from ksearch.worldmodel.models import CPU_INTERPRETER, Attempt, Evaluation, Node, Search
 
 
 class BenchmarkIn(MeasuredJob):
@@ -108,6 +108,7 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
             timing=True,
             profile_workload=settings.workloads[0] if inp.profile else None,
             progress=progress,
+            audit_unless_slower_than=await _audit_threshold(ws, node),
         )
     if s is None:
         return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)
@@ -123,6 +124,20 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         attempt_id=att.id,
         base_attempt_id=base_attempt_id,
     )
+
+
+async def _audit_threshold(ws: Workspace, node: Node | None) -> dict[str, float] | None:
+    """Per workload, the time a new attempt on `node` must be slower than everywhere for its kernel audit to be left
+    out: the upper end of the confidence interval of the node's best (audited, GPU-timed). Slower than that on every
+    workload, the attempt can become neither the node's best nor the search's (the search's is at least as fast).
+    None (always audit) where the node has no such best."""
+    if node is None or node.best_attempt_id is None:
+        return None
+    best = await ws.store.get_attempt(node.best_attempt_id)
+    ev = best.evaluation
+    if ev is None or not ev.ranks or ev.audited is False:
+        return None
+    return {t.workload: t.ci_high_us for t in ev.timings if t.device != CPU_INTERPRETER} or None
 
 
 async def _recorded(

@@ -531,6 +531,11 @@ class Evaluation(Strict):
     pure_pytorch: bool = False
     """The kernel audit saw no kernel of the candidate's own run (no Triton JIT, NVRTC or extension kernel):
     it computes with PyTorch ops. Its numbers are kept, but it is never a node's or the search's best."""
+    audited: bool | None = None
+    """Whether the kernel audit ran after the timing: False where it was left out because the candidate was slower
+    beyond noise than its node's best on every workload (it can become no best; an attempt that is not audited never
+    becomes one, and the final evaluation audits every row); None where no audit applies (no timing, records from
+    before this field)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Evaluation:

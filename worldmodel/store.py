@@ -716,10 +716,11 @@ async def _replaces(
     and never becomes the search's best. A GPU-timed correct attempt replaces a CPU-interpreter best
     without a comparison (there is none to make); between two GPU-timed ones `better` decides.
     A pure-PyTorch attempt (no kernel of its own ran) is never a best, on any device: the search is
-    for kernels, and its code is no kernel to build on.
+    for kernels, and its code is no kernel to build on. Nor is one whose kernel audit was left out
+    (`Evaluation.audited` False: it was slower than its node's best everywhere).
     """
-    if new.evaluation is None or new.evaluation.pure_pytorch:
-        return False
+    if new.evaluation is None or new.evaluation.pure_pytorch or new.evaluation.audited is False:
+        return False  # no kernel of its own, or its kernels not audited: never a best
     ranks = new.evaluation.ranks
     if current_id is None:
         return ranks or not search

@@ -64,3 +64,23 @@ async def test_a_pure_pytorch_attempt_is_never_a_best(store: Store, search: Sear
 def test_records_from_before_the_label_read_as_kernels() -> None:
     old = Evaluation.model_validate_json('{"status": "ok", "speedup_vs_eager": 2.0}')
     assert not old.pure_pytorch and old.ranks
+
+
+async def test_an_attempt_whose_kernel_audit_was_left_out_is_never_a_best(
+    store: Store, search: Search
+) -> None:
+    """The audit is left out only for an attempt slower than its node's best everywhere; should such an attempt
+    still read faster (a rule that lets anything win, a relabelled timing), it does not take a best's place."""
+    (n,) = await apply_intents(store, search.id, [{"title": "tile it"}], "human", 0)
+    cand = await store.put_candidate("src", "triton")
+
+    def always(a: Attempt, b: Attempt) -> bool:
+        return True
+
+    audited = await store.record_attempt(
+        search.id, n.id, cand.id, timed(1.5).model_copy(update={"audited": True})
+    )
+    unaudited = timed(30.0).model_copy(update={"audited": False})
+    await store.record_attempt(search.id, n.id, cand.id, unaudited, better=always)
+    assert (await store.get_node(n.id)).best_attempt_id == audited.id
+    assert (await store.get_search(search.id)).best_attempt_id == audited.id
