@@ -43,7 +43,7 @@ from ksearch.gpu.sandbox_machine import (
     visible_gpus,
 )
 from ksearch.gpu.sandbox_profile import profile_on
-from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, task_json, timed_names
+from ksearch.gpu.sandbox_run import Run, finish, merge_compile, smoke_name, timed_names
 from ksearch.gpu.sandbox_steps import BASELINE_VERSION, EvalSteps, baseline_reading, stat_of
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
@@ -495,28 +495,39 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
     async def _reference_times(
         self, task: Task, settings: EvalSettings
     ) -> dict[str, dict[str, float | None]]:
-        files = self._files(task)  # before any worker starts: none is restarted to show them
-        env = await self._environment()
-        if env.cpu_mode:
-            return {}
         # the machine's facts first (a short call): a prompt asking for them meanwhile waits for these seconds,
         # not for every baseline behind them
-        await self.hardware()
-        names = settings.workloads or [w.name for w in task.by_split("search")]
-        run = Run(Candidate.of("# reference times only\n", "triton"), settings)
-        async with self.pool.acquire(files, purpose=f"the baselines of {task.name}") as w:
-            if not self.clean_baselines:
-                reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
-                if not reply.get("ok"):
-                    raise SandboxError(f"the worker could not set up the task: {reply.get('error')}")
-            base = await self._baselines(w, run, task, names, env)
-            # the search's first candidate then finds its correctness inputs drawn (settings carry its seed)
-            await self._draw_ahead(w, run, task, names)
+        if not self.cpu_mode:
+            await self.hardware()
+        got = await self._measured_baselines(task, settings, f"the baselines of {task.name}", fresh=False)
+        if got is None:
+            return {}
+        names, base = got
         stat = PROTOCOL_STATISTIC[settings.timing_protocol]
         return {
             wl: {kind: stat_of(v, stat)[0] if v else None for (n, kind), v in base.items() if n == wl}
             for wl in names
         }
+
+    async def _measured_baselines(
+        self, task: Task, settings: EvalSettings, purpose: str, *, fresh: bool
+    ) -> tuple[list[str], dict[tuple[str, str], dict[str, Any] | None]] | None:
+        """(the workloads, their baselines) measured on a worker of the pool (`fresh`: whatever the cache holds);
+        None without a GPU. Measuring them for a search's first prompt (not `fresh`), the worker then draws the
+        first candidate's correctness inputs ahead (its settings carry the search's seed)."""
+        files = self._files(task)  # before any worker starts: none is restarted to show them
+        env = await self._environment()
+        if env.cpu_mode:
+            return None
+        names = settings.workloads or [w.name for w in task.by_split("search")]
+        run = Run(Candidate.of("# baselines only\n", "triton"), settings)
+        async with self.pool.acquire(files, purpose=purpose) as w:
+            if not self.clean_baselines:
+                await self._send_task(w, task, "the worker")
+            base = await self._baselines(w, run, task, names, env, fresh=fresh)
+            if not fresh:
+                await self._draw_ahead(w, run, task, names)
+        return names, base
 
     async def remeasure_baselines(
         self, task: Task, settings: EvalSettings
@@ -524,18 +535,12 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
         """Measure the baselines of `settings.workloads` anew, whatever the cache holds (a search's re-measurement,
         `ksearch baselines --remeasure`), in a fresh process as always; the cache keeps the new readings. Per workload,
         eager and (where measured) compile. Empty without a GPU."""
-        files = self._files(task)
-        env = await self._environment()
-        if env.cpu_mode:
+        got = await self._measured_baselines(
+            task, settings, f"re-measuring the baselines of {task.name}", fresh=True
+        )
+        if got is None:
             return {}
-        names = settings.workloads or [w.name for w in task.by_split("search")]
-        run = Run(Candidate.of("# baselines only\n", "triton"), settings)
-        async with self.pool.acquire(files, purpose=f"re-measuring the baselines of {task.name}") as w:
-            if not self.clean_baselines:
-                reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
-                if not reply.get("ok"):
-                    raise SandboxError(f"the worker could not set up the task: {reply.get('error')}")
-            base = await self._baselines(w, run, task, names, env, fresh=True)
+        names, base = got
         # the prompts' reference times are read again from the cache, which now holds these
         for key in [k for k, j in self._ref_jobs.items() if j.done() and k.startswith(f"{task.name}:")]:
             del self._ref_jobs[key]

@@ -537,6 +537,12 @@ class EvalSteps:
         await self.cache.put(key, value)
         return value if "median_us" in value else None
 
+    async def _send_task(self, w: WorkerProcess, task: Task, who: str) -> None:
+        """Set the worker up for `task` (a process that draws no candidate's inputs first: baselines)."""
+        reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
+        if not reply.get("ok"):
+            raise SandboxError(f"{who} could not set up the task: {reply.get('error')}")
+
     async def _baselines(
         self,
         w: WorkerProcess,
@@ -564,9 +570,7 @@ class EvalSteps:
             return out
         if self.clean_baselines:
             await w.restart("baseline")
-            reply = await w.call("task", {"task": task_json(task)}, self.call_timeout_s)
-            if not reply.get("ok"):
-                raise SandboxError(f"the baseline worker could not set up the task: {reply.get('error')}")
+            await self._send_task(w, task, "the baseline worker")
         try:
             await w.settle()  # no spare starting under the baselines' timing either
             for wl, kind, key in missing:

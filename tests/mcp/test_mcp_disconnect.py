@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures import SOFTMAX
-from tests.mcp.test_mcp_progress import SEED, RawServer
+from tests.mcp.serve_proc import spawn_serve
+from tests.mcp.test_mcp_progress import SEED
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -61,30 +61,10 @@ async def test_a_host_that_disconnects_mid_benchmark_leaves_no_process_and_nothi
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "k.db"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("KSEARCH_TOKEN", None)
-    env.setdefault("TRITON_INTERPRET", "1")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "ksearch.server.cli", "serve", "--db", str(db), "--log", str(tmp_path / "serve.log")),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env=env,
-        cwd=str(ROOT),
-    )
-    s = RawServer(proc)
+    s = await spawn_serve(db, tmp_path / "serve.log", stderr=asyncio.subprocess.DEVNULL)
+    proc = s.proc
     try:
-        init = await s.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        )
-        assert "result" in init, init
-        await s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await s.initialize()
         made = await s.request(
             "tools/call", {"name": "create_search", "arguments": {"task": SOFTMAX, "name": "d"}}
         )

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
 import re
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp.client import Client
@@ -23,6 +19,7 @@ from ksearch.server.mcp.server import KsearchServer
 from ksearch.tools.benchmark import BenchmarkIn
 from ksearch.tools.call_clock import CallClock, took_text
 from tests.fixtures import SOFTMAX
+from tests.mcp.serve_proc import spawn_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
@@ -130,62 +127,15 @@ async def test_a_long_benchmark_sends_heartbeats_and_its_took_line_adds_up(
     )
 
 
-class RawServer:
-    """`ksearch serve` over stdio, read line by line: every line it writes on stdout is kept, to be checked."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.stdout: list[dict[str, Any]] = []
-        self._id = 0
-
-    async def send(self, msg: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        await self.proc.stdin.drain()
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._id += 1
-        await self.send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
-        assert self.proc.stdout is not None
-        while True:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), 240)
-            assert line, "the server closed stdout"
-            msg = json.loads(line)  # anything but the protocol on stdout fails here
-            assert msg.get("jsonrpc") == "2.0", line
-            self.stdout.append(msg)
-            if msg.get("id") == self._id:
-                return msg
-
-
 @pytest.mark.slow
 async def test_a_served_benchmark_is_logged_to_the_log_file_and_stdout_holds_only_the_protocol(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "serve.log"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("KSEARCH_TOKEN", None)
-    env.setdefault("TRITON_INTERPRET", "1")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "ksearch.server.cli", "serve", "--db", str(tmp_path / "k.db"), "--log", str(log)),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=str(ROOT),
-    )
-    s = RawServer(proc)
+    s = await spawn_serve(tmp_path / "k.db", log)
+    proc = s.proc
     try:
-        init = await s.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        )
-        assert "result" in init, init
-        await s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await s.initialize()
         args = {"task": SOFTMAX, "candidate": {"source": SLOW}, "trials": 1}
         t0 = time.monotonic()
         res = await s.request(
