@@ -847,11 +847,17 @@ class WorkerPool:
         lease = GpuLease(w.shared.parent, str(w.gpu)) if w.gpu is not None else None
         try:
             if lease is not None:
+                self.holders[w.slot] = (
+                    f"{purpose}, waiting for its GPU (another ksearch process uses it)",
+                    t0,
+                )
                 await lease.take(purpose, max(0.0, bound - (time.monotonic() - t0)))
         except LeaseTimeout as e:
+            self.holders.pop(w.slot, None)
             q.put_nowait(w)
             raise WorkerBusy(f"no GPU came free for {purpose}: {e}") from None
         except BaseException:
+            self.holders.pop(w.slot, None)
             q.put_nowait(w)
             raise
         self.holders[w.slot] = (purpose, time.monotonic())
