@@ -30,13 +30,24 @@ _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 )
 
 
+# a bounded reading's facts, read once per task: a second reader of the same reading (the bank's match after the task
+# brief) gets what the first got, not a fresh read with the deadline spent (it read nothing, and the prompt lost the
+# bank's lessons)
+_read: contextvars.ContextVar[dict[str, asyncio.Future[TaskFacts]] | None] = contextvars.ContextVar(
+    "ksearch_facts_read", default=None
+)
+
+
 @contextlib.contextmanager
 def bounded(wait_s: float = PROMPT_WAIT_S) -> Iterator[None]:
-    """Within this block, `facts_for` waits at most `wait_s` in all (every facts reading of one prompt shares it)."""
+    """Within this block, `facts_for` waits at most `wait_s` in all (every facts reading of one prompt shares it), and
+    reads each task's facts once."""
     token = _deadline.set(time.monotonic() + wait_s)
+    read = _read.set({})
     try:
         yield
     finally:
+        _read.reset(read)
         _deadline.reset(token)
 
 
@@ -63,13 +74,14 @@ async def within_reading(aw: Awaitable[T]) -> T | None:
 
 
 async def facts_for(task: Task) -> TaskFacts | None:
-    """The task's facts; None when a bounded reading ran out of time first."""
-    deadline = _deadline.get()
-    if deadline is None:
+    """The task's facts; None when a bounded reading ran out of time first (the same answer to every reader of it)."""
+    if _deadline.get() is None:
         return await asyncio.to_thread(task_facts, task)
-    try:
-        return await asyncio.wait_for(
-            asyncio.to_thread(task_facts, task), max(0.0, deadline - time.monotonic())
-        )
-    except TimeoutError:
-        return None
+    read = _read.get()
+    key = f"{task.name}:{task.source_path}"
+    job = read.get(key) if read is not None else None
+    if job is None:
+        job = asyncio.ensure_future(asyncio.to_thread(task_facts, task))
+        if read is not None:
+            read[key] = job
+    return await within_reading(job)

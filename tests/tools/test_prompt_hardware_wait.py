@@ -139,3 +139,22 @@ async def test_a_benchmarks_settings_do_not_wait_for_the_hardware(
     task = ws.search_task(s)
     st = await eval_settings(ws, s, task, None, 1)
     assert st.workloads == [w.name for w in task.by_split("search")] and len(st.workloads) >= 1
+
+
+async def test_one_reading_reads_a_tasks_facts_once_and_every_reader_gets_them() -> None:
+    """A fresh server's first analyse prompt showed no bank lessons: the task brief read the facts and spent the
+    reading's time, and the bank's match read them again with none left (no op pattern, nothing related). Within one
+    bounded reading the second reader gets what the first got."""
+    from ksearch.gpu.tasks import load_task
+    from ksearch.gpu.tasks.facts import task_facts
+    from ksearch.tools.facts_wait import facts_for
+
+    task = load_task("softmax")
+    await asyncio.to_thread(task_facts, task)  # derived already (at the search's creation), cached per content
+    with bounded(0.5):
+        first = await facts_for(task)
+        await asyncio.sleep(0.6)  # the reading's time spent elsewhere (the hardware facts, the tree)
+        second = await facts_for(task)
+    assert first is not None and second is first
+    with bounded(0.0):  # a new reading with its time spent reads nothing new
+        assert await facts_for(load_task("cross_entropy")) is None
