@@ -1063,6 +1063,7 @@ ALLOWED: dict[str, str] = {
     "127.0.0.1": "an address",
     "at least every 1.5 s": "the MCP server's heartbeat interval for progress notifications (server/mcp/calls.py), a setting",
     "waits at most 0.8 s": "how long an MCP prompt reading waits for the task's facts (tools/facts_wait.py), a setting",
+    "planned from, at most 5 s": "how long the analyse prompt waits for its facts (tools/facts_wait.py), a setting",
     "on 2 cores with 30 s per file": "bench/kernelbench_cpu.py's limits, set by its command line",
     "more than 4 s": "the interrupt handler's cleanup limit (server/cli/interrupt.py), a setting",
     "for 3 s / for 14 s": "how long tests/faults/test_fault_db_locked.py holds the lock, a test setting",

@@ -33,11 +33,11 @@ async def hardware_text(ws: Workspace, s: Search | None = None) -> str:
         if await sb.runs_without_gpu():
             return (
                 "this machine has no GPU: candidates run in the Triton interpreter on the CPU (its versions follow "
-                "in a later reading, once a worker is free)"
+                "in a later reading, once a worker is free: read this prompt again in a few seconds)"
             )
         return (
-            "being measured: the GPU's worker is measuring the baselines in the background (the device, versions "
-            "and measured ceilings follow in a later reading)"
+            "being measured: the GPU's worker is measuring the ceilings and the baselines in the background (the "
+            "device, versions and measured ceilings follow: read this prompt again in a few seconds)"
         )
     facts = hw.model_dump(exclude_none=True)
     text = "; ".join(f"{k}={v}" for k, v in facts.items())

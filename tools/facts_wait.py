@@ -23,6 +23,9 @@ from ksearch.gpu.tasks.facts import TaskFacts, task_facts
 T = TypeVar("T")
 PROMPT_WAIT_S = 0.8
 """The longest an assistant's prompt reading waits for the task's facts."""
+ANALYSE_WAIT_S = 5.0
+"""The longest the analyse prompt (a search's first, whose facts the first intents are planned from) waits: on a GPU
+machine the ceilings' measurement and a task's first facts take seconds."""
 
 # the monotonic time by which a bounded reading must have its facts; None: wait for them
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(

@@ -497,12 +497,12 @@ class KsearchServer:
 
     def _register_prompts(self) -> None:
         self._checked_prompts()
-        from ksearch.tools.facts_wait import bounded
+        from ksearch.tools.facts_wait import ANALYSE_WAIT_S, bounded
         from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
 
         # an assistant's reading never waits long for the task's facts: it is told they are being derived
         async def p_analyse(search: str) -> str:
-            with bounded():
+            with bounded(ANALYSE_WAIT_S):  # the first prompt: the facts the first intents are planned from
                 return await analyse_kernel(await self.ws(), ref_of(search))
 
         async def p_implement(search: str, node_id: str = "") -> str:

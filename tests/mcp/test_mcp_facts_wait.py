@@ -66,7 +66,11 @@ async def test_a_prompt_reading_says_the_facts_are_being_derived_rather_than_wai
 
 
 def test_the_readme_states_the_wait_as_it_is_set() -> None:
-    from ksearch.tools.facts_wait import PROMPT_WAIT_S
+    from ksearch.tools.facts_wait import ANALYSE_WAIT_S, PROMPT_WAIT_S
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
     assert f"waits at most {PROMPT_WAIT_S:g} s" in readme
+    assert (
+        f"prompt, a search's first, whose facts the first intents are planned from, at most {ANALYSE_WAIT_S:g} s"
+        in readme
+    )

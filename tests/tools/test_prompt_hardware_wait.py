@@ -94,7 +94,8 @@ async def test_the_analyse_reading_answers_while_the_hardware_waits_for_a_held_w
         text = await analyse_kernel(ws, s.id)
     took = time.monotonic() - t0
     assert took < PROMPT_WAIT_S + 2.0, took
-    assert "being measured: the GPU's worker is measuring the baselines" in text, text[:2000]
+    assert "being measured: the GPU's worker is measuring the ceilings and the baselines" in text, text[:2000]
+    assert "read this prompt again in a few seconds" in text
     with bounded():
         assert (await hardware_text(ws)).startswith("being measured")
     assert "device=" in await hardware_text(ws)  # the driver's reading waits for them
