@@ -253,7 +253,7 @@ async def show_task(inp: ShowTaskIn) -> TaskOut:
         candidate_entry=task.candidate_entry,
         has_cost=task.has_cost,
         workloads=[WorkloadRow(name=w.name, split=w.split, params=w.params) for w in task.workloads],
-        rule=_rule(task),
+        rule=_rule(known),  # the rule for the dtype the evaluator judges by (derived where undeclared)
         seeds=[_seed(lang, src, inp.sources) for lang, src in task.seeds.items()],
         warnings=_warnings(task, facts),
         reference_rounding=facts.rounding,

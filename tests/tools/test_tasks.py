@@ -204,3 +204,25 @@ async def test_a_check_past_its_time_is_a_failed_check(monkeypatch: pytest.Monke
     check = await check_task(CheckTaskIn(task="rmsnorm"))
     assert not check.ok and check.task == "rmsnorm"
     assert check.error == "the reference took over 0.05 s on the smoke workload"
+
+
+async def test_show_task_and_the_prompt_state_one_tolerance_for_an_undeclared_bf16_task(
+    tmp_path: Path,
+) -> None:
+    """A KernelBench-format file that declares no dtype, with bf16 inputs: `ksearch task show` read the float32 rule
+    (atol 1e-4) beside the derived dtype, while the prompt stated bfloat16's. Both state the rule the evaluator
+    applies, for the dtype derived from the reference."""
+    from ksearch.gpu.tasks import load_task
+    from ksearch.tools.contexts import tolerance_text
+
+    path = tmp_path / "bf16_scale.py"
+    path.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64, 128, dtype=torch.bfloat16)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    out = await show_task(ShowTaskIn(task=str(path)))
+    assert out.dtype == "bfloat16"
+    atol, rtol = load_task(str(path)).tolerance.for_dtype("bfloat16")
+    assert (out.rule.atol, out.rule.rtol) == (atol, rtol)
+    assert f"bfloat16: atol {atol:g}, rtol {rtol:g}" in tolerance_text(load_task(str(path)), out.dtype)
