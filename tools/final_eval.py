@@ -106,6 +106,15 @@ async def final_evaluation(
     status = status or await end_status(ws, s)
     correct = await loop.final_candidates(ws, s)
     timed = [a for a in correct if not _cpu(a)]
+    if timed and await runs_without_gpu(ws):
+        # the interpreter is wrong where a GPU is right (bf16 tl.dot, rounding): its verdict must not cost a kernel
+        # the GPU measured correct its place; nothing is run or recorded
+        gpus = sorted({t.device for a in timed if a.evaluation for t in a.evaluation.timings if t.device})
+        raise ToolFailure(
+            f"search {s.name!r} was timed on a GPU ({', '.join(gpus)}): its final evaluation re-measures its "
+            "candidates on a GPU, and this machine has none (the Triton interpreter here would re-judge kernels the "
+            "GPU found correct). Run final_evaluation on a GPU machine; nothing was run or recorded"
+        )
     if timed:
         atts = sorted(timed, key=lambda a: (a.speedup or 0.0, a.id), reverse=True)
         chosen_by = "the highest speedups vs eager measured on the GPU during the search"

@@ -2,9 +2,11 @@
 (and fastest) during the search; on the final evaluation's other shapes it is wrong, so it loses its place to the
 best re-measured attempt that passes, or to none, and `status`, `tree`, `best` and `export` say so.
 
-The search phase's evaluations are run for real on the CPU interpreter, on the search workload, then marked as
-timed on a GPU: interpreter timings never rank, and only ranked attempts can be a search's best. The final
-evaluation then runs for real on the CPU (the smoke workload, a shape the hard-coded kernel gets wrong)."""
+The sandbox is a simulated GPU (gpu/simulated.py): a search timed on a GPU is never re-judged by the CPU interpreter,
+so its final evaluation takes the GPU's path. The search phase's evaluations are run for real in the interpreter, on
+the search workload, then marked as timed on a GPU: interpreter timings never rank, and only ranked attempts can be
+a search's best. The final evaluation then runs for real on every workload (the held-out one a shape the hard-coded
+kernel gets wrong)."""
 
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def sandbox(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LocalSandbox]:
-    sb = LocalSandbox(scratch_dir=tmp_path_factory.mktemp("final-best"), call_timeout_s=120.0)
+    sb = LocalSandbox(scratch_dir=tmp_path_factory.mktemp("final-best"), call_timeout_s=120.0, simulated_gpus=1)
     try:
         yield sb
     finally:
@@ -150,7 +152,7 @@ async def test_a_best_that_fails_the_final_evaluation_loses_its_place(
         assert by_id[hard.id].status == "incorrect" and by_id[honest.id].status == "ok"
         assert out.best_attempt_id == honest.id == out.rows[0].attempt_id
         assert (await store.get_search("fin")).best_attempt_id == honest.id
-        assert f"attempt #{hard.id}, the search's best, failed it (smoke: wrong_values" in out.best_lost
+        assert f"attempt #{hard.id}, the search's best, failed it (heldout: wrong_values" in out.best_lost
         assert f"the best is now attempt #{honest.id}" in out.best_lost
         assert out.next.startswith(out.best_lost)
         verdict = await store.final_verdict((await store.get_search("fin")).id)

@@ -10,6 +10,7 @@ from toolkit import ROW_SUM_SEED, WRONG_ROW_SUM, Snapshot
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.errors import ToolFailure
 from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
 from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
 from ksearch.tools.loop import loop_state
@@ -127,3 +128,32 @@ async def test_without_a_gpu_each_intents_latest_correct_attempt_is_rechecked(
     out = await final_evaluation(ws, FinalEvalIn(search="late"))
     assert [r.attempt_id for r in out.rows] == [ids[1]], out.rows
     assert "each intent's latest correct attempt" in out.chosen_by
+
+
+async def test_a_search_timed_on_a_gpu_is_not_rejudged_by_the_interpreter(
+    ws: Workspace, tiny_task: str, snapshot: Snapshot
+) -> None:
+    """A CPU final evaluation on a copy of a GPU search dropped its GPU-verified best (the interpreter computes bf16
+    tl.dot wrongly): such a search's final evaluation is refused on a machine without a GPU, recording nothing."""
+    from ksearch.worldmodel.models import Environment, Evaluation, WorkloadTiming
+
+    s = await create_search(ws, CreateSearchIn(task=tiny_task, name="gpu"))
+    root = await ws.store.root(s.id)
+    timing = WorkloadTiming(
+        workload="wide",
+        device="NVIDIA H200",
+        median_us=10.0,
+        iqr_us=0.1,
+        ci_low_us=9.9,
+        ci_high_us=10.1,
+        n=50,
+    )
+    ev = Evaluation(status="ok", timings=[timing], env=Environment(device="NVIDIA H200", cpu_mode=False))
+    cand = await ws.store.put_candidate(ROW_SUM_SEED, "triton")
+    att = await ws.store.record_attempt(s.id, root.id, cand.id, ev, author="human")
+    assert (await ws.search("gpu")).best_attempt_id == att.id
+    before = await snapshot()
+    with pytest.raises(ToolFailure, match=r"was timed on a GPU \(NVIDIA H200\).*nothing was run or recorded"):
+        await final_evaluation(ws, FinalEvalIn(search="gpu"))
+    assert await snapshot() == before
+    assert (await ws.search("gpu")).best_attempt_id == att.id
