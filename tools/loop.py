@@ -13,6 +13,7 @@ as the code the intent builds on.
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime
 from typing import Literal
@@ -24,6 +25,7 @@ from ksearch.gpu.task import Task
 from ksearch.tools.export_kernel import FORMAT_OF_STYLE, cpu_correct
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import runs
 from ksearch.worldmodel.claims import FINISHED_KEY, REFINE_KEY
 from ksearch.worldmodel.models import Attempt, Evaluation, Node, Search
 
@@ -344,6 +346,35 @@ def exhausted(
 # ----------------------------------------------------------------------------- the whole loop
 
 
+async def other_run(ws: Workspace, s: Search) -> runs.RunHolder | None:
+    """The live driver run of another process that holds the search (None: none does, or the run is this
+    process's own: the driver reads the loop's state too, and its own run is no reason for it to wait)."""
+    h = await runs.holder(ws.store, s.id)
+    if h is None or runs.shown_status(s, h) != "running":
+        return None
+    return None if (h.pid == os.getpid() and h.host == runs.this_host()) else h
+
+
+def run_holds_text(s: Search, holder: runs.RunHolder, refining: list[RefineState]) -> str:
+    """The next step while another process's driver run holds the search: the run ends refine phases, reflects,
+    selects and ends the search itself, so advice to do any of that by hand would cut its work short. What a
+    caller may do is wait, add a kernel to an intent the run is refining (one more attempt there), or stop it."""
+    held = f"A driver run holds this search ({holder.describe()})"
+    going = [r for r in refining if not r.over]
+    if going:
+        r = going[0]
+        ids = ", ".join(f"#{g.node_id} ({g.attempts} of at most {g.cap} attempts made)" for g in going)
+        return (
+            f"{held} and is refining intent {ids}; it ends the refine phase, reflects and selects the next intent "
+            f"itself. Wait for it, or add your kernel to #{r.node_id}'s refine phase as one more attempt while "
+            f'it lasts: benchmark (search={s.name!r}, node_id={r.node_id}, candidate={{"source": "..."}}).'
+        )
+    return (
+        f"{held} and takes the loop's next step itself. Wait for it, or stop it (Ctrl-C in its terminal) to go on "
+        "by hand."
+    )
+
+
 async def seed_unmeasured(ws: Workspace, s: Search) -> bool:
     """The task has a seed in the search's language and the root holds no attempt of it yet."""
     if s.config.language not in ws.search_task(s).seeds:
@@ -464,6 +495,8 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         else:
             phase = "select"
             nxt = f"Phase 1 (select): call select_action (search={name!r}) to claim the next intent."
+    if phase != "done" and (holder := await other_run(ws, s)) is not None:
+        nxt = run_holds_text(s, holder, refining)  # not the steps the run takes itself
     return LoopState(
         search_id=s.id,
         search=name,

@@ -3,7 +3,7 @@ shown status go through here (the records live in the store, ksearch.worldmodel.
 
 A driver run holds its search for as long as it runs (`hold_run`: claim, heartbeat, release), so a second
 run is refused while it lives and a search it left `running` when killed reads as `interrupted`
-(`run_status`). Searches advanced by an MCP host or a person have no holder and keep their stored status.
+(`run_status`). Searches advanced by an MCP host or a person have no holder: a `running` one reads as `waiting`.
 
 What a run writes around its rounds is here too: the `running` status it shows (`mark_running`), the intents a
 run that ended mid-phase left claimed (`reopen_active_intents`) and its summary (`keep_run_result`).
@@ -59,7 +59,8 @@ class RunStatus(ToolModel):
     stored: SearchStatus
     """The status the search's record holds"""
     status: ShownStatus
-    """The status to show: the stored one, or `interrupted` for a `running` search whose run is gone"""
+    """The status to show: the stored one; `interrupted` for a `running` search whose run is gone; `waiting` for a
+    `running` one no run holds (a person or a host advances it between their calls)"""
     holder: RunHolderOut | None = None
     """The process that last claimed the search's run (None: no driver run holds it)"""
 

@@ -163,6 +163,11 @@ class _Refusal(NamedTuple):
 
 async def _claim_refused(ws: Workspace, s: Search, *, lanes: int, budget_checked: bool) -> _Refusal | None:
     """Why the loop allows no claim now, saying what to do instead (None: a claim is allowed)."""
+    if (holder := await loop.other_run(ws, s)) is not None:
+        # another process's run claims the intents: a claim by hand would take a round from under it
+        active = [n for n in await ws.store.list_nodes(s.id) if n.kind == "intent" and n.status == "active"]
+        refining = [await loop.refine_state(ws, s, n) for n in active]
+        return _Refusal(f"nothing was claimed. {loop.run_holds_text(s, holder, refining)}", False)
     nodes = await ws.store.list_nodes(s.id)
     if await loop.seed_unmeasured(ws, s):
         state = await loop.loop_state(ws, s.id)
@@ -178,14 +183,14 @@ async def _claim_refused(ws: Workspace, s: Search, *, lanes: int, budget_checked
         r = await loop.refine_state(ws, s, active[0])
         return _Refusal(
             f"intent #{r.node_id} is still being refined (round {r.round}, {r.attempts} of at most {r.cap} "
-            f"attempts): finish it first with finish_intent (node_id={r.node_id})",
+            f"attempts): finish it first with finish_intent (search={s.name!r}, node_id={r.node_id})",
             False,
         )
     if len(active) >= lanes:
         ids = ", ".join(f"#{n.id}" for n in active)
         return _Refusal(
             f"{len(active)} intents are being refined ({ids}), as many as the {lanes} lanes allow: finish one "
-            "first with finish_intent",
+            f"first with finish_intent (search={s.name!r}, node_id={active[0].id})",
             False,
         )
     if not budget_checked:

@@ -9,8 +9,9 @@ Alive means: on this host, the process with that pid exists and started when the
 host (no way to look at its processes), a heartbeat newer than `STALE_S`. A holder recorded before v5
 has no pid: it is judged by its last sign of life (heartbeat or the search's last update).
 
-Searches advanced by an MCP host or a person (`select_action`) have no holder: no process owns them
-between two calls, and they keep their stored status.
+Searches advanced by an MCP host or a person (`select_action`, `ksearch submit`) have no holder: no process
+owns them between two calls, so a `running` one reads as `waiting` (for the next step of whoever advances it),
+never as a run that is not there.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from ksearch.worldmodel.store import Store
 HEARTBEAT_S = 10.0  # how often a run says it is alive
 STALE_S = 60.0  # a holder not seen for this long (and not checkable on this host) is gone
 
-ShownStatus = Literal[SearchStatus, "interrupted"]
+# `interrupted`: left `running` by a run that died; `waiting`: `running` with no run holding it (a person or a host
+# advances it between their calls)
+ShownStatus = Literal[SearchStatus, "interrupted", "waiting"]
 
 _COLUMNS = "search_id, pid, host, proc_start, started_at, heartbeat_at"
 
@@ -122,7 +125,10 @@ def alive(holder: RunHolder, *, last_activity: datetime | None = None, now: date
 
 
 def shown_status(search: Search, holder: RunHolder | None, now: datetime | None = None) -> ShownStatus:
-    """The status to show a person: `interrupted` for a `running` search whose run died."""
+    """The status to show a person: `interrupted` for a `running` search whose run died, `waiting` for one no run
+    holds (a claim by `select_action` or `ksearch submit` stores `running` too), else the stored one."""
+    if search.status == "running" and holder is None:
+        return "waiting"
     if search.status == "running" and holder is not None:
         if not alive(holder, last_activity=search.updated_at, now=now):
             return "interrupted"

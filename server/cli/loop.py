@@ -62,6 +62,10 @@ def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_D
     say(f"timed: {protocol_line(st.timing_protocol)}")
     if shown == "interrupted":
         say(f"its run was killed; `ksearch run --resume {st.search}` continues it")
+    elif shown == "waiting":  # stored `running` by a claim (a person's or a host's), with no run holding it
+        claimed = ", ".join(f"#{r.node_id}" for r in st.refining)
+        mid = f"intent {claimed} is claimed" if claimed else "its loop waits for the next step"
+        say(f"no run holds it: {mid}; `ksearch run --resume {st.search}` lets a model go on")
     if st.best_lost:
         say(st.best_lost)
     for r in st.refining:

@@ -19,6 +19,13 @@ _RULES: list[tuple[str, str]] = [
         "`ksearch run --resume {s}`.",
     ),
     (
+        # a driver run holds the search (tools.loop.run_holds_text): a person's kernel joins its refine phase
+        r"add your kernel to #(?P<n>\d+)'s refine phase as one more attempt while it lasts: benchmark "
+        r"\(search='(?P<s>[^']*)', node_id=\d+, candidate=\{[^}]*\}\)",
+        "add your kernel to #{n}'s refine phase as one more attempt while it lasts: "
+        "`ksearch submit {s} FILE --node {n}`",
+    ),
+    (
         r"benchmark \(search='(?P<s>[^']*)', node_id=(?P<n>\d+), candidate=\{[^}]*\}\)",
         "`ksearch submit {s} FILE --node N` measures it before your kernel (or `ksearch run --resume {s}`)",
     ),
@@ -27,6 +34,7 @@ _RULES: list[tuple[str, str]] = [
         r"finish_intent " + _NODE + r" ends its refine phase",
         "`ksearch finish {s} --node {n}` ends its refine phase",
     ),
+    (r"finish_intent " + _NODE, "`ksearch finish {s} --node {n}`"),
     (r"call finish_intent early", "run `ksearch finish {s}` early"),
     (
         r"\(prompt implement_intent, node_id=(?P<n>\d+)\), then benchmark it with node_id=\d+",
@@ -35,13 +43,13 @@ _RULES: list[tuple[str, str]] = [
     ),
     (
         r"\(the reflect prompt finish_intent returned, or the prompt reflect_and_edit\)",
-        "(`ksearch finish --prompt` prints the reflect prompt a model would get)",
+        "(`ksearch finish {s} --prompt` prints the reflect prompt a model would get)",
     ),
     (
         r"apply your edits with edit_tree and propose_intents",
         "apply your changes with `ksearch intent add/edit`, `pin`, `veto`, `prune`, `reopen`",
     ),
-    (r"Already applied with finish_intent", "Already applied with `ksearch finish --update`"),
+    (r"Already applied with finish_intent", "Already applied with `ksearch finish {s} --update`"),
     (
         r"call finish_intent again, or call it without them and apply them afterwards with edit_tree",
         "run `ksearch finish {s} --update FILE` again, or finish without --update and make them afterwards with "
@@ -56,6 +64,7 @@ _RULES: list[tuple[str, str]] = [
     (r"[Cc]all select_action", "run `ksearch select {s}`"),
     (r"[Cc]all final_evaluation " + _SEARCH, "run `ksearch final {s}`"),
     (r"[Cc]all final_evaluation", "run `ksearch final {s}`"),
+    (r"run final_evaluation \(or `ksearch final`\)", "run `ksearch final {s}`"),
     (r"a new final_evaluation", "a new `ksearch final {s}`"),
     (r"raise (?:the|its) budgets? with set_budgets", "raise it with `ksearch budget {s} --more-rounds N`"),
     (r"reopen intents with edit_tree", "reopen intents with `ksearch reopen {s} NODE`"),
@@ -66,6 +75,12 @@ _RULES: list[tuple[str, str]] = [
         "`ksearch export {s} --{f}`",
     ),
     (r"Read the best kernel with get_tree", "Read the best kernel with `ksearch best {s}`"),
+    (
+        r"export_kernel \(search='(?P<s>[^']*)', format='(?P<f>\w+)', attempt=(?P<n>\d+)\)",
+        "`ksearch export {s} --{f} --attempt {n}`",
+    ),
+    (r"export_kernel \(search='(?P<s>[^']*)', format='(?P<f>\w+)'\)", "`ksearch export {s} --{f}`"),
+    (r"get_tree shows the tree", "`ksearch tree {s}` shows the tree"),
     (r"edit_tree op=reopen / unveto first", "`ksearch reopen` / `ksearch unveto` first"),
 ]
 _COMPILED = [(re.compile(p), r) for p, r in _RULES]

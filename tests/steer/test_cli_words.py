@@ -56,7 +56,7 @@ def test_status_select_and_refusals_speak_ksearch_commands(ks: Ks, tmp_path: Pat
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""  # the reflect prompt a model would get only with --prompt
     _no_tool_names(r.stderr)
-    assert "`ksearch finish --prompt` prints the reflect prompt" in said(r.stderr)
+    assert "`ksearch finish w --prompt` prints the reflect prompt" in said(r.stderr)
     assert "run `ksearch final w`" in said(r.stderr)  # the update phase, with the one round spent
     r = ks("select", "w", "--db", db)  # refused: the round budget is spent
     assert r.exit_code == 2
@@ -136,7 +136,7 @@ def test_finish_applies_an_update_file_with_the_finish_all_or_nothing(ks: Ks, tm
     _no_tool_names(r.stderr)
     new = with_store(db, lambda s: s.list_nodes(1))[-1]
     assert (new.title, new.parent_id, new.author) == ("keep the row in registers", a.id, "human")
-    assert f"Already applied with `ksearch finish --update`: 1 edit and the new intent #{new.id}" in said(
+    assert f"Already applied with `ksearch finish u --update`: 1 edit and the new intent #{new.id}" in said(
         r.stderr
     )
     assert "run `ksearch select u`" in said(r.stderr)

@@ -62,10 +62,10 @@ async def test_a_running_search_whose_driver_died_reads_interrupted(bare_ws: Wor
     driven = await create_search(bare_ws, CreateSearchIn(task="row_sum", name="driven"))
     for s in (hosted, driven):
         await store.set_search_status(s.id, "running")
-    # a search a host advances has no run holder: it keeps its stored status
+    # a search a host advances has no run holder: it waits for the host's next call, no run is in progress
     await runs.claim(store, driven.id)  # this process runs it: alive
     assert [(r.name, r.status) for r in await list_searches(bare_ws)] == [
-        ("hosted", "running"),
+        ("hosted", "waiting"),
         ("driven", "running"),
     ]
     gone = subprocess.run(
@@ -74,7 +74,7 @@ async def test_a_running_search_whose_driver_died_reads_interrupted(bare_ws: Wor
     async with store.transaction() as db:  # the driver's process has exited since it claimed the run
         await db.execute("UPDATE search_runs SET pid = ? WHERE search_id = ?", (int(gone.stdout), driven.id))
     assert [(r.name, r.status) for r in await list_searches(bare_ws)] == [
-        ("hosted", "running"),
+        ("hosted", "waiting"),
         ("driven", "interrupted"),
     ]
     assert (await bare_ws.search(driven.id)).status == "running"  # reading changes nothing

@@ -64,12 +64,12 @@ def _set_pid(db: Path, search_id: int, pid: int) -> None:
         raw.close()
 
 
-async def test_a_search_nobody_runs_shows_its_stored_status(ws: Workspace) -> None:
+async def test_a_search_nobody_runs_shows_its_stored_status_or_waiting(ws: Workspace) -> None:
     s = await _search(ws, "idle")
     st = await run_status(ws, s.name)
     assert (st.search_id, st.stored, st.status, st.holder) == (s.id, "new", "new", None)
     await ws.store.set_search_status(s.id, "running")  # advanced by a host or a person: no holder
-    assert (await run_status(ws, s.id)).status == "running"
+    assert (await run_status(ws, s.id)).status == "waiting"  # no run in progress: never shown `running`
     await check_run_free(ws, await ws.search(s.id))
 
 

@@ -140,7 +140,7 @@ async def test_a_look_past_the_budget_names_the_next_intent_and_starts_no_round(
     assert look.node is not None and look.node.id == lo.id and not look.claimed
     assert look.next == (
         f"Nothing was claimed (claim=false), and a claim now would be refused: intent #{hi.id} is still being "
-        f"refined (round 1, 0 of at most 8 attempts): finish it first with finish_intent (node_id={hi.id})"
+        f"refined (round 1, 0 of at most 8 attempts): finish it first with finish_intent (search='s', node_id={hi.id})"
     )
     await bare_ws.store.close_node(hi.id, "failed")  # round 1 of 1 is over, nothing is being refined
     before = await snapshot()

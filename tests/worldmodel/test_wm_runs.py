@@ -80,12 +80,12 @@ async def test_a_holder_on_another_host_is_judged_by_its_heartbeat(
     assert "pid" in h.describe() and "gpu-box-7" in h.describe()
 
 
-async def test_a_search_advanced_by_a_host_has_no_holder_and_keeps_its_status(
+async def test_a_search_advanced_by_a_host_has_no_holder_and_reads_waiting(
     store: Store, search: Search
 ) -> None:
     s = await store.set_search_status(search.id, "running")  # as select_action does for an MCP host
     assert await runs.holder(store, search.id) is None
-    assert await runs.search_status(store, s) == "running"
+    assert await runs.search_status(store, s) == "waiting"  # no run is in progress: never shown `running`
 
 
 async def test_v4_database_running_searches_get_a_holder_of_unknown_pid(tmp_path: Path) -> None:
