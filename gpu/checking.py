@@ -165,6 +165,7 @@ class OutputCheck:
     message: str = ""
     max_abs_err: float | None = None
     max_rel_err: float | None = None
+    tolerance_used: float | None = None  # max |got - ref| / (atol + rtol * |ref|): 1.0 is the rule's edge
     mismatches: int | None = None
     numel: int | None = None
     first_mismatch_index: list[int] | None = None
@@ -180,6 +181,7 @@ class OutputCheck:
             for k in (
                 "max_abs_err",
                 "max_rel_err",
+                "tolerance_used",
                 "mismatches",
                 "numel",
                 "first_mismatch_index",
@@ -301,6 +303,7 @@ def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx
     first_mis: int | None = None
     bad_mask: torch.Tensor | None = None  # where the candidate is NaN/Inf and the reference is finite
     max_abs, max_rel = 0.0, None
+    used: float | None = 0.0 if floating else None  # exact dtypes have no tolerance to use
     offset = 0  # in elements of `exp` (a complex element is one pair)
     for gp, ep in zip(pieces(g_src), pieces(e_src), strict=True):
         if cplx:
@@ -327,6 +330,9 @@ def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx
                 first_mis = offset + int(mism.nonzero()[0])
             n_mis += nm
         max_abs = max(max_abs, float(diff.max()))
+        if used is not None:
+            allowed = (atol + rtol * ref_abs).clamp_min(1e-300)
+            used = max(used, float((diff / allowed).max()))
         rel_mask = ref_abs > max(atol, 1e-12)
         if bool(rel_mask.any()):
             rel = float((diff[rel_mask] / ref_abs[rel_mask]).max())
@@ -350,6 +356,7 @@ def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx
     common: dict[str, Any] = {
         "max_abs_err": max_abs,
         "max_rel_err": max_rel,
+        "tolerance_used": used,
         "mismatches": n_mis,
         "numel": numel,
         "output_index": out_idx,
@@ -411,6 +418,8 @@ def compare_outputs(got: Any, exp: Any, tol: Tolerance) -> OutputCheck:
             if not r.passed:
                 return r
             worst.max_abs_err = max(worst.max_abs_err or 0.0, r.max_abs_err or 0.0)
+            if r.tolerance_used is not None:
+                worst.tolerance_used = max(worst.tolerance_used or 0.0, r.tolerance_used)
             worst.mismatches = (worst.mismatches or 0) + (r.mismatches or 0)
             worst.numel = (worst.numel or 0) + (r.numel or 0)
             if r.max_rel_err is not None:

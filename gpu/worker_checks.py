@@ -28,7 +28,13 @@ class CorrectnessChecks(KernelAudit):
             fn = self._candidate_fn(wl)
         except CandidateFailure as cf:
             return self._failure(base, cf.fault)
-        agg: dict[str, Any] = {"max_abs_err": 0.0, "max_rel_err": None, "mismatches": 0, "numel": 0}
+        agg: dict[str, Any] = {
+            "max_abs_err": 0.0,
+            "max_rel_err": None,
+            "tolerance_used": None,
+            "mismatches": 0,
+            "numel": 0,
+        }
         for t in range(trials):
             inputs = self.rt.make_inputs(wl, seed + t, self.device)
             exp = self._reference(wl, inputs)
@@ -50,6 +56,8 @@ class CorrectnessChecks(KernelAudit):
             agg["max_abs_err"] = max(agg["max_abs_err"], res.max_abs_err or 0.0)
             if res.max_rel_err is not None:
                 agg["max_rel_err"] = max(agg["max_rel_err"] or 0.0, res.max_rel_err)
+            if res.tolerance_used is not None:
+                agg["tolerance_used"] = max(agg["tolerance_used"] or 0.0, res.tolerance_used)
             agg["mismatches"] += res.mismatches or 0
             agg["numel"] += res.numel or 0
         if any(n.startswith("degenerate_reference:") for n in notes):

@@ -378,7 +378,8 @@ def summarize(ev: Evaluation, call: CallClock | None = None) -> str:
     for r in ev.correctness:
         if r.passed:
             lines.append(
-                f"correct on {r.workload} ({r.trials} trials{errors_text(r.max_abs_err, r.max_rel_err)})"
+                f"correct on {r.workload} ({r.trials} trials"
+                f"{errors_text(r.max_abs_err, r.max_rel_err, r.tolerance_used)})"
             )
         else:
             lines.append(f"INCORRECT on {r.workload}: {r.kind}: {r.message}")
@@ -445,10 +446,15 @@ def why_failed(ev: Evaluation) -> str:
 LOOSE_REL = 0.01  # a passing output this far off in relative terms passed by the absolute tolerance
 
 
-def errors_text(max_abs_err: float | None, max_rel_err: float | None) -> str:
-    """A passing check's errors; a large relative one said plainly: the outputs are then of the order of the
-    absolute tolerance, and a kernel that is visibly wrong in relative terms still passes the rule."""
+def errors_text(
+    max_abs_err: float | None, max_rel_err: float | None, tolerance_used: float | None = None
+) -> str:
+    """A passing check's errors and its margin (how much of its tolerance the worst element used: what a model can
+    act on); a large relative error said plainly: the outputs are then of the order of the absolute tolerance, and a
+    kernel that is visibly wrong in relative terms still passes the rule."""
     out = f", max abs err {max_abs_err:.3g}" if max_abs_err is not None else ""
+    if tolerance_used is not None:
+        out += f", the worst element used {100 * tolerance_used:.3g}% of its tolerance"
     if max_rel_err is None:
         return out
     if max_rel_err <= LOOSE_REL:

@@ -198,6 +198,9 @@ class WorkloadCorrectness(Strict):
     """Largest absolute difference from the reference."""
     max_rel_err: float | None = None
     """Largest relative difference from the reference."""
+    tolerance_used: float | None = None
+    """How much of its tolerance the worst element used: max |got - ref| / (atol + rtol * |ref|) over the elements
+    and trials (1.0 is the rule's edge; None where the task's own check or an exact dtype judged)."""
     mismatches: int | None = None
     """Elements outside the tolerance."""
     numel: int | None = None

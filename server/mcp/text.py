@@ -120,7 +120,10 @@ def evaluation_lines(out: EvaluationOut, took: str = "") -> list[str]:
             + (f" +{len(passed) - 6}" if len(passed) > 6 else "")
         )
         rels = [r.max_rel_err for r in passed if r.max_rel_err is not None]
-        err = errors_text(max(errs) if errs else None, max(rels) if rels else None)
+        used = [r.tolerance_used for r in passed if r.tolerance_used is not None]
+        err = errors_text(
+            max(errs) if errs else None, max(rels) if rels else None, max(used) if used else None
+        )
         lines.append(f"correct on {names} ({passed[0].trials} trials{err})")
     for r in ev.correctness:
         if r.passed:
