@@ -240,9 +240,11 @@ def _value_at(t: torch.Tensor, flat_index: int) -> float | None:
     return _float_or_none(v.real if v.is_complex() else v)
 
 
-def metadata_mismatch(got: torch.Tensor, exp: torch.Tensor, out_idx: int = 0) -> OutputCheck | None:
+def metadata_mismatch(
+    got: torch.Tensor, exp: torch.Tensor, out_idx: int = 0, named: bool = False
+) -> OutputCheck | None:
     """The first of shape, dtype and device in which `got` differs from `exp`, as a failure; None when none does."""
-    where = f"output {out_idx}: " if out_idx else ""
+    where = f"output {out_idx}: " if out_idx or named else ""  # named: one of several outputs
     if tuple(got.shape) != tuple(exp.shape):
         return OutputCheck(
             False,
@@ -285,10 +287,12 @@ def tolerance_masks(
     return bad, (diff > atol + rtol * ref_abs) | ref_nonfinite_mismatch, diff, ref_abs
 
 
-def compare_tensor(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx: int = 0) -> OutputCheck:
+def compare_tensor(
+    got: torch.Tensor, exp: torch.Tensor, tol: Tolerance, out_idx: int = 0, named: bool = False
+) -> OutputCheck:
     """Shape, dtype and device, then NaN/Inf, then the tolerance, one piece at a time (see `pieces`)."""
-    where = f"output {out_idx}: " if out_idx else ""
-    odd = metadata_mismatch(got, exp, out_idx)
+    where = f"output {out_idx}: " if out_idx or named else ""  # named: one of several outputs
+    odd = metadata_mismatch(got, exp, out_idx, named)
     if odd is not None:
         return odd
     numel = exp.numel()
@@ -414,7 +418,7 @@ def compare_outputs(got: Any, exp: Any, tol: Tolerance) -> OutputCheck:
                     f"output {i} is a {type(g).__name__}, expected a tensor of shape {tuple(e.shape)}",
                     output_index=i,
                 )
-            r = compare_tensor(g, e, tol, i)
+            r = compare_tensor(g, e, tol, i, named=len(el) > 1)  # one of several outputs: say which
             if not r.passed:
                 return r
             worst.max_abs_err = max(worst.max_abs_err or 0.0, r.max_abs_err or 0.0)

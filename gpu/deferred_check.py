@@ -89,7 +89,7 @@ class DeferredChecks:
             (
                 odd
                 for i, (g, e) in enumerate(zip(gl, self.exp, strict=True))
-                if (odd := metadata_mismatch(g, e, i))
+                if (odd := metadata_mismatch(g, e, i, named=len(gl) > 1))
             ),
             None,
         )

@@ -239,3 +239,15 @@ def test_task_show_check_exits_non_zero_when_the_check_fails(tmp_path: Path) -> 
     assert "rejected by the correctness rule (with the probe on signed inputs)" in " ".join(
         good.stdout.split()
     )
+
+
+def test_a_mismatch_in_one_of_several_outputs_names_it() -> None:
+    """A model reading "12 of 96 elements differ" of a two-output task could not tell which output was wrong."""
+    tol = Tolerance()
+    exp = (torch.ones(4, 8), torch.zeros(3))
+    wrong_first = checking.compare_outputs((torch.full((4, 8), 2.0), torch.zeros(3)), exp, tol)
+    assert not wrong_first.passed and wrong_first.message.startswith("output 0: "), wrong_first.message
+    wrong_shape = checking.compare_outputs((torch.ones(4, 8), torch.zeros(4)), exp, tol)
+    assert wrong_shape.message.startswith("output 1: "), wrong_shape.message
+    single = checking.compare_outputs(torch.full((4, 8), 2.0), torch.ones(4, 8), tol)
+    assert not single.message.startswith("output"), single.message  # one output: nothing to tell apart
