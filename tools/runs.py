@@ -26,6 +26,7 @@ from ksearch.worldmodel.errors import StoreBusy
 from ksearch.worldmodel.models import Node, Search, SearchStatus
 
 ShownStatus: TypeAlias = runs.ShownStatus  # a search's status, or "interrupted"
+Released: TypeAlias = claims.Released  # a claim a run left, given back (`release_claims`)
 
 
 class RunHolderOut(ToolModel):
@@ -130,6 +131,13 @@ async def reopen_active_intents(ws: Workspace, search_id: int) -> list[Node]:
     ended mid-phase (killed, crashed, its policy gave up) loses only its attempt in flight, and the intent can
     be claimed again. Call it while holding the run: any claim on the search is then a leftover."""
     return await claims.reopen_active(ws.store, search_id)
+
+
+async def release_claims(ws: Workspace, search_id: int) -> list[Released]:
+    """`reopen_active_intents`, saying of each intent whether its round was given back: a round interrupted before
+    its intent recorded an attempt is not counted, and the run's next claim starts it again (so a stop or a kill
+    costs no round). Call it while holding the run, or from the run's own cleanup."""
+    return await claims.release_active(ws.store, search_id)
 
 
 def run_result_key(search_id: int) -> str:

@@ -13,6 +13,7 @@ attempt like any other (the claim's refine phase counts it), as in the loop.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.candidate_file import LanguageChoice, detect_language
 from ksearch.tools.common import MAX_SOURCE_CHARS, CandidateRef, Progress
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.loop import seed_unmeasured
+from ksearch.tools.loop import give_back, phase_attempts, seed_unmeasured
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.solutions import entry_missing, is_solution, submitted_candidate
@@ -197,6 +198,24 @@ async def _node(ws: Workspace, s: Search, node_id: int) -> Node:
     return n
 
 
+async def _interrupted(ws: Workspace, s: Search, node: Node | None, claimed: int | None) -> str:
+    """What an interrupted submission leaves: the intent it claimed, with no attempt in its round, is given back
+    (open again, the round not counted); otherwise nothing of the submission is recorded."""
+    if node is None or claimed is None:
+        return "interrupted before the kernel was recorded: no attempt, no intent claimed, no round used"
+    current = await ws.store.get_node(node.id)
+    if current.status.value == "active" and not await phase_attempts(ws, current):
+        await give_back(ws, s, current)
+        return (
+            f"interrupted before the kernel was recorded: intent #{node.id} is open again and round {claimed} "
+            "is not counted"
+        )
+    return (
+        f"interrupted before the kernel was recorded: intent #{node.id} stays {current.status.value} in round "
+        f"{claimed}, the round it was claimed in"
+    )
+
+
 async def submit_kernel(
     ws: Workspace, inp: SubmitKernelIn, progress: Progress | None = None, note: Note | None = None
 ) -> SubmitKernelOut:
@@ -237,18 +256,23 @@ async def submit_kernel(
             f"claimed intent #{node.id}: round {sel.round} started; finish_intent (search={s.name!r}, "
             f"node_id={node.id}) ends its refine phase"
         )
-    out = await benchmark(
-        ws,
-        BenchmarkIn(
-            search=s.id,
-            node_id=node.id if node is not None else None,
-            candidate=sub.candidate,
-            base_attempt_id=sub.base_attempt_id,
-            trials=inp.trials,
-            author="human",
-        ),
-        progress,
-    )
+    try:
+        out = await benchmark(
+            ws,
+            BenchmarkIn(
+                search=s.id,
+                node_id=node.id if node is not None else None,
+                candidate=sub.candidate,
+                base_attempt_id=sub.base_attempt_id,
+                trials=inp.trials,
+                author="human",
+            ),
+            progress,
+        )
+    except asyncio.CancelledError:
+        # Ctrl-C: the evaluation is abandoned (no attempt is recorded); say what the submission leaves behind
+        await say(await _interrupted(ws, s, node if claimed is not None else None, claimed))
+        raise
     assert out.attempt_id is not None  # benchmark on a search records the attempt
     after = await ws.search(s.id)
     return SubmitKernelOut(

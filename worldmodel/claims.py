@@ -11,6 +11,8 @@ finish: `WHERE status = 'active'`):
 - `claim_intent`: the claim of an intent (open → active) and the start of its round (the search's round + 1, its
   status `running`, the code its refine phase builds on) are one transaction, refused while `lanes` intents are
   being refined or the round budget is used up. The loser of a race gets the refusal a later caller gets.
+- `release_active`: the claims a stopped or killed run left are given back; a round that recorded no attempt is
+  not counted (the next claim starts it again), so a stop costs no round.
 - `finish_refine` (finish.py): an intent's refine phase ends once; a second finish finds it no longer active and
   is refused, and `finish_record` says who finished it and when.
 
@@ -243,9 +245,23 @@ async def finish_record(store: Store, node_id: int) -> FinishRecord | None:
     return FinishRecord.model_validate(got) if got else None
 
 
-async def reopen_active(store: Store, search_id: int) -> list[Node]:
+class Released(BaseModel):
+    """An intent a run left claimed, now open again (`release_active`)."""
+
+    node: Node
+    """The intent, now open"""
+    round: int | None
+    """The round its claim started (None: no claim was recorded for it)"""
+    given_back: bool
+    """True when its round produced no attempt and was the last started: the round is not counted, and the next
+    claim starts it again"""
+
+
+async def release_active(store: Store, search_id: int) -> list[Released]:
     """Every intent of the search left `active` back to `open`, in one transaction (a claim finished meanwhile by
-    another process is not touched); returns them, now open."""
+    another process is not touched). A claim whose round recorded no attempt is undone as a whole: an interrupted
+    round is resumed, not counted again, so its round is given back too, the latest first (a round number is given
+    back only while no later round was started, as `Store.unclaim` does)."""
     async with store.transaction() as db:
         found = await rows.fetchall(
             db,
@@ -253,5 +269,30 @@ async def reopen_active(store: Store, search_id: int) -> list[Node]:
             "RETURNING id",
             (search_id,),
         )
-        opened = await rows.nodes_by_id(db, [int(r[0]) for r in found])
-    return [opened[i] for i in sorted(opened)]
+        ids = [int(r[0]) for r in found]
+        started: dict[int, int | None] = {
+            i: (await get(db, REFINE_KEY.format(node_id=i))).get("round") for i in ids
+        }
+        given: set[int] = set()
+        for i in sorted(ids, key=lambda i: -(started[i] or 0)):
+            rnd = started[i]
+            if rnd is None:
+                continue
+            made = await rows.fetchone(
+                db, "SELECT 1 FROM attempts WHERE node_id = ? AND round = ? LIMIT 1", (i, rnd)
+            )
+            if made is not None:
+                continue
+            cur = await db.execute(
+                "UPDATE searches SET round = round - 1, updated_at = ? WHERE id = ? AND round = ?",
+                (rows.now_iso(), search_id, rnd),
+            )
+            if cur.rowcount == 1:
+                given.add(i)
+        opened = await rows.nodes_by_id(db, ids)
+    return [Released(node=opened[i], round=started[i], given_back=i in given) for i in sorted(opened)]
+
+
+async def reopen_active(store: Store, search_id: int) -> list[Node]:
+    """`release_active`'s intents, now open."""
+    return [r.node for r in await release_active(store, search_id)]

@@ -36,7 +36,7 @@ from ksearch.tools.finish_intent import close_refine
 from ksearch.tools.llm_calls import record_llm_call
 from ksearch.tools.phase_prompts import init_context
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
-from ksearch.tools.runs import hold_run, keep_run_result, mark_running, reopen_active_intents
+from ksearch.tools.runs import hold_run, keep_run_result, mark_running, release_claims
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
@@ -115,7 +115,7 @@ class Driver:
         # while it runs), so a search left `running` by a killed process reads as interrupted (tools/runs.py).
         async with hold_run(self.ws, s.id, on_missed_beat=self.display.event):
             await mark_running(self.ws, s.id)
-            await self._recover(s)
+            s = await self._recover(s, say=True)  # its round may have been given back
             s = await self._persist_budgets(s)
             b = self._b = _Budget(self.opts, s)
             held = await records.attempt_speedups(s.id)
@@ -200,9 +200,16 @@ class Driver:
                 async with b.changed:
                     b.changed.notify_all()
 
-    async def _recover(self, s: Search) -> None:
-        """A node left `active` by a killed run goes back to `open`: only its in-flight attempt is lost."""
-        await reopen_active_intents(self.ws, s.id)
+    async def _recover(self, s: Search, *, say: bool = False) -> Search:
+        """A node left `active` by a stopped or killed run goes back to `open`: only its in-flight attempt is lost,
+        and a round that recorded no attempt yet is given back (resumed by the next claim, not counted again)."""
+        for r in await release_claims(self.ws, s.id):
+            if say and r.given_back:
+                self.display.event(
+                    f"round {r.round} (intent #{r.node.id}) was interrupted before its first attempt: "
+                    "it starts again, not counted twice"
+                )
+        return await self.ws.search(s.id)
 
     async def _persist_budgets(self, s: Search) -> Search:
         """This run's budget options become the search's, so that every face (status, the page, the MCP
