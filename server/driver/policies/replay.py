@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,11 @@ def node_map(result: UpdateResult, titles: dict[int, str]) -> dict[int, str]:
     return {i: titles[i] for i in sorted(referenced(result)) if i in titles}
 
 
+RECORDED_ROOT_ID = 1
+"""The root's id in a recording that kept no node titles: such recordings were made in a database of their own, whose
+first search's root is node 1 and whose nodes follow in the order they were made."""
+
+
 def remap(result: UpdateResult, recorded: dict[int, str], here: dict[int, str]) -> UpdateResult:
     """A recorded update answer with its node ids made this search's: each id by its title where it was
     recorded, then that title's node here. An edit on a node this search lacks is left out (said in the
@@ -70,24 +76,48 @@ def remap(result: UpdateResult, recorded: dict[int, str], here: dict[int, str]) 
     for nid, title in sorted(here.items()):
         by_title.setdefault(title, nid)
 
-    def mapped(old: int | None) -> int | None:
-        if old is None:
-            return None
+    def mapped(old: int) -> int | None:
         title = recorded.get(old)
         return by_title.get(title) if title is not None else None
+
+    return _renumbered(result, mapped, lambda old: recorded.get(old, f"#{old}"))
+
+
+def remap_in_order(result: UpdateResult, here: dict[int, str]) -> UpdateResult:
+    """A recorded update answer without node titles (recorded before they were kept), its node ids made this
+    search's by order: the recording's k-th node (id `RECORDED_ROOT_ID` + k) is the k-th node this search made
+    (the replay makes them in the recording's order: the root, the first intents, each update's new ones). In a
+    fresh database that is the identity; in one that holds other searches it finds the replay's own nodes."""
+    mine = sorted(here)
+
+    def mapped(old: int) -> int | None:
+        k = old - RECORDED_ROOT_ID
+        return mine[k] if 0 <= k < len(mine) else None
+
+    return _renumbered(result, mapped, lambda old: f"#{old}")
+
+
+def _renumbered(
+    result: UpdateResult, mapped: Callable[[int], int | None], named: Callable[[int], str]
+) -> UpdateResult:
+    """`result` with each node id replaced by `mapped(id)`: an edit whose node has none is left out (said in the
+    reflection by `named(id)`); a new intent whose parent has none goes under the root."""
+
+    def opt(old: int | None) -> int | None:
+        return None if old is None else mapped(old)
 
     edits: list[EditSpec] = []
     dropped: list[str] = []
     for e in result.edits:
         new_id = mapped(e.node_id)
         if new_id is None:
-            dropped.append(recorded.get(e.node_id, f"#{e.node_id}"))
+            dropped.append(named(e.node_id))
             continue
         update: dict[str, Any] = {"node_id": new_id}
         if e.parent_id is not None:
-            update["parent_id"] = mapped(e.parent_id)
+            update["parent_id"] = opt(e.parent_id)
         edits.append(e.model_copy(update=update))
-    intents = [i.model_copy(update={"parent_id": mapped(i.parent_id)}) for i in result.new_intents]
+    intents = [i.model_copy(update={"parent_id": opt(i.parent_id)}) for i in result.new_intents]
     note = f" (recorded edits on nodes this search lacks were left out: {', '.join(map(repr, dropped))})"
     return result.model_copy(
         update={
@@ -220,8 +250,11 @@ class ReplayPolicy(Policy):
             got = await self._next("update")
         assert isinstance(got, UpdateResult)
         recorded = self._last.nodes if self._last is not None else None
-        # node ids name nodes of the search it was recorded in: said by title, they find this search's
-        return remap(got, recorded, ctx.node_titles) if recorded and ctx.node_titles else got
+        # node ids name nodes of the search it was recorded in (ids are the database's, not the search's): said by
+        # title, they find this search's; a recording without titles names them in the order they were made
+        if not ctx.node_titles or not referenced(got):
+            return got
+        return remap(got, recorded, ctx.node_titles) if recorded else remap_in_order(got, ctx.node_titles)
 
 
 class RecordingPolicy(Policy):
