@@ -24,7 +24,7 @@ from io import TextIOWrapper
 from typing import Any
 
 import anyio
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCNotification, jsonrpc_message_adapter
 from pydantic import ValidationError
 
 log = logging.getLogger("ksearch.mcp")
@@ -86,19 +86,39 @@ def _request_id(message: Any) -> int | str | None:
     return id_ if isinstance(id_, str) or (isinstance(id_, int) and not isinstance(id_, bool)) else None
 
 
+def _unanswerable_id(line: str) -> list[dict[str, Any]] | None:
+    """The refusal of what the SDK read as a notification although it has an id (`"id": null`, a bool, an
+    object: no id the SDK accepts): the SDK drops the id and never answers, so the host would wait for its own
+    timeout. None for a true notification."""
+    if '"id"' not in line:  # the cheap test first: a message without an id key is what it claims to be
+        return None
+    message = json.loads(line)
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    id_ = message["id"]
+    return [
+        _error(
+            None,
+            INVALID_REQUEST,
+            f"Invalid Request: the id of {_excerpt(line)} is {json.dumps(id_)[:_EXCERPT]}: a request's id is "
+            "a string or an integer (MCP never accepts null); a notification has no id at all",
+        )
+    ]
+
+
 def refusals(line: str) -> list[dict[str, Any]] | None:
     """The JSON-RPC error responses for a host line the SDK cannot read; None for a line it reads (a
     JSON-RPC message), [] for a blank line (no message, nothing to answer)."""
     if not line.strip():
         return []
     try:
-        jsonrpc_message_adapter.validate_json(line, by_name=False)  # exactly the SDK's own check
+        parsed = jsonrpc_message_adapter.validate_json(line, by_name=False)  # exactly the SDK's own check
     except ValidationError as e:
         first = e.errors()[0]
         if first["type"] == "json_invalid":
             return [_error(None, PARSE_ERROR, f"Parse error: {first['msg']}: {_excerpt(line)}")]
     else:
-        return None
+        return _unanswerable_id(line) if isinstance(parsed, JSONRPCNotification) else None
     try:
         message = json.loads(line)
     except (ValueError, RecursionError) as e:  # pydantic parsed it; json should too, but never crash here

@@ -60,6 +60,9 @@ def test_lone_surrogates_become_the_replacement_character(escaped: str, expect: 
         ('[{"jsonrpc":"2.0","method":"notifications/x"}]\n', INVALID_REQUEST, [None]),
         ("42\n", INVALID_REQUEST, [None]),
         ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"x"}\n', INVALID_REQUEST, [5]),
+        # a request whose id is null (or no string or integer): the SDK reads a notification and never answers
+        ('{"jsonrpc":"2.0","id":null,"method":"ping"}\n', INVALID_REQUEST, [None]),
+        ('{"jsonrpc":"2.0","id":true,"method":"tools/list"}\n', INVALID_REQUEST, [None]),
         # a malformed response keeps its id out of the answer: that id numbers one of the server's requests
         ('{"jsonrpc":"2.0","id":5,"result":"x","error":{}}\n', INVALID_REQUEST, [None]),
     ],
@@ -84,8 +87,8 @@ def test_messages_and_blank_lines_get_no_answer_here() -> None:
 
 @pytest.mark.slow
 def test_a_real_server_answers_what_it_cannot_read_and_goes_on(tmp_path: Path) -> None:
-    """Over a real `ksearch serve`: a non-JSON line, a batch and a malformed request each get their JSON-RPC
-    error, in order, and the requests around them are answered as usual."""
+    """Over a real `ksearch serve`: a non-JSON line, a batch, a malformed request and one whose id is null each
+    get their JSON-RPC error, in order, and the requests around them are answered as usual."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
         [sys.executable, "-m", "ksearch.server.cli", "serve", "--db", str(tmp_path / "k.db")],
@@ -119,8 +122,9 @@ def test_a_real_server_answers_what_it_cannot_read_and_goes_on(tmp_path: Path) -
         send("")  # a blank line: no message, no answer
         send('[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"tools/list"}]')
         send('{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"get_tree"}')
+        send('{"jsonrpc":"2.0","id":null,"method":"ping"}')
         send('{"jsonrpc":"2.0","id":5,"method":"ping"}')
-        got = [reply() for _ in range(5)]
+        got = [reply() for _ in range(6)]
         assert got[0]["id"] is None and got[0]["error"]["code"] == PARSE_ERROR
         assert "'this is not json'" in got[0]["error"]["message"]
         assert [(g["id"], g["error"]["code"]) for g in got[1:3]] == [
@@ -129,7 +133,9 @@ def test_a_real_server_answers_what_it_cannot_read_and_goes_on(tmp_path: Path) -
         ]
         assert "batches are not accepted" in got[1]["error"]["message"]
         assert got[3]["id"] == 4 and got[3]["error"]["code"] == INVALID_REQUEST
-        assert got[4] == {"jsonrpc": "2.0", "id": 5, "result": {}}  # and the server goes on as usual
+        assert got[4]["id"] is None and got[4]["error"]["code"] == INVALID_REQUEST
+        assert "is null: a request's id is a string or an integer" in got[4]["error"]["message"]
+        assert got[5] == {"jsonrpc": "2.0", "id": 5, "result": {}}  # and the server goes on as usual
         assert replies.empty()
     finally:
         proc.stdin.close()
