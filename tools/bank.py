@@ -171,6 +171,10 @@ def winning_settings(ranked: list[Ranked]) -> list[BankSetting]:
 # ------------------------------------------------------------------------------- reading and editing
 
 
+# a few words are a query; a longer text would only be echoed back in a "no entry matches" answer
+QUERY_TEXT_CHARS = 1000
+
+
 class QueryBankIn(ToolIn):
     entry: str | None = Field(
         None, description="An entry's uid (or its first 4+ characters): that entry whole, code included"
@@ -179,7 +183,12 @@ class QueryBankIn(ToolIn):
         None, description="A search: the entries related to its task (its own left out)"
     )
     task: str | None = Field(None, description="A task (built-in name or path): the entries related to it")
-    text: str | None = Field(None, description="Words to find in entries' titles, notes, tasks and patterns")
+    text: str | None = Field(
+        None,
+        max_length=QUERY_TEXT_CHARS,
+        description=f"Words to find in entries' titles, notes, tasks and patterns (at most {QUERY_TEXT_CHARS} "
+        "characters)",
+    )
     limit: int = Field(10, ge=1, le=100, description="At most this many entries")
 
 

@@ -1,0 +1,40 @@
+"""Answers at the MCP boundary, over the real in-memory transport (`mcp.client.Client` on the server object):
+an oversized `query_bank` text is refused saying the limit."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from mcp.client import Client
+
+from ksearch.server.mcp.server import KsearchServer
+from ksearch.tools.bank import QUERY_TEXT_CHARS
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    ks = KsearchServer(tmp_path / "k.db")
+    try:
+        async with Client(ks.mcp) as c:
+            yield c
+    finally:
+        await ks.close()
+
+
+async def test_query_bank_refuses_a_text_past_its_limit_and_says_it(client: Client) -> None:
+    said = await client.call_tool("query_bank", {"text": "x" * 10_000_000})
+    text = said.content[0].text  # type: ignore[union-attr]
+    assert said.is_error, text
+    assert f"at most {QUERY_TEXT_CHARS} characters" in text and "text" in text
+    assert len(text) < 2000  # the refusal quotes an excerpt, never the 10 MB back
+    ok = await client.call_tool("query_bank", {"text": "x" * QUERY_TEXT_CHARS})
+    assert not ok.is_error, ok.content
