@@ -115,7 +115,11 @@ async def resolve_candidate(ws: Workspace, ref: CandidateRef, task: Task | None 
         try:
             return await ws.store.get_candidate(ref.candidate_id)
         except NotFound as e:
-            raise ToolFailure(f"{e}; submit the source once to get an id") from e
+            # the store's own words name its Python method, which no face offers: say what a caller can send
+            raise ToolFailure(
+                f"no candidate {ref.candidate_id!r} in this database: send the kernel's `source` instead "
+                "(compile_kernel, run_correctness and benchmark answer a source with its candidate_id, to reuse)"
+            ) from e
     if ref.solution_json is not None:
         return await ws.store.put_candidate(*solution_candidate(ref.solution_json, task))
     assert ref.source is not None

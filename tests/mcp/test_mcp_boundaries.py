@@ -38,3 +38,16 @@ async def test_query_bank_refuses_a_text_past_its_limit_and_says_it(client: Clie
     assert len(text) < 2000  # the refusal quotes an excerpt, never the 10 MB back
     ok = await client.call_tool("query_bank", {"text": "x" * QUERY_TEXT_CHARS})
     assert not ok.is_error, ok.content
+
+
+async def test_an_unknown_candidate_id_names_what_a_host_can_send(client: Client) -> None:
+    said = await client.call_tool(
+        "benchmark", {"task": "softmax", "candidate": {"candidate_id": "c0123456789abcde"}}
+    )
+    text = said.content[0].text  # type: ignore[union-attr]
+    assert said.is_error, text
+    assert "no candidate 'c0123456789abcde'" in text and "`source`" in text
+    tools = {t.name for t in (await client.list_tools()).tools}
+    named = {w for w in ("compile_kernel", "run_correctness", "benchmark") if w in text}
+    assert named and named <= tools, text
+    assert "put_candidate" not in text, text  # a store method, no tool

@@ -161,7 +161,7 @@ async def test_bad_arguments_are_refused_before_anything_is_stored_or_run(
         (
             BenchmarkIn(search="tiny", candidate=CandidateRef(candidate_id="c0123456789abcde")),
             ToolFailure,
-            "no candidate 'c0123456789abcde'; store the source with put_candidate first; submit the source once",
+            "no candidate 'c0123456789abcde' in this database: send the kernel's `source` instead (compile_kernel,",
         ),
         (
             BenchmarkIn(search="tiny", candidate=CandidateRef(seed=True)),
