@@ -56,6 +56,7 @@ from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctness
 from ksearch.tools.run_search import RunSearchIn, RunSearchOut, run_search
 from ksearch.tools.select_action import SelectActionIn, SelectionOut, select_action
+from ksearch.tools.tasks import TaskSummary, list_tasks
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError
 from ksearch.worldmodel.models import Node, Search
@@ -312,6 +313,15 @@ class KsearchServer:
             None,
             list[SearchRow],
             lambda ws, _i: list_searches(ws),
+            _annotations(True, idempotent=True),
+        )
+        t(
+            "list_tasks",
+            "List the built-in tasks (name, op, dtype, bound, workloads) create_search takes by name; any other "
+            "task is given by path.",
+            None,
+            list[TaskSummary],
+            lambda _ws, _i: list_tasks(),
             _annotations(True, idempotent=True),
         )
         t(

@@ -187,6 +187,7 @@ async def test_stdio_tools_schemas_and_full_flow(tmp_path: Path) -> None:
         for name in (
             "create_search",
             "list_searches",
+            "list_tasks",
             "get_tree",
             "propose_intents",
             "edit_tree",

@@ -51,3 +51,17 @@ async def test_an_unknown_candidate_id_names_what_a_host_can_send(client: Client
     named = {w for w in ("compile_kernel", "run_correctness", "benchmark") if w in text}
     assert named and named <= tools, text
     assert "put_candidate" not in text, text  # a store method, no tool
+
+
+async def test_list_tasks_lists_the_built_ins_create_search_takes(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert tools["list_tasks"].annotations is not None and tools["list_tasks"].annotations.read_only_hint
+    assert len(tools["list_tasks"].description or "") < 200  # a short description: hosts read them all
+    said = await client.call_tool("list_tasks", {})
+    assert not said.is_error, said.content
+    assert isinstance(said.structured_content, dict)
+    rows = said.structured_content["result"]
+    names = [r["name"] for r in rows]
+    assert "softmax" in names and all(r["workloads"]["smoke"] for r in rows)
+    made = await client.call_tool("create_search", {"task": names[0], "name": "listed"})
+    assert not made.is_error, made.content  # a listed name is one create_search takes

@@ -21,8 +21,8 @@ import addFormats from 'ajv-formats';
 
 export const TOOLS = [
   'benchmark', 'compile_kernel', 'create_search', 'edit_tree', 'export_kernel', 'final_evaluation', 'finish_intent', 'get_tree',
-  'list_searches', 'profile_ncu', 'propose_intents', 'query_bank', 'run_correctness', 'run_search', 'select_action',
-  'set_budgets',
+  'list_searches', 'list_tasks', 'profile_ncu', 'propose_intents', 'query_bank', 'run_correctness', 'run_search',
+  'select_action', 'set_budgets',
 ];
 const CALL = { timeout: 300_000 }; // the first evaluation starts the sandbox workers (torch import)
 export const TEXT_BUDGET = 800; // bytes of text a benchmark result may give the model to read
