@@ -248,6 +248,7 @@ async def update_context(
         tree_view=await tree_view(ws, s.id),
         open_intents=open_intents(nodes := await ws.store.list_nodes(s.id)),
         node_titles={n.id: ROOT_TITLE if n.kind == "root" else n.title for n in nodes},
+        attempt_ids=[a.id for a in await ws.store.list_attempts(s.id)],
         best_speedup=best.speedup if best else None,
         tunables=declared or tunables_of(src),
         rejected=rejected or [],

@@ -129,6 +129,8 @@ class UpdateContext(Ctx):
     # every node's title by id (the root's is ":root"): a recorded answer's node ids, said by title, find the
     # same nodes in another search (server/driver/policies/replay.py)
     node_titles: dict[int, str] = Field(default_factory=dict)
+    # every attempt's id, in order: a recording's attempt ids (counted from its first) find this search's attempts
+    attempt_ids: list[int] = Field(default_factory=list)
     rejected: list[str] = Field(default_factory=list)  # problems with the previous answer, to fix
     best_speedup: float | None = None
     tunables: dict[str, list[Any]] = Field(default_factory=dict)  # the space, for policies that model it

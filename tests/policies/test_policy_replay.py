@@ -172,3 +172,23 @@ async def test_a_recorded_update_finds_its_nodes_by_title_in_another_search(
     by_order = await ReplayPolicy(path).update(ctx)
     assert [e.node_id for e in by_order.edits] == [12]
     assert "left out: '#4'" in by_order.reflection
+
+
+async def test_a_recording_without_titles_finds_its_base_attempts_by_order(
+    tmp_path: Path, update_ctx: UpdateContext
+) -> None:
+    """A replay into a database that holds other searches: the recording's attempt ids (its first is 1) name the
+    replaying search's attempts in order, as its node ids name its nodes; one this search lacks is cleared, and said."""
+    answer = {
+        "reflection": "the online pass won",
+        "edits": [{"op": "update", "node_id": 3, "base_attempt_id": 2}],
+        "new_intents": [{"title": "tile the rows", "parent_id": 2, "base_attempt_id": 5}],
+    }
+    path = tmp_path / "rec.jsonl"
+    path.write_text(json.dumps({"phase": "update", "result": answer}) + "\n")
+    here = {10: ":root", 11: "fuse max and sum into one online pass", 12: "vectorise loads"}
+    ctx = update_ctx.model_copy(update={"node_titles": here, "attempt_ids": [40, 41, 42]})
+    got = await ReplayPolicy(path).update(ctx)
+    assert [(e.node_id, e.base_attempt_id) for e in got.edits] == [(12, 41)]
+    assert [(i.parent_id, i.base_attempt_id) for i in got.new_intents] == [(11, None)]
+    assert "recorded base attempts this search lacks were left out: #5" in got.reflection

@@ -83,18 +83,64 @@ def remap(result: UpdateResult, recorded: dict[int, str], here: dict[int, str]) 
     return _renumbered(result, mapped, lambda old: recorded.get(old, f"#{old}"))
 
 
-def remap_in_order(result: UpdateResult, here: dict[int, str]) -> UpdateResult:
+def remap_in_order(
+    result: UpdateResult, here: dict[int, str], attempts: list[int] | None = None
+) -> UpdateResult:
     """A recorded update answer without node titles (recorded before they were kept), its node ids made this
     search's by order: the recording's k-th node (id `RECORDED_ROOT_ID` + k) is the k-th node this search made
-    (the replay makes them in the recording's order: the root, the first intents, each update's new ones). In a
-    fresh database that is the identity; in one that holds other searches it finds the replay's own nodes."""
+    (the replay makes them in the recording's order: the root, the first intents, each update's new ones), and so
+    are the attempts its edits and intents start from (`attempts`: this search's attempt ids, the recording's k-th
+    attempt being id `RECORDED_FIRST_ATTEMPT` + k). In a fresh database that is the identity; in one that holds other
+    searches it finds the replay's own nodes and attempts."""
     mine = sorted(here)
 
     def mapped(old: int) -> int | None:
         k = old - RECORDED_ROOT_ID
         return mine[k] if 0 <= k < len(mine) else None
 
-    return _renumbered(result, mapped, lambda old: f"#{old}")
+    out = _renumbered(result, mapped, lambda old: f"#{old}")
+    return out if attempts is None else _attempts_in_order(out, sorted(attempts))
+
+
+RECORDED_FIRST_ATTEMPT = 1
+"""The first attempt's id in a recording that kept no node titles (made in a database of its own)."""
+
+
+def _attempts_in_order(result: UpdateResult, mine: list[int]) -> UpdateResult:
+    """`result` with each `base_attempt_id` its edits and intents name made this search's by order (see
+    `remap_in_order`); one beyond this search's attempts is cleared (the intent then starts from the best on its
+    path), said in the reflection."""
+    lost: list[int] = []
+
+    def mapped(old: int | None) -> int | None:
+        if old is None:
+            return None
+        k = old - RECORDED_FIRST_ATTEMPT
+        if 0 <= k < len(mine):
+            return mine[k]
+        lost.append(old)
+        return None
+
+    edits = [
+        e.model_copy(update={"base_attempt_id": mapped(e.base_attempt_id)})
+        if e.base_attempt_id is not None
+        else e
+        for e in result.edits
+    ]
+    intents = [
+        i.model_copy(update={"base_attempt_id": mapped(i.base_attempt_id)})
+        if i.base_attempt_id is not None
+        else i
+        for i in result.new_intents
+    ]
+    note = (
+        f" (recorded base attempts this search lacks were left out: {', '.join(f'#{a}' for a in lost)})"
+        if lost
+        else ""
+    )
+    return result.model_copy(
+        update={"edits": edits, "new_intents": intents, "reflection": result.reflection + note}
+    )
 
 
 def _renumbered(
@@ -254,7 +300,9 @@ class ReplayPolicy(Policy):
         # title, they find this search's; a recording without titles names them in the order they were made
         if not ctx.node_titles or not referenced(got):
             return got
-        return remap(got, recorded, ctx.node_titles) if recorded else remap_in_order(got, ctx.node_titles)
+        if recorded:
+            return remap(got, recorded, ctx.node_titles)
+        return remap_in_order(got, ctx.node_titles, ctx.attempt_ids)
 
 
 class RecordingPolicy(Policy):
