@@ -140,6 +140,21 @@ def refusals() -> Iterator[None]:
         raise fail(str(describe_validation(e, "arguments"))) from e
 
 
+def check_new_db(db: Path) -> None:
+    """Refuse a database path the project could not mean (a placeholder such as /path/to/project/ksearch.db left
+    in), before a server starts and answers nothing: the store creates the file and the one folder that holds it
+    (as the default .ksearch/), never a whole missing tree."""
+    folder = db.absolute().parent
+    if folder.is_dir() or (not folder.exists() and folder.parent.is_dir()):
+        return
+    if folder.exists():
+        raise fail(f"--db {db}: {folder} is not a folder; give a database path inside a folder")
+    raise fail(
+        f"--db {db}: the folder {folder} does not exist, nor {folder.parent} (a placeholder left in?); give a "
+        "database path in an existing folder (ksearch creates the file, and the one folder holding it, as .ksearch/)"
+    )
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a user-facing error (what was wrong, what is accepted) and return the exit to raise."""
     # The message quotes user input (names, paths): print it as plain text, never as markup.

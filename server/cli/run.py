@@ -16,6 +16,7 @@ from ksearch.server.cli.common import (
     NewDbOption,
     RayOption,
     TokenOption,
+    check_new_db,
     console,
     fail,
     refusals,
@@ -244,6 +245,7 @@ def serve(
 ) -> None:
     """Serve ksearch's tools, resources and prompts over MCP (stdio for IDE hosts, or HTTP)."""
     use_bank(bank)
+    check_new_db(db)
     from ksearch.server.access import http_access
     from ksearch.server.mcp.server import serve as _serve
 
