@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import socket
 import urllib.parse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -105,6 +106,26 @@ def http_access(host: str, token: str | None, command: str) -> HttpAccess:
             f"environment variable (make one with {MAKE_TOKEN}), or bind 127.0.0.1"
         )
     return access
+
+
+def listening_socket(host: str, port: int, command: str, *, any_port: bool = False) -> socket.socket:
+    """A socket bound to `host`:`port` and listening, for a face to hand to uvicorn; bound before the face says
+    where it listens, so a port another process holds is a refusal (KsearchError: the CLI exits 2 with its
+    message) instead of a "listening on" followed by uvicorn's traceback. `any_port`: the face takes --port 0."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise KsearchError(
+            f"{command}: cannot listen on {host}:{port}: {e.strerror}; pick another --port"
+            + (" (0 for any free one)" if any_port else "")
+        ) from e
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
 
 
 def _digest(value: bytes) -> bytes:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -47,14 +46,15 @@ def ui(
     use_bank(bank)
     import uvicorn
 
-    from ksearch.server.access import http_access
+    from ksearch.server.access import http_access, listening_socket
     from ksearch.server.web.app import build_app
 
     with refusals():  # exit 2 with the refusal's message, before the database is opened or a port bound
         access = http_access(host, token, "ksearch ui")
     search_id = run_async(check_target(db, search))
     app = build_app(db, default_search=search_id, host=host, access=access)
-    sock = _bind(host, port)
+    with refusals():
+        sock = listening_socket(host, port, "ksearch ui", any_port=True)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     where = f"/s/{search_id}" if search_id is not None else "/"
@@ -72,22 +72,6 @@ def ui(
     console.file.flush()
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        raise fail(
-            f"cannot listen on {host}:{port}: {e.strerror}; pick another --port (0 for any free one)"
-        ) from e
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
 
 
 async def check_target(db: Path, search: str | None) -> int | None:

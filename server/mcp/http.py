@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from ksearch.server.access import HttpAccess, guarded
+from ksearch.server.access import HttpAccess, guarded, listening_socket
 from ksearch.worldmodel.errors import KsearchError
 
 if TYPE_CHECKING:
@@ -65,10 +65,13 @@ async def serve_http(
     import uvicorn
 
     warning = await check_jail(ks, access, allow_unjailed=allow_unjailed)
+    sock = listening_socket(
+        access.host, port, "ksearch serve"
+    )  # a port in use is refused before "listening on"
     app = guarded(ks.mcp.streamable_http_app(host=access.host), access)
     host = f"[{access.host}]" if ":" in access.host else access.host
     for line in (warning, "ksearch serve: " + access.notice(f"http://{host}:{port}/mcp")):
         if line:
             print(line, file=sys.stderr, flush=True)
     config = uvicorn.Config(app, host=access.host, port=port, log_level=ks.mcp.settings.log_level.lower())
-    await uvicorn.Server(config).serve()
+    await uvicorn.Server(config).serve(sockets=[sock])
