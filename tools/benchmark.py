@@ -123,6 +123,21 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         evaluation=ev,
         attempt_id=att.id,
         base_attempt_id=base_attempt_id,
+        next=await _seed_off_root(ws, s, inp, att),
+    )
+
+
+async def _seed_off_root(ws: Workspace, s: Search, inp: BenchmarkIn, att: Attempt) -> str:
+    """Why a seed benchmarked without node_id leaves the seed step due (empty otherwise: the loop's own next step
+    follows): the seed is the baseline only as an attempt on the root, and the bare "measure the seed first" that
+    follows such a call read as if the call had been ignored."""
+    if not inp.candidate.seed or att.node_id is not None or not await loop.seed_unmeasured(ws, s):
+        return ""
+    root = await ws.store.root(s.id)
+    return (
+        f"This seed's attempt #{att.id} does not count as the seed step: it was recorded without node_id, on no "
+        f"node, and the seed is the baseline only as an attempt on the root (node #{root.id}). "
+        + (await loop.loop_state(ws, s.id)).next
     )
 
 

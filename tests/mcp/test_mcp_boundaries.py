@@ -65,3 +65,22 @@ async def test_list_tasks_lists_the_built_ins_create_search_takes(client: Client
     assert "softmax" in names and all(r["workloads"]["smoke"] for r in rows)
     made = await client.call_tool("create_search", {"task": names[0], "name": "listed"})
     assert not made.is_error, made.content  # a listed name is one create_search takes
+
+
+@pytest.mark.slow
+async def test_a_seed_benchmarked_without_node_id_says_why_it_did_not_count(client: Client) -> None:
+    from tests.fixtures import SOFTMAX
+
+    made = await client.call_tool("create_search", {"task": SOFTMAX, "name": "seedless"})
+    assert not made.is_error, made.content
+    tree = await client.call_tool("get_tree", {"search": "seedless", "format": "json"})
+    assert isinstance(tree.structured_content, dict)
+    root = tree.structured_content["tree"]["root_id"]
+    said = await client.call_tool("benchmark", {"search": "seedless", "candidate": {"seed": True}})
+    assert not said.is_error, said.content
+    out = said.structured_content
+    assert isinstance(out, dict) and out["attempt_id"] is not None
+    nxt = out["next"]
+    assert f"attempt #{out['attempt_id']} does not count as the seed step" in nxt, nxt
+    assert "recorded without node_id" in nxt and "on the root" in nxt, nxt
+    assert "measure the task's seed first" in nxt and f"node_id={root}" in nxt, nxt  # and the step still due
