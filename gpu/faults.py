@@ -76,6 +76,11 @@ def _triton_line(message: str, py_source: str) -> int | None:
     return None
 
 
+# The hedge of an interpreter failure, until the GPU compile (sandbox.py's dry run) settles it: dropped where that
+# compile fails too, so a message never says both "it may run" and "it fails".
+MAY_RUN_ON_GPU = "; compiled for a GPU it may run (a compile_kernel dry run checks that), but this machine can only interpret it"
+
+
 def _interpreter_fault(cause: BaseException, files: set[str], where: str) -> Fault:
     """The Triton interpreter (the CPU) failed inside a kernel's body: the kernel's own line, not the launch's, and
     said as the interpreter's failure, which a GPU compile may not share (it runs the body as Python: a loop
@@ -85,10 +90,7 @@ def _interpreter_fault(cause: BaseException, files: set[str], where: str) -> Fau
     line = own[-1] if own else None
     what = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
     at = f" at {inner[-1]}" if inner else ""
-    message = (
-        f"the Triton interpreter (CPU) could not run the kernel: {what}{at}; compiled for a GPU it may run (a "
-        "compile_kernel dry run checks that), but this machine can only interpret it"
-    )
+    message = f"the Triton interpreter (CPU) could not run the kernel: {what}{at}{MAY_RUN_ON_GPU}"
     return Fault(
         "compile",
         f"Triton interpreter error: {message}{where}",

@@ -28,6 +28,7 @@ from typing import Any
 
 from ksearch.gpu import jail, jail_view, simulated
 from ksearch.gpu.compiler import StaticCompiler
+from ksearch.gpu.faults import MAY_RUN_ON_GPU
 from ksearch.gpu.jail_limits import Limits
 from ksearch.gpu.kvcache import JsonFileCache, KVCache
 from ksearch.gpu.pool import WorkerBusy, WorkerError, WorkerPool, WorkerProcess
@@ -427,9 +428,21 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
             return dry.model_copy(update={"diagnostics": [warn, *dry.diagnostics], "seconds": static.seconds})
         errors = [d.message for d in dry.diagnostics if d.severity == "error"]
         if errors:
+            # the GPU compile answered the interpreter fault's "it may run on a GPU": no, so that hedge goes
+            settled = (run.error or "").replace(MAY_RUN_ON_GPU, "")
             run.error = (
-                f"{run.error}\nThe GPU compile (a dry run for {self.arch}) fails too: {errors[0][:1500]}"
+                f"{settled}\nThe GPU compile (a dry run for {self.arch}) fails too: {errors[0][:1500]}"
             )
+            run.correctness = [
+                c.model_copy(update={"message": c.message.replace(MAY_RUN_ON_GPU, "")})
+                for c in run.correctness
+            ]
+            for d in [
+                fault,
+                *fault.get("diagnostics", []),
+            ]:  # they become the compile report's (merge_compile)
+                if isinstance(d.get("message"), str):
+                    d["message"] = d["message"].replace(MAY_RUN_ON_GPU, "")
         return static
 
     # ------------------------------------------------------------------ profile

@@ -359,6 +359,13 @@ def baseline_settings(task: Task, s: Search) -> EvalSettings:
     )
 
 
+def failed_label(status: str) -> str:
+    """The label of a workload the candidate failed on, matching the evaluation's status: INCORRECT only for
+    wrong values; a compile error, crash or timeout says so ("INCORRECT on smoke" under `status: compile_error`
+    read as two verdicts)."""
+    return "INCORRECT" if status in ("incorrect", "ok") else status.upper().replace("_", " ")
+
+
 def summarize(ev: Evaluation, call: CallClock | None = None) -> str:
     """A few lines a model (or a person) can act on; numbers say what they are and how noisy. `call`: the clock of
     the tool call it answers, whose whole seconds the took line then accounts for (`seconds_text`)."""
@@ -386,7 +393,7 @@ def summarize(ev: Evaluation, call: CallClock | None = None) -> str:
                 f"{errors_text(r.max_abs_err, r.max_rel_err, r.tolerance_used)})"
             )
         else:
-            lines.append(f"INCORRECT on {r.workload}: {r.kind}: {r.message}")
+            lines.append(f"{failed_label(ev.status)} on {r.workload}: {r.kind}: {r.message}")
             if r.first_mismatch_index is not None:
                 lines.append(
                     f"  first mismatch at {r.first_mismatch_index}: expected {r.expected_at_first}, "

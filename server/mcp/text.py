@@ -9,7 +9,7 @@ from typing import Any
 
 from ksearch.tools.bank import QueryBankOut
 from ksearch.tools.call_clock import CallClock, took_text
-from ksearch.tools.common import INSIDE_STEPS, errors_text, seconds_text
+from ksearch.tools.common import INSIDE_STEPS, errors_text, failed_label, seconds_text
 from ksearch.tools.final_eval import FinalOut
 from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.worldmodel.models import CPU_INTERPRETER, compile_label
@@ -129,7 +129,7 @@ def evaluation_lines(out: EvaluationOut, took: str = "") -> list[str]:
         if r.passed:
             continue
         why = "" if not r.message else " (the error above)" if r.message in error else f": {_clip(r.message)}"
-        lines.append(f"INCORRECT on {r.workload}: {r.kind}{why}")
+        lines.append(f"{failed_label(ev.status)} on {r.workload}: {r.kind}{why}")
         if r.first_mismatch_index is not None:
             lines.append(
                 f"  first mismatch at {r.first_mismatch_index}: expected {_num(r.expected_at_first)}, got "

@@ -84,3 +84,26 @@ async def test_a_seed_benchmarked_without_node_id_says_why_it_did_not_count(clie
     assert f"attempt #{out['attempt_id']} does not count as the seed step" in nxt, nxt
     assert "recorded without node_id" in nxt and "on the root" in nxt, nxt
     assert "measure the task's seed first" in nxt and f"node_id={root}" in nxt, nxt  # and the step still due
+
+
+@pytest.mark.slow
+async def test_a_typo_both_compilers_refuse_reads_as_one_compile_error(client: Client) -> None:
+    """`tl.maxx`: the interpreter fails, and so does the GPU compile (a dry run): the answer says compile error
+    throughout, never "INCORRECT", and drops the interpreter's "compiled for a GPU it may run"."""
+    from ksearch.gpu.tasks import load_task
+    from tests.fixtures import SOFTMAX
+
+    seed = load_task(SOFTMAX).seeds["triton"]
+    assert "tl.max(" in seed
+    said = await client.call_tool(
+        "run_correctness", {"task": SOFTMAX, "candidate": {"source": seed.replace("tl.max(", "tl.maxx(", 1)}}
+    )
+    text = "\n".join(c.text for c in said.content)  # type: ignore[union-attr]
+    assert isinstance(said.structured_content, dict)
+    ev = said.structured_content["evaluation"]
+    assert ev["status"] == "compile_error", text
+    assert "COMPILE ERROR on smoke" in text and "INCORRECT" not in text, text
+    assert "fails too" in ev["error"], ev["error"]
+    everywhere = [ev["error"], *(c["message"] for c in ev["correctness"])]
+    everywhere += [d["message"] for d in (ev["compile"] or {}).get("diagnostics", [])]
+    assert not [m for m in everywhere if "it may run" in m], everywhere
