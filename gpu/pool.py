@@ -61,13 +61,20 @@ class WorkerError(KsearchError):
     the pool's own watch, "limit" from the jail's: processes, host memory, scratch disk), or never started."""
 
     def __init__(
-        self, kind: FaultKind, message: str, *, returncode: int | None = None, stderr: str = ""
+        self,
+        kind: FaultKind,
+        message: str,
+        *,
+        returncode: int | None = None,
+        stderr: str = "",
+        output_bytes: int = 0,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.returncode = returncode
         self.stderr = stderr
+        self.output_bytes = output_bytes  # what the call printed (stdout and stderr) before it timed out
 
 
 def _group_rss(pgid: int) -> int:
@@ -127,6 +134,7 @@ class _Process:
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._stderr: deque[str] = deque(maxlen=300)
+        self.output_bytes = 0  # bytes the process wrote to stdout/stderr (print goes to stderr), all told
         self._tasks: list[asyncio.Task[Any]] = []
         self._hello_fut: asyncio.Future[dict[str, Any]] | None = None
         self._death: WorkerError | None = None
@@ -291,9 +299,15 @@ class _Process:
     async def _read_stderr(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
         while True:
-            line = await self._proc.stderr.readline()
+            try:
+                line = await self._proc.stderr.readline()
+            except ValueError:  # a line past the reader's limit, dropped by it: counted, kept only as a mark
+                self.output_bytes += 2**16
+                self._stderr.append("[sandbox] an output line over 64 KiB was dropped")
+                continue
             if not line:
                 return
+            self.output_bytes += len(line)
             text = line.decode(errors="replace").rstrip()
             self._stderr.append(text[:2000])
             log.debug("worker %s: %s", self.slot, text)
@@ -399,7 +413,7 @@ class _Process:
             await self._proc.wait()
             await asyncio.sleep(0.05)
             raise self._death or self._death_error(self._proc.returncode or -1) from None
-        t0 = time.monotonic()
+        t0, written = time.monotonic(), self.output_bytes
         try:
             reply = await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except TimeoutError:
@@ -409,6 +423,7 @@ class _Process:
                 "timeout",
                 f"no answer within {timeout_s:.0f} s (the worker was killed)",
                 stderr=self.stderr_tail(),
+                output_bytes=self.output_bytes - written,
             ) from None
         except asyncio.CancelledError:
             # The caller gave up (an MCP client cancelled, a run was interrupted): the job stops with it.

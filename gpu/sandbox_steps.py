@@ -173,6 +173,22 @@ def _draw_notes(res: dict[str, Any]) -> list[str]:
     return out
 
 
+# Past this much output in one call, a timeout is the printing's, not a hang's: a pipe takes a few hundred MB/s at most
+FLOOD_BYTES = 64 * 2**20
+
+
+def _timeout_cause(e: WorkerError) -> str:
+    """What a timed-out call was most likely doing: flooding its output, or else hanging."""
+    if e.kind != "timeout":
+        return ""
+    if e.output_bytes >= FLOOD_BYTES:
+        return (
+            f" The candidate was flooding its output: it printed {e.output_bytes / 2**20:.0f} MiB before the call "
+            "timed out, and writing that much is what took the time; remove its prints."
+        )
+    return " The candidate probably hangs (an infinite loop, a deadlock, or a kernel that never finishes)."
+
+
 class EvalSteps:
     """The steps of an evaluation on a worker the caller holds."""
 
@@ -339,15 +355,7 @@ class EvalSteps:
                 return None
             status = "timeout" if e.kind == "timeout" else "crash"
             detail = f"\nlast worker output:\n{e.stderr[-1500:]}" if e.stderr.strip() else ""
-            msg = (
-                f"{e.message} while {what}."
-                + (
-                    " The candidate probably hangs (an infinite loop, a deadlock, or a kernel that never finishes)."
-                    if e.kind == "timeout"
-                    else ""
-                )
-                + detail
-            )
+            msg = f"{e.message} while {what}." + _timeout_cause(e) + detail
             if workload is not None:
                 run.correctness.append(
                     WorkloadCorrectness(
