@@ -27,4 +27,4 @@ async def test_a_passing_check_states_how_much_of_its_tolerance_the_worst_elemen
     assert c_exact.tolerance_used is not None and c_exact.tolerance_used < 0.05
     assert c_near.tolerance_used is not None and 0.1 < c_near.tolerance_used < 1.0, c_near.tolerance_used
     said = summarize(near)
-    assert f"the worst element used {100 * c_near.tolerance_used:.3g}% of its tolerance" in said, said
+    assert f"{100 * c_near.tolerance_used:.2g}% of tolerance used" in said, said
