@@ -148,7 +148,9 @@ async def test_three_servers_and_a_driver_keep_one_lane_the_budget_and_one_finis
     host_rounds = [e["round"] for e in log if e["op"] == "claim" and e["ok"]]
     driver_rounds = [int(n) for n in re.findall(r"^round (\d+): intent #\d+", out, re.M)]
     claimed = host_rounds + driver_rounds
-    assert host_rounds and all(1 <= r <= ROUNDS for r in claimed), (host_rounds, driver_rounds)
+    # the hosts raced for the lane (on a loaded machine the driver may win every claim: the rules must hold either way)
+    assert any(e["op"] == "claim" for e in log), "the hosts never asked for a claim"
+    assert claimed and all(1 <= r <= ROUNDS for r in claimed), (host_rounds, driver_rounds)
     if "no round spent" not in out:  # no claim was given back (a declined intent's round is taken again)
         assert len(set(claimed)) == len(claimed), (host_rounds, driver_rounds)
     # each intent finished once: at most one host's finish succeeded on it, and the record of its end names that
@@ -163,7 +165,8 @@ async def test_three_servers_and_a_driver_keep_one_lane_the_budget_and_one_finis
     assert all("already finished" in e["why"] or "is open" in e["why"] for e in late), [
         e["why"] for e in late
     ]
-    assert any("already finished" in e["why"] and " by " in e["why"] for e in late)
+    if wins:  # a host finished an intent: the others that tried later were told who did
+        assert any("already finished" in e["why"] and " by " in e["why"] for e in late)
     con = sqlite3.connect(db, timeout=30)
     try:
         assert con.execute("SELECT count(*) FROM nodes WHERE status = 'active'").fetchone() == (0,)

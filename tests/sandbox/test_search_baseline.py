@@ -128,7 +128,8 @@ async def test_one_baseline_per_search_and_its_remeasurement(
         assert again.restated is not None and again.generation == 2
         assert again.restated.attempts_restated == 3
         new_us = again.baselines[0].eager.time_us  # type: ignore[union-attr]
-        assert new_us < 2 * pinned_us  # measured anew, not the planted 3x cache entry
+        # measured anew, not the planted 3x cache entry (a CPU reading under load may be far off either way)
+        assert new_us != pytest.approx(3.0 * pinned_us, rel=1e-9)
         assert "re-measured: generation 2 pinned; 3 attempts' speedups restated" in again.text
         for a in await ws.store.list_attempts(s.id):
             t = a.evaluation.timings[0]  # type: ignore[union-attr]
