@@ -104,8 +104,9 @@ async def test_back_to_back_new_candidates_each_find_a_spare_ready(
             evs.append(ev)
         assert w.spares_taken == 2 and w.starts == 3
         for ev in evs[1:]:
-            # a handoff to a started process: no imports, no CUDA context waited for
-            assert ev.seconds_by_step["fresh_worker"] < 1.0, ev.seconds_by_step
+            # a handoff to a started process: no imports, no CUDA context waited for (the spare's pid is checked
+            # below; the bound only catches a cold start's seconds, with room for a loaded 2-core machine: 1.07 s seen)
+            assert ev.seconds_by_step["fresh_worker"] < 2.0, ev.seconds_by_step
         pids = {w.hello["pid"], await w.wait_spare()}
         assert len(pids) == 2
     finally:
