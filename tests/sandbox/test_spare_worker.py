@@ -106,7 +106,8 @@ async def test_back_to_back_new_candidates_each_find_a_spare_ready(
         for ev in evs[1:]:
             # a handoff to a started process: no imports, no CUDA context waited for (the spare's pid is checked
             # below; the bound only catches a cold start's seconds, with room for a loaded 2-core machine: 1.07 s seen)
-            assert ev.seconds_by_step["fresh_worker"] < 2.0, ev.seconds_by_step
+            # (no step at all: the baselines' own restart had already given it a process that ran no candidate)
+            assert ev.seconds_by_step.get("fresh_worker", 0.0) < 2.0, ev.seconds_by_step
         pids = {w.hello["pid"], await w.wait_spare()}
         assert len(pids) == 2
     finally:
