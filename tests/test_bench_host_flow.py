@@ -16,23 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "KSEARCH_CPU_MODE": "1", "PYTHONPATH": str(ROOT)}
 
 
-@pytest.mark.slow
-def test_host_flow_quickstart_smoke_has_no_hang_and_times_every_call(tmp_path: Path) -> None:
-    out = tmp_path / "host-flow.json"
+def _script(name: str, *args: str) -> None:
+    """Run bench/NAME with `args` in its smoke mode; it must exit 0."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "host_flow.py"),
-            "--smoke",
-            "--flows",
-            "quickstart",
-            "--budget-s",
-            "50",
-            "--out",
-            str(out),
-            "--work",
-            str(tmp_path / "work"),
-        ],
+        [sys.executable, str(ROOT / "bench" / name), *args],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
@@ -40,6 +27,13 @@ def test_host_flow_quickstart_smoke_has_no_hang_and_times_every_call(tmp_path: P
         timeout=90,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_host_flow_quickstart_smoke_has_no_hang_and_times_every_call(tmp_path: Path) -> None:
+    out = tmp_path / "host-flow.json"
+    _script("host_flow.py", "--smoke", "--flows", "quickstart", "--budget-s", "50", "--out", str(out),
+            "--work", str(tmp_path / "work"))  # fmt: skip
     rep = json.loads(out.read_text())
     assert rep["hangs"] == 0 and rep["smoke"] is True
     (flow,) = rep["flows"]
@@ -60,27 +54,8 @@ def test_host_flow_quickstart_smoke_has_no_hang_and_times_every_call(tmp_path: P
 @pytest.mark.slow
 def test_baseline_repeat_smoke_reads_each_process_and_the_spread(tmp_path: Path) -> None:
     out = tmp_path / "baseline-repeat.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "baseline_repeat.py"),
-            "--smoke",
-            "--tasks",
-            "softmax",
-            "--processes",
-            "2",
-            "--budget-s",
-            "50",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    _script("baseline_repeat.py", "--smoke", "--tasks", "softmax", "--processes", "2", "--budget-s", "50",
+            "--out", str(out))  # fmt: skip
     rep = json.loads(out.read_text())
     (task,) = rep["tasks"]
     assert task["task"] == "softmax" and rep["not_run"] == []
