@@ -344,8 +344,7 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
                     with run.step("gpu_ceilings"):
                         await self._ensure_ceilings(w, env)
                 await say("drawing inputs ahead", 0.02)
-                with run.step("draw_ahead"):
-                    await self._draw_ahead(w, run, task, names)
+                await self._draw_ahead(w, run, task, names)  # a step of its own only where it draws
                 await say("loading", 0.05)
                 with run.step("load"):
                     loaded = await self._load(w, run, task)

@@ -17,14 +17,15 @@ ENV = {**os.environ, "KSEARCH_CPU_MODE": "1", "PYTHONPATH": str(ROOT)}
 
 
 def _script(name: str, *args: str) -> None:
-    """Run bench/NAME with `args` in its smoke mode; it must exit 0."""
+    """Run bench/NAME with `args` in its smoke mode; it must exit 0. Budgets leave room for a loaded CI machine
+    (the quickstart flow takes about 29 s idle, 54 s under the full suite on 2 cores)."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / name), *args],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
@@ -32,7 +33,7 @@ def _script(name: str, *args: str) -> None:
 @pytest.mark.slow
 def test_host_flow_quickstart_smoke_has_no_hang_and_times_every_call(tmp_path: Path) -> None:
     out = tmp_path / "host-flow.json"
-    _script("host_flow.py", "--smoke", "--flows", "quickstart", "--budget-s", "50", "--out", str(out),
+    _script("host_flow.py", "--smoke", "--flows", "quickstart", "--budget-s", "150", "--out", str(out),
             "--work", str(tmp_path / "work"))  # fmt: skip
     rep = json.loads(out.read_text())
     assert rep["hangs"] == 0 and rep["smoke"] is True
@@ -54,7 +55,7 @@ def test_host_flow_quickstart_smoke_has_no_hang_and_times_every_call(tmp_path: P
 @pytest.mark.slow
 def test_baseline_repeat_smoke_reads_each_process_and_the_spread(tmp_path: Path) -> None:
     out = tmp_path / "baseline-repeat.json"
-    _script("baseline_repeat.py", "--smoke", "--tasks", "softmax", "--processes", "2", "--budget-s", "50",
+    _script("baseline_repeat.py", "--smoke", "--tasks", "softmax", "--processes", "2", "--budget-s", "120",
             "--out", str(out))  # fmt: skip
     rep = json.loads(out.read_text())
     (task,) = rep["tasks"]
