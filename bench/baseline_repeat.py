@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from ksearch.gpu.smi import query_gpus  # noqa: E402  (standard library only)
+from ksearch.gpu.jail.smi import query_gpus  # noqa: E402  (standard library only)
 
 FIXTURES = HERE / "host_flow_tasks"
 DEFAULT_TASKS = ",".join(
@@ -165,7 +165,7 @@ def summarize(t: TaskResult) -> None:
 async def child(task_ref: str, scratch: Path, smoke: bool, compile_baseline: bool) -> dict[str, Any]:
     """In a fresh process: a new sandbox over `scratch`, the baselines asked for as a search asks for them."""
     import ksearch
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
     from ksearch.tools.common import baseline_settings
 
     sb = LocalSandbox(

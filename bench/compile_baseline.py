@@ -7,7 +7,7 @@ For every built-in task (or --tasks) and every workload that is not the smoke on
   ksearch  the compile baseline through the sandbox, exactly as every evaluation gets it (LocalSandbox's
            baselines: the clean baseline process, its own compiler caches, the default EvalSettings);
   fresh    a new process for that workload alone: torch.compile(reference, dynamic=False, mode=...), the
-           same inputs, timed the same way (ksearch.gpu.timing: CUDA events, L2 flush, rotated inputs, the same
+           same inputs, timed the same way (ksearch.gpu.timing.measure: CUDA events, L2 flush, rotated inputs, the same
            repetition rule); it also counts the sizes dynamo made symbolic (0 for a static compile);
   ratio    ksearch / fresh (1.0 = the same; the issue's bar is within 3%).
 
@@ -57,8 +57,8 @@ def _fresh(spec: dict[str, Any]) -> dict[str, Any]:
     """In a new process: compile the reference for one workload, static, and time it as the worker does."""
     import torch
 
-    from ksearch.gpu import timing
-    from ksearch.gpu.runtime import TaskRuntime
+    from ksearch.gpu.tasks.rt.runtime import TaskRuntime
+    from ksearch.gpu.timing import measure as timing
 
     cpu = spec["cpu"]
     device = torch.device("cpu" if cpu else "cuda:0")
@@ -134,7 +134,7 @@ def _recompiles() -> int | str:
 
 def run_fresh(spec: dict[str, Any], caches: Path, timeout_s: float) -> dict[str, Any]:
     """One fresh measurement in its own process group, killed whole on timeout; errors come back as data."""
-    from ksearch.gpu.pool import compiler_cache_env
+    from ksearch.gpu.sandbox.pool import compiler_cache_env
 
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # keeps .whl's site
     env = {**os.environ, **compiler_cache_env(caches), "PYTHONPATH": path}
@@ -173,7 +173,7 @@ async def ksearch_baselines(
     """The eager and compile baselines of `names` exactly as an evaluation gets them (LocalSandbox's own
     `_baselines`: the clean baseline process, its caches, its cache key), with the full timing records
     (an error in place of one that failed), and the sandbox's notes."""
-    from ksearch.gpu.sandbox_run import Run
+    from ksearch.gpu.sandbox.run import Run
     from ksearch.worldmodel.models import Candidate
 
     env = await sb._environment()
@@ -240,8 +240,8 @@ def start_report(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def measure(args: argparse.Namespace, report: dict[str, Any], scratch: Path) -> dict[str, Any]:
-    from ksearch.gpu.kvcache import JsonFileCache
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.kvcache import JsonFileCache
+    from ksearch.gpu.sandbox.local import LocalSandbox
 
     t0 = time.monotonic()
     deadline = t0 + args.budget_s

@@ -102,8 +102,8 @@ def exported_solution(
     """Our kernel as ksearch writes a search's candidate out (`ksearch export --solution`): the Solution
     FlashInfer-Bench's own benchmark then runs. (None, why) where the exporter refuses it."""
     from ksearch.gpu.tasks import load_task
-    from ksearch.gpu.tasks.fib_export import Identity, solution_from_candidate
-    from ksearch.gpu.tasks.fib_export import solution_json as export_json
+    from ksearch.gpu.tasks.flashinfer.export import Identity, solution_from_candidate
+    from ksearch.gpu.tasks.flashinfer.export import solution_json as export_json
 
     try:
         task = load_task(definition, str(workloads))
@@ -188,7 +188,7 @@ def stage_dataset(fib: Path, dst: Path, gemm_m: list[int]) -> dict[str, Any]:
 async def run_ksearch(
     sb: Any, task: Any, solution: str, names: list[str], timeout_s: float
 ) -> dict[str, Any]:
-    from ksearch.gpu.tasks.fib_solution import parse_solution, solution_to_candidate
+    from ksearch.gpu.tasks.flashinfer.solution import parse_solution, solution_to_candidate
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
     conv = solution_to_candidate(parse_solution(solution), task)
@@ -327,7 +327,7 @@ def prepare(
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
 
     t_start = time.perf_counter()
     deadline = t_start + args.budget_s

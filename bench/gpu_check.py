@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from sandbox import Bench, cuda_variant, source, summary  # noqa: E402
 
-from ksearch.gpu.sandbox import LocalSandbox  # noqa: E402
+from ksearch.gpu.sandbox.local import LocalSandbox  # noqa: E402
 from ksearch.worldmodel.models import Candidate, EvalSettings  # noqa: E402
 
 

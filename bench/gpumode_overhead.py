@@ -93,7 +93,7 @@ def run_plain(folder: Path, source: str, benchmarks: dict[str, dict[str, Any]]) 
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
     from ksearch.gpu.tasks import load_task
 
     folder = Path(args.task)

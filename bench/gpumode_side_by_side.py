@@ -433,7 +433,7 @@ def plan(args: argparse.Namespace) -> tuple[Path, Any, list[Path], dict[str, str
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
 
     t_start = time.perf_counter()
     deadline = t_start + args.budget_s

@@ -1,4 +1,4 @@
-"""Cost of the identity check that runs after each call into a candidate (gpu/guard.py).
+"""Cost of the identity check that runs after each call into a candidate (gpu/checks/guard.py).
 
 Usage:  python bench/guard.py [--reps 200] [--out bench/results/guard-cpu.json]
 
@@ -29,9 +29,9 @@ def main() -> None:
 
     import torch
 
-    from ksearch.gpu import guard
-    from ksearch.gpu.runtime import TaskRuntime
+    from ksearch.gpu.checks import guard
     from ksearch.gpu.tasks import load_task
+    from ksearch.gpu.tasks.rt.runtime import TaskRuntime
 
     guard.prepare()
     reference = TaskRuntime(load_task("softmax")).reference_module

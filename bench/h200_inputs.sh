@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device calls for inputs and final evaluations on the H200. Writes into $OUT.
-#   checks: the GPU tests of fills made on the GPU (gpu/tasks/gpu_fills.py), and bench/kb_final_gap.py (a
+#   checks: the GPU tests of fills made on the GPU (gpu/tasks/draws/gpu_fills.py), and bench/kb_final_gap.py (a
 #           KernelBench final evaluation's slower reading: the same kernel with and without work between the calls);
 #           carry .ext/kb
 #   trimul: a TriMul search of one round per published kernel and the final evaluation of its best 3, with per-call

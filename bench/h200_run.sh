@@ -9,8 +9,8 @@ source "$(dirname "$0")/h200_steps.sh"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   uname -r
   echo "lsm: $(cat /sys/kernel/security/lsm 2>/dev/null)"
-  echo "jail: $(python3 -c 'from ksearch.gpu import jail; print(jail.unavailable_reason() or "available")' 2>&1)"
-  python3 -m ksearch.gpu.jail -- nvidia-smi -L 2>&1 | head -3
+  echo "jail: $(python3 -c 'from ksearch.gpu.jail import launch; print(launch.unavailable_reason() or "available")' 2>&1)"
+  python3 -m ksearch.gpu.jail.launch -- nvidia-smi -L 2>&1 | head -3
 } >"$OUT/env.txt" 2>&1
 step pytest-gpu "${KS_PYTEST_S:-330}" python3 -m pytest -m gpu -q -rA -p no:cacheprovider -o timeout=150 -o timeout_method=thread \
   tests/sandbox tests/faults tests/adversarial tests/tasks ${KS_PYTEST_EXTRA:-}

@@ -52,7 +52,7 @@ from mcp.shared.dispatcher import ProgressFnT  # noqa: E402
 from mcp.types import CallToolResult  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 
-from ksearch.gpu.smi import query_gpus  # noqa: E402  (standard library only: no torch in this process)
+from ksearch.gpu.jail.smi import query_gpus  # noqa: E402  (standard library only: no torch in this process)
 
 TASKS_DIR = HERE / "host_flow_tasks"
 KB_TASKS = ("cross_entropy", "residual_rmsnorm", "conv_transpose2d_bf16")

@@ -35,9 +35,10 @@ RMSNORM = (
 
 
 def kinds(tmp: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
-    from ksearch.gpu import jail, jail_view
-    from ksearch.gpu.jail_limits import Limits
-    from ksearch.gpu.scrub import scrubbed_env
+    from ksearch.gpu.jail import launch as jail
+    from ksearch.gpu.jail import view as jail_view
+    from ksearch.gpu.jail.limits import Limits
+    from ksearch.gpu.jail.scrub import scrubbed_env
 
     py = [sys.executable, str(PROBE)]
     cache = tmp / "triton-cache"

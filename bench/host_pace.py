@@ -46,7 +46,7 @@ for _ in range(5):
     issue.append((time.perf_counter() - t0) / 200 * 1e6)
     torch.cuda.synchronize()
 out = {"issue_us": round(statistics.median(issue), 2)}
-from ksearch.gpu.timing_flashinfer import _events, cuda_gpu
+from ksearch.gpu.worker.protocol_flashinfer import _events, cuda_gpu
 gpu = cuda_gpu("cuda:0", True)
 ms, _ = _events(call, 50, gpu, gpu.flush)
 out["ksearch_events_us"] = round(statistics.median(ms) * 1000, 2)
@@ -71,7 +71,7 @@ def bare(env: dict[str, str]) -> dict[str, Any]:
 async def in_sandbox(isolation: str, fib_task: Any, tmp: Path) -> dict[str, Any]:
     from evaluation_record import evaluate_record
 
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
     task = fib_task.model_copy(deep=True)

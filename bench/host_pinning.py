@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from host_overhead import run_probe  # noqa: E402  (bench/, the script's own folder)
 
-from ksearch.gpu.smi import query_gpus  # noqa: E402
+from ksearch.gpu.jail.smi import query_gpus  # noqa: E402
 
 PROBE = ROOT / "bench" / "host_probe.py"
 KEYS = ("torch_op_issue_us", "triton_issue_us", "event_record_us", "fib_events_us")

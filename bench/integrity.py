@@ -40,7 +40,7 @@ async def run_all(out: Path, only: list[str]) -> list[dict[str, Any]]:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from adversarial_cases import CASES, verdict
 
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
 
     unknown = sorted(set(only) - {c.name for c in CASES})
     if unknown:

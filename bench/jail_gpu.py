@@ -44,9 +44,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ksearch.gpu import jail, jail_view  # noqa: E402
-from ksearch.gpu.jail_limits import Limits  # noqa: E402
-from ksearch.gpu.sandbox import LocalSandbox  # noqa: E402
+from ksearch.gpu.jail import launch as jail  # noqa: E402
+from ksearch.gpu.jail import view as jail_view  # noqa: E402
+from ksearch.gpu.jail.limits import Limits  # noqa: E402
+from ksearch.gpu.sandbox.local import LocalSandbox  # noqa: E402
 from ksearch.gpu.tasks import load_task  # noqa: E402
 from ksearch.worldmodel.models import Candidate, EvalSettings, Evaluation  # noqa: E402
 

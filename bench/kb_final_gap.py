@@ -10,11 +10,11 @@ Variants, each run twice in alternation (to see drift), 100 trials each as Kerne
   final evaluation did when it read LayerNorm 40% slower);
 - `idle_gap`: no check, the host sleeping as long as one check took: the GPU idles as long;
 - `device_check`: each output compared on the device, queued after the events, read once at the end
-  (gpu/deferred_check.py);
+  (gpu/checks/deferred.py);
 - `sampled_check`: the same on SAMPLE elements drawn afresh per call (what a KernelBench final evaluation did before
   `kept_outputs`);
 - `kept_outputs`: the outputs of 8 calls chosen in secret kept by reference, checked after the loop, the allocator
-  given free blocks before it (gpu/kept_outputs.py: what a KernelBench final evaluation does);
+  given free blocks before it (gpu/checks/kept_outputs.py: what a KernelBench final evaluation does);
 - `kept_touched`: the same, each free block written once on the device before the loop.
 The script's own timer per check is reported too, and per variant and round the device allocations (`cudaMalloc`)
 made inside the loop; for the kept variants also the mean of the calls right after a kept one and of the others.
@@ -37,11 +37,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ksearch.gpu import checking  # noqa: E402
-from ksearch.gpu.deferred_check import DeferredChecks  # noqa: E402
-from ksearch.gpu.kept_outputs import KeptOutputs  # noqa: E402
+from ksearch.gpu.checks import outputs as checking  # noqa: E402
+from ksearch.gpu.checks.deferred import DeferredChecks  # noqa: E402
+from ksearch.gpu.checks.kept_outputs import KeptOutputs  # noqa: E402
 from ksearch.gpu.task import Tolerance  # noqa: E402
-from ksearch.gpu.timing_kernelbench import l2_clearer, time_like_kernelbench  # noqa: E402
+from ksearch.gpu.worker.protocol_kernelbench import l2_clearer, time_like_kernelbench  # noqa: E402
 
 SAMPLE = 1 << 16  # elements per output the sampled check compares
 

@@ -13,7 +13,7 @@ whose tree holds `--nodes` nodes, built through the store before the server star
 client (notifications/cancelled) once the sandbox reports progress on it, and the very next call, a
 run_correctness of the plain seed, is timed; "ordinary" is the same call with nothing cancelled before it
 (median of 5). Target: within 1 s of ordinary. The sandbox starts a spare worker process whenever a live
-worker is given back and none is waiting (gpu/pool.py): the ordinary calls and each cancel start after a
+worker is given back and none is waiting (gpu/sandbox/pool.py): the ordinary calls and each cancel start after a
 pause of SETTLE_S, so that no spare is still starting under a timed call (a cancel within a few seconds of
 the previous one would find the spare still starting). "Text bytes": the UTF-8 bytes of all text blocks
 of real benchmark results on a search (the evaluation's lines plus the `next:` block): ok, compile error,

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from ksearch.gpu import nvrtc
-    from ksearch.gpu.standalone_nvrtc import _ksearch_nvrtc
+    from ksearch.gpu.export.nvrtc import _ksearch_nvrtc
 
     x = torch.randn(N, device="cuda")
     y = torch.empty_like(x)

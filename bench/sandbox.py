@@ -31,10 +31,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ksearch.gpu.compare import compare  # noqa: E402
-from ksearch.gpu.sandbox import LocalSandbox  # noqa: E402
+from ksearch.gpu.sandbox.local import LocalSandbox  # noqa: E402
 from ksearch.gpu.task import Task  # noqa: E402
 from ksearch.gpu.tasks import load_task  # noqa: E402
+from ksearch.gpu.timing.compare import compare  # noqa: E402
 from ksearch.worldmodel.models import Candidate, EvalSettings, Evaluation  # noqa: E402
 
 CANDS = Path(__file__).parent / "sandbox_candidates"

@@ -5,8 +5,8 @@ CPU as the owner's code draws them, with the fills made on the GPU, kept or not)
 
 Per Cauchy benchmark (and one normal one), fresh seeds each time, in one process:
 - `cpu_draw_s`: generate_input as the owner's code runs it, the Cauchy fill on the CPU;
-- `gpu_fills_s`: the same under gpu/tasks/gpu_fills.py (a fill of fresh memory kept on the GPU until read:
-  gpu/tasks/lazy_fills.py);
+- `gpu_fills_s`: the same under gpu/tasks/draws/gpu_fills.py (a fill of fresh memory kept on the GPU until read:
+  gpu/tasks/draws/lazy_fills.py);
 - `gpu_fills_via_host_s`: the same with every fill written into its CPU tensor (the values cross to the host and
   back, as before fills were kept on the GPU);
 - `make_inputs_once_s` / `make_inputs_kept_s`: ksearch's runtime drawing it (fills on the GPU) for a call asked for
@@ -31,10 +31,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ksearch.gpu.runtime import TaskRuntime  # noqa: E402
-from ksearch.gpu.tasks import gpu_fills, load_task  # noqa: E402
-from ksearch.gpu.tasks.lazy_fills import LazyFills  # noqa: E402
-from ksearch.gpu.tasks.rt_common import seed_everything  # noqa: E402
+from ksearch.gpu.tasks import load_task  # noqa: E402
+from ksearch.gpu.tasks.draws import gpu_fills  # noqa: E402
+from ksearch.gpu.tasks.draws.lazy_fills import LazyFills  # noqa: E402
+from ksearch.gpu.tasks.rt.common import seed_everything  # noqa: E402
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime  # noqa: E402
 
 DEFAULT_TASK = ROOT / ".ext" / "reference-kernels" / "problems" / "bioml" / "trimul"
 

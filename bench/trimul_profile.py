@@ -52,9 +52,9 @@ def main() -> None:
 
     import torch
 
-    from ksearch.gpu.sandbox_run import task_json
+    from ksearch.gpu.sandbox.run import task_json
     from ksearch.gpu.tasks.gpumode import load_gpumode
-    from ksearch.gpu.worker_state import WorkerState
+    from ksearch.gpu.worker.state import WorkerState
     from ksearch.worldmodel.models import EvalSettings
 
     task = load_gpumode(args.task)

@@ -61,17 +61,17 @@ async def main() -> None:
     )
     args = ap.parse_args()
 
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
     from ksearch.tools.benchmark import BenchmarkIn, benchmark
     from ksearch.tools.common import CandidateRef
-    from ksearch.tools.contexts import reference_times_text
     from ksearch.tools.create_search import CreateSearchIn, create_search
     from ksearch.tools.export_kernel import ExportKernelIn, export_kernel
-    from ksearch.tools.facts_wait import bounded
     from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
     from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
-    from ksearch.tools.phase_prompts import analyse_kernel
     from ksearch.tools.profile_ncu import ProfileIn, profile_ncu
+    from ksearch.tools.prompting.contexts import reference_times_text
+    from ksearch.tools.prompting.facts_wait import bounded
+    from ksearch.tools.prompting.phases import analyse_kernel
     from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
     from ksearch.tools.select_action import SelectActionIn, select_action
     from ksearch.tools.workspace import Workspace

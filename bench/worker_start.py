@@ -1,5 +1,5 @@
-"""What a sandbox worker's start costs, started anew (`python -m ksearch.gpu.worker`) or forked from the zygote
-(gpu/zygote.py), unjailed and jailed, without a GPU or (`--gpu`) on GPU 0.
+"""What a sandbox worker's start costs, started anew (`python -m ksearch.gpu.worker.main`) or forked from the zygote
+(gpu/worker/zygote.py), unjailed and jailed, without a GPU or (`--gpu`) on GPU 0.
 
     python bench/worker_start.py [--starts N] [--gpu] [--out FILE]
 
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu import jail
-from ksearch.gpu.pool import WorkerProcess
+from ksearch.gpu.jail import launch as jail
+from ksearch.gpu.sandbox.pool import WorkerProcess
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import ModuleType
 
-from ksearch.gpu.standalone_cpp_ext import _ksearch_cpp_ext
+from ksearch.gpu.export.cpp_ext import _ksearch_cpp_ext
 from ksearch.worldmodel.errors import KsearchError
 
 
@@ -29,7 +29,7 @@ class ExtensionBuildError(RuntimeError, KsearchError):
         self.cpp_sources = cpp_sources
 
 
-# The build itself is the loader written into exported files (gpu/standalone_cpp_ext.py): one code, so what a
+# The build itself is the loader written into exported files (gpu/export/cpp_ext.py): one code, so what a
 # search measured is what its exported file builds. Here its errors become ExtensionBuildError, and each build
 # is recorded.
 _BUILDER = _ksearch_cpp_ext()

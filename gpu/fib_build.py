@@ -1,6 +1,6 @@
 """Building a FlashInfer-Bench C++/CUDA solution inside a candidate, the way FlashInfer-Bench builds it.
 
-A candidate converted from a Solution JSON (gpu/tasks/fib_solution.py) calls
+A candidate converted from a Solution JSON (gpu/tasks/flashinfer/solution.py) calls
 `build(FLASHINFER_SOLUTION, SOURCES)` once, when it is loaded:
 
 - the files are written, under their own relative paths, into a folder of the working directory
@@ -18,7 +18,7 @@ It returns the entry symbol; the candidate calls it positionally. A failed build
 
 A Python solution of several files calls `load_python(FLASHINFER_SOLUTION, SOURCES, FLASHINFER_DEFINITION)`:
 the files are one package, its entry module imported by its dotted path, as FlashInfer-Bench's PythonBuilder
-does. Where FlashInfer-Bench's package is in use (gpu/tasks/fib_pkg.py) its own builder does it (into its cache,
+does. Where FlashInfer-Bench's package is in use (gpu/tasks/flashinfer/pkg.py) its own builder does it (into its cache,
 FIB_CACHE_PATH, kept with the sandbox's compiler caches); else ksearch writes the package into the working directory and imports it. Either way
 the package is recorded against the files it came from: `own_package` tells the kernel audit that its modules'
 kernels are the candidate's own.
@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ksearch.gpu.cpp_ext import ExtensionBuildError
-from ksearch.gpu.tasks import fib_pkg
+from ksearch.gpu.tasks.flashinfer import pkg as fib_pkg
 
 _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _LOADED: dict[str, Callable[..., Any]] = {}

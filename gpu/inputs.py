@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ksearch.gpu.checking import constant_like, finite_mean, pieces
+from ksearch.gpu.checks.outputs import constant_like, finite_mean, pieces
+from ksearch.gpu.dtypes import FP4_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
 from ksearch.gpu.task import TaskError, Tolerance, Workload
-from ksearch.gpu.tasks.dtypes import FP4_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
 
 if TYPE_CHECKING:
     from ksearch.gpu.task import Task
@@ -281,7 +281,7 @@ def degenerate_outputs(task: Task, seed: int = 0, device: str = "cpu") -> list[s
 
     Runs the reference once on the smoke workload; an empty list means the rule rejects all fakes.
     """
-    from ksearch.gpu.runtime import TaskRuntime  # the runtime imports this module
+    from ksearch.gpu.tasks.rt.runtime import TaskRuntime  # the runtime imports this module
 
     rt = TaskRuntime(task)
     wl = task.smoke()

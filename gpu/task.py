@@ -2,7 +2,7 @@
 
 A task is loaded from a KernelBench-style Python file (the native format), a FlashInfer-Bench
 definition + workloads, or a GPU MODE task folder (see `gpu/tasks/`). Running a task (making
-inputs, building the reference and a candidate) lives in `gpu/runtime.py`, which needs torch and
+inputs, building the reference and a candidate) lives in `gpu/tasks/rt/runtime.py`, which needs torch and
 only ever runs inside a sandbox worker or a test.
 """
 

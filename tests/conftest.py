@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 # Before torch loads OpenMP: its idle threads sleep rather than spin. The suite runs more busy processes than cores
-# (the sandbox's workers are started so already, gpu/scrub.py).
+# (the sandbox's workers are started so already, gpu/jail/scrub.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest
 import torch
 
-from ksearch.gpu.tasks import fib_pkg
+from ksearch.gpu.tasks.flashinfer import pkg as fib_pkg
 
 _HAS_CUDA = torch.cuda.is_available()
 FIB_INSTALLED = fib_pkg.installed()

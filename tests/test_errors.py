@@ -16,7 +16,7 @@ from ksearch.worldmodel.errors import KsearchError
 
 PACKAGES = tuple(f"ksearch.{room}" for room in ("worldmodel", "gpu", "tools", "server"))
 # BaseException on purpose: a candidate's `except Exception` must not swallow the dry run's deadline.
-OUTSIDE = {"ksearch.gpu.dryrun.DryRunTimeout"}
+OUTSIDE = {"ksearch.gpu.worker.dryrun.DryRunTimeout"}
 
 
 def _modules() -> list[str]:
@@ -69,7 +69,7 @@ def defined() -> dict[str, type[BaseException]]:
 
 
 def test_every_exception_class_derives_from_ksearch_error(defined: dict[str, type[BaseException]]) -> None:
-    assert "ksearch.gpu.sandbox_api.SandboxError" in defined  # the walk did reach the packages
+    assert "ksearch.gpu.sandbox.api.SandboxError" in defined  # the walk did reach the packages
     outside = sorted(
         q for q, cls in defined.items() if not issubclass(cls, KsearchError) and q not in OUTSIDE
     )
@@ -91,7 +91,7 @@ def test_the_drawn_tree_is_the_real_one(defined: dict[str, type[BaseException]])
 
 def test_builtin_bases_are_kept() -> None:
     """Callers that caught the builtin kinds before the tree existed still catch them."""
-    from ksearch.gpu.sandbox_api import SandboxError
+    from ksearch.gpu.sandbox.api import SandboxError
     from ksearch.gpu.task import TaskError
     from ksearch.worldmodel.errors import NotFound, StoreBusy
 
@@ -143,7 +143,7 @@ def test_a_validators_message_reaches_the_user_without_pydantics_prefix() -> Non
     from pydantic import ValidationError
 
     from ksearch.tools.errors import describe_validation
-    from ksearch.tools.evaluate_file import EvaluateFileIn
+    from ksearch.tools.files.evaluate import EvaluateFileIn
 
     try:
         EvaluateFileIn(task="softmax", path="k.py", language="fortran")  # type: ignore[arg-type]

@@ -8,6 +8,11 @@ Every module's imports are read from its source (ast, function-level and TYPE_CH
 - the faces (ksearch.server) import the tools, and of the world model only its records, errors and their
   rendering: operations go through ksearch.tools.
 
+Inside gpu/ and tools/ the same check holds between their own rooms (INNER_ALLOWED, the lines each package's
+`__init__` says): the worker never imports the sandbox that starts it, the jail only the task record, timing and
+export nothing at all; the tools' loop imports neither prompting nor the bank. docs/architecture.md's map names
+every room and no other (test_the_map_names_the_folders).
+
 `ksearch.about` (version, install layout; standard library only) is open to every room. A face
 reaching past the tools would have to be listed in EXCEPTIONS with the reason (none is today); an entry no
 longer needed fails the test too, so the list only shrinks.
@@ -93,7 +98,101 @@ def _violations() -> dict[tuple[str, str], None]:
 
 def test_every_room_is_found() -> None:
     assert {_room(m) for m in MODULES} == set(ROOMS)
-    assert "ksearch.gpu.worker" in MODULES and "ksearch.server.cli.main" in MODULES
+    assert "ksearch.gpu.worker.main" in MODULES and "ksearch.server.cli.main" in MODULES
+
+
+# gpu's public helpers: what candidates and task files import (and the task record everything reads)
+SURFACE = ("task", "dtypes", "inputs", "nvrtc", "cpp_ext", "fib_build", "former_names")
+GPU_ALL = ("sandbox", "worker", "jail", "build", "checks", "timing", "export", "tasks", *SURFACE)
+# inner room -> the inner rooms of the same outer room it may import (besides itself)
+INNER_ALLOWED: dict[str, tuple[str, ...]] = {
+    "gpu.sandbox": GPU_ALL,
+    "gpu.worker": ("build", "checks", "jail", "tasks", "timing", *SURFACE),
+    "gpu.jail": ("task",),
+    "gpu.build": ("checks", "jail", "tasks", *SURFACE),
+    "gpu.checks": ("task", "dtypes", "inputs"),
+    "gpu.timing": (),
+    "gpu.export": (),
+    "gpu.tasks": ("checks", "jail", *SURFACE),
+    **{f"gpu.{s}": ("checks", "export", "tasks", *SURFACE) for s in SURFACE},
+    "tools.loop": ("door",),
+    "tools.prompting": ("loop", "bank", "door"),
+    "tools.bank": ("prompting", "door"),
+    "tools.files": ("loop", "door"),
+    "tools.suites": ("files", "door"),
+    "tools.door": ("loop", "prompting", "bank", "files", "suites"),
+}
+
+
+def _inner(module: str) -> str | None:
+    """gpu.<room> or tools.<room> for a module of gpu/ or tools/: a subpackage, a public helper of gpu, or
+    (tools) the door: the tool modules and their foundations at the top of tools/."""
+    parts = module.split(".")
+    if parts[1] not in ("gpu", "tools") or len(parts) < 3:
+        return None
+    if parts[1] == "tools" and not (ROOT / "tools" / parts[2]).is_dir():
+        return "tools.door"
+    return f"{parts[1]}.{parts[2]}"
+
+
+def test_the_rooms_inside_gpu_and_tools_point_one_way() -> None:
+    bad = []
+    for name, path in MODULES.items():
+        here = _inner(name)
+        if here is None:
+            continue
+        for imported in _imports(name, path):
+            there = _inner(imported)
+            if there is None or there == here or there.split(".")[0] != here.split(".")[0]:
+                continue
+            if there.split(".")[1] not in INNER_ALLOWED[here]:
+                bad.append(f"{name} imports {imported}")
+    assert not bad, "imports against the inner rooms' direction:\n" + "\n".join(sorted(bad))
+
+
+def test_the_inner_check_sees_a_wrong_direction() -> None:
+    assert (
+        _inner("ksearch.gpu.worker.core") == "gpu.worker"
+        and _inner("ksearch.tools.benchmark") == "tools.door"
+    )
+    assert "sandbox" not in INNER_ALLOWED["gpu.worker"] and "prompting" not in INNER_ALLOWED["tools.loop"]
+
+
+def test_every_inner_room_has_a_rule_and_says_it() -> None:
+    found = {r for m in MODULES if (r := _inner(m)) is not None}
+    assert found == set(INNER_ALLOWED), found ^ set(INNER_ALLOWED)
+    for room in found:
+        outer, inner = room.split(".")
+        init = ROOT / outer / inner / "__init__.py"
+        if init.exists():  # its docstring's first two lines: what it holds, what it may import
+            lines = (ast.get_docstring(ast.parse(init.read_text())) or "").splitlines()
+            assert len(lines) >= 2 and "import" in lines[1].lower(), (room, lines)
+            modules = [
+                p for p in (ROOT / outer / inner).glob("*.py") if p.name not in ("__init__.py", "__main__.py")
+            ]
+            assert len(modules) <= 15, (room, len(modules))
+
+
+def test_the_map_names_the_folders() -> None:
+    """docs/architecture.md's map lists each package folder of gpu/ and tools/ (a line `  name/`), and no other."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("<!-- rooms -->")[1]
+    named = {
+        word
+        for ln in block.split("```")[1].splitlines()
+        if ln.startswith("  ")
+        and (word := ln.split()[0]).endswith("/")
+        and word.startswith(("gpu/", "tools/"))
+    }
+    folders = {
+        f"{p.parent.relative_to(ROOT).as_posix()}/"
+        for room in ("gpu", "tools")
+        for p in (ROOT / room).rglob("__init__.py")
+        if p.parent != ROOT / room and "prompts" not in p.parts
+    }
+    assert named == folders, (
+        f"missing from the map: {sorted(folders - named)}; not folders: {sorted(named - folders)}"
+    )
 
 
 def test_imports_point_one_way() -> None:

@@ -62,7 +62,7 @@ def test_a_checkout_without_the_links_finds_the_rooms_beside(tmp_path: Path) -> 
         (tmp_path / "ksearch" / room).write_text(f"../{room}")
         (tmp_path / room).symlink_to(ROOT / room, target_is_directory=True)
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    code = "import ksearch, ksearch.gpu.scrub as s; print(ksearch.__path__[-1]); print(s.PROJECT_ROOT)"
+    code = "import ksearch, ksearch.gpu.jail.scrub as s; print(ksearch.__path__[-1]); print(s.PROJECT_ROOT)"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -124,7 +124,7 @@ def test_the_wheel_holds_one_top_level_package(wheel: zipfile.ZipFile) -> None:
     for room in ROOMS:
         assert f"ksearch/{room}/__init__.py" in names
     assert "ksearch/__init__.py" in names and "ksearch/about.py" in names
-    assert "ksearch/gpu/worker.py" in names and "ksearch/server/cli/__main__.py" in names
+    assert "ksearch/gpu/worker/main.py" in names and "ksearch/server/cli/__main__.py" in names
 
 
 def test_the_data_files_travel_with_it(wheel: zipfile.ZipFile) -> None:
@@ -134,8 +134,8 @@ def test_the_data_files_travel_with_it(wheel: zipfile.ZipFile) -> None:
             assert f"ksearch/gpu/tasks/builtin/{task.parent.name}/{f.name}" in names
     for f in (ROOT / "server" / "web" / "static").iterdir():
         assert f"ksearch/server/web/static/{f.name}" in names
-    for f in (ROOT / "tools" / "prompts").glob("*.md"):
-        assert f"ksearch/tools/prompts/{f.name}" in names
+    for f in (ROOT / "tools" / "prompting" / "prompts").glob("*.md"):
+        assert f"ksearch/tools/prompting/prompts/{f.name}" in names
     assert "ksearch/py.typed" in names  # the type hints ship (PEP 561)
 
 

@@ -10,8 +10,6 @@ import difflib
 
 from pydantic import Field
 
-from ksearch.tools import loop
-from ksearch.tools.call_clock import EVALUATION, part
 from ksearch.tools.common import (
     MeasuredJob,
     Progress,
@@ -26,6 +24,8 @@ from ksearch.tools.common import (
     task_for,
 )
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop import state as loop
+from ksearch.tools.loop.call_clock import EVALUATION, part
 from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import baselines
@@ -284,7 +284,7 @@ async def record(
     an attempt improves on it; loop.improves: correct, and faster beyond noise by at least the minimum gain),
     so a node never shows as its best an attempt its phase did not count, nor misses one it did. The first
     correct attempt of a node is its best in any case (a closed intent has code to build on)."""
-    from ksearch.gpu.compare import compare
+    from ksearch.gpu.timing.compare import compare
 
     phase_best_id = (refine.best_attempt_id or refine.base_attempt_id) if refine is not None else None
     phase_best = await ws.store.get_attempt(phase_best_id) if phase_best_id is not None else None

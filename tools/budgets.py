@@ -6,8 +6,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from ksearch.tools import loop
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop import state as loop
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Budgets, Search

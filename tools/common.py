@@ -8,13 +8,13 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import Field, model_validator
 
-from ksearch.gpu.sandbox_api import Sandbox
+from ksearch.gpu.sandbox.api import Sandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
-from ksearch.tools.call_clock import CallClock, part, took_text
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.facts_wait import facts_for
-from ksearch.tools.protocols import protocol_line
+from ksearch.tools.loop.call_clock import CallClock, part, took_text
+from ksearch.tools.loop.protocols import protocol_line
+from ksearch.tools.prompting.facts_wait import facts_for
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.baselines import baselines_line
@@ -129,7 +129,7 @@ async def resolve_candidate(ws: Workspace, ref: CandidateRef, task: Task | None 
 
 def solution_candidate(text: str, task: Task | None) -> tuple[str, Language]:
     """A FlashInfer-Bench Solution JSON as the candidate source and language the sandbox runs."""
-    from ksearch.gpu.tasks.fib_solution import candidate_from_solution_text
+    from ksearch.gpu.tasks.flashinfer.solution import candidate_from_solution_text
 
     if task is None:
         raise ToolFailure("`solution_json` needs a task: a FlashInfer-Bench Solution is for one definition")

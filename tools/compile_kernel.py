@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ksearch.tools.call_clock import part
 from ksearch.tools.common import CandidateJob, resolve_candidate, sandbox_of, task_for
+from ksearch.tools.loop.call_clock import part
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import CompileReport

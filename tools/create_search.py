@@ -10,10 +10,10 @@ from pydantic import Field
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks.facts import probe_in_background
 from ksearch.gpu.tasks.kernelbench_rules import with_precision
-from ksearch.tools.call_clock import part
 from ksearch.tools.common import baseline_settings
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.protocols import choose_protocol
+from ksearch.tools.loop.call_clock import part
+from ksearch.tools.loop.protocols import choose_protocol
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ksearch.tools import loop
-from ksearch.tools.bank_record import HUMAN, record_quietly
+from ksearch.tools.bank.record import HUMAN, record_quietly
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop import state as loop
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.edits import apply_edits

@@ -3,7 +3,7 @@ stands: a GPU MODE folder's `submission.py` (its `eval.py` imports `custom_kerne
 `ModelNew` file (KernelBench's `eval_kernel_against_ref` loads it beside the problem's `Model`).
 
 The file imports nothing of ksearch: a CUDA or C++ extension candidate gets the standalone copy of the helper it
-calls written in (gpu/standalone.py), anything else of ksearch is refused with the line it is on. Its first lines
+calls written in (gpu/export/standalone.py), anything else of ksearch is refused with the line it is on. Its first lines
 say which search and attempt it is and what ksearch measured of it (`exported_status`), so a kernel that is correct
 on the CPU interpreter but was never timed on a GPU goes out saying so.
 
@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ksearch.gpu.standalone import StandaloneError, standalone
+from ksearch.gpu.export.standalone import StandaloneError, standalone
 from ksearch.gpu.task import Task
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.schema import ToolIn, ToolModel
@@ -265,7 +265,7 @@ async def export_kernel(ws: Workspace, inp: ExportKernelIn) -> ExportedKernel:
 
 async def _as_solution(ws: Workspace, s: Search, attempt: int | None) -> ExportedKernel:
     """The Solution JSON export in the same shape as the file formats' (one tool for all three)."""
-    from ksearch.tools.solutions import export_solution  # it builds on this module's exported_attempt
+    from ksearch.tools.files.solutions import export_solution  # it builds on this module's exported_attempt
 
     sol = await export_solution(ws, s.id, attempt)
     a = await ws.store.get_attempt(sol.attempt_id)

@@ -8,10 +8,8 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from ksearch.gpu.compare import CONFIDENCE, MIN_GAIN, compare
-from ksearch.tools import loop
-from ksearch.tools.bank_record import record_quietly
-from ksearch.tools.call_clock import EVALUATION, part
+from ksearch.gpu.timing.compare import CONFIDENCE, MIN_GAIN, compare
+from ksearch.tools.bank.record import record_quietly
 from ksearch.tools.common import (
     Progress,
     refuse_without_gpu,
@@ -21,6 +19,8 @@ from ksearch.tools.common import (
     why_failed,
 )
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop import state as loop
+from ksearch.tools.loop.call_clock import EVALUATION, part
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import baselines

@@ -13,14 +13,15 @@ from collections.abc import Sequence
 
 from pydantic import Field, model_validator
 
-from ksearch.tools import contexts, loop
-from ksearch.tools.bank_record import record_quietly
+from ksearch.tools.bank.record import record_quietly
 from ksearch.tools.common import node_in
 from ksearch.tools.edit_tree import with_reason
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.loop import Applied, LoopState, RefineState
-from ksearch.tools.phase_models import UpdateContext
-from ksearch.tools.phase_prompts import prompt_text, update_hint
+from ksearch.tools.loop import state as loop
+from ksearch.tools.loop.state import Applied, LoopState, RefineState
+from ksearch.tools.prompting import contexts
+from ksearch.tools.prompting.phase_models import UpdateContext
+from ksearch.tools.prompting.phases import prompt_text, update_hint
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.claims import finish_record

@@ -9,8 +9,8 @@ most 5; no run in progress"); a search whose run was killed says so first.
 
 from __future__ import annotations
 
-from ksearch.tools.loop import LoopState, Phase, loop_state, seed_unmeasured
-from ksearch.tools.runs import run_status
+from ksearch.tools.loop.runs import run_status
+from ksearch.tools.loop.state import LoopState, Phase, loop_state, seed_unmeasured
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ksearch.tools import loop
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop import state as loop
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.edits import apply_intents

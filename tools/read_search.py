@@ -12,8 +12,8 @@ import json
 
 from pydantic import Field
 
-from ksearch.tools.declines import Decline, declines_in
-from ksearch.tools.runs import ShownStatus, run_status
+from ksearch.tools.loop.declines import Decline, declines_in
+from ksearch.tools.loop.runs import ShownStatus, run_status
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import bank_store

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ksearch.tools.call_clock import EVALUATION, part
 from ksearch.tools.common import (
     MeasuredJob,
     Progress,
@@ -17,7 +16,8 @@ from ksearch.tools.common import (
     summarize,
     task_for,
 )
-from ksearch.tools.loop import RefineState
+from ksearch.tools.loop.call_clock import EVALUATION, part
+from ksearch.tools.loop.state import RefineState
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Evaluation

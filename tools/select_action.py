@@ -11,10 +11,10 @@ from typing import NamedTuple
 
 from pydantic import Field
 
-from ksearch.tools import loop
 from ksearch.tools.common import node_in
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.loop import LoopState
+from ksearch.tools.loop import state as loop
+from ksearch.tools.loop.state import LoopState
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.claims import ClaimRefused, claim_intent

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pydantic import Field, field_validator
 
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
-from ksearch.tools.candidate_file import LanguageChoice, detect_language
 from ksearch.tools.common import MAX_SOURCE_CHARS, CandidateRef, Progress
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.loop import give_back, phase_attempts, seed_unmeasured
+from ksearch.tools.files.candidate import LanguageChoice, detect_language
+from ksearch.tools.files.solutions import entry_missing, is_solution, submitted_candidate
+from ksearch.tools.loop.state import give_back, phase_attempts, seed_unmeasured
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.select_action import SelectActionIn, select_action
-from ksearch.tools.solutions import entry_missing, is_solution, submitted_candidate
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import LANGUAGES, Evaluation, Node, Search

@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import Field
 
 from ksearch.about import IMPORT_ROOT
-from ksearch.gpu.procs import kill_group
+from ksearch.gpu.build.procs import kill_group
 from ksearch.gpu.task import Bound, Split, Task, TaskError, TaskStyle
 from ksearch.gpu.tasks import builtin_tasks, load_task
 from ksearch.gpu.tasks.check import CheckReport
 from ksearch.gpu.tasks.facts import RoundingProbe, TaskFacts, apply_facts, task_facts
+from ksearch.tools.files.tunables import TunableError, TunableInfo, read_tunables
 from ksearch.tools.schema import ToolIn, ToolModel
-from ksearch.tools.tunables import TunableError, TunableInfo, read_tunables
 
 CHECK_TIMEOUT_S = 300
 SPLITS: tuple[Split, ...] = ("search", "heldout", "smoke")
@@ -278,7 +278,9 @@ async def check_task(inp: CheckTaskIn) -> TaskCheck:
     task, cmd = _check_command(inp)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as for the workers (gpu/scrub.py): busy cores, small ops
+    env.setdefault(
+        "OMP_WAIT_POLICY", "PASSIVE"
+    )  # as for the workers (gpu/jail/scrub.py): busy cores, small ops
     proc = await asyncio.create_subprocess_exec(
         *cmd,
         env=env,

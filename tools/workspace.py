@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu.sandbox import LocalSandbox, Sandbox, gpus_visible
+from ksearch.gpu.sandbox.local import LocalSandbox, Sandbox, gpus_visible
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.kernelbench_rules import with_precision
@@ -101,7 +101,7 @@ class Workspace:
     async def sandbox(self) -> Sandbox:
         async with self._lock:
             if self._sandbox is None and self._ray is not None:
-                from ksearch.gpu.ray_sandbox import RaySandbox, shared_pool
+                from ksearch.gpu.sandbox.ray import RaySandbox, shared_pool
 
                 ray_sb = RaySandbox(
                     shared_pool(self._ray), [int(g) for g in self._gpus] if self._gpus else None

@@ -515,7 +515,9 @@ async def replay_edits(store: Store, search_id: int) -> list[Node]:
         nid = edit.node_id
         assert nid is not None
         p = edit.payload
-        if edit.op == "finish":  # a refine phase's end: a lifecycle status with its reason, not a field an edit sets
+        if (
+            edit.op == "finish"
+        ):  # a refine phase's end: a lifecycle status with its reason, not a field an edit sets
             continue
         if edit.op == "insert":
             nodes[nid] = {

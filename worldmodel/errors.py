@@ -21,21 +21,21 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── TaskError                      ksearch.gpu.task           (ValueError)
     │   └── ProbeFailed                ksearch.gpu.tasks.probe
     ├── TunableError                   ksearch.gpu.tasks.tunables (ValueError)
-    ├── SolutionError                  ksearch.gpu.tasks.fib_solution (ValueError)
-    ├── CandidateError                 ksearch.gpu.tasks.rt_common (ValueError)
-    ├── StandaloneError                ksearch.gpu.standalone     (ValueError)
+    ├── SolutionError                  ksearch.gpu.tasks.flashinfer.solution (ValueError)
+    ├── CandidateError                 ksearch.gpu.tasks.rt.common (ValueError)
+    ├── StandaloneError                ksearch.gpu.export.standalone     (ValueError)
     ├── NotLiteral                     ksearch.gpu.tasks.literals
-    ├── CandidateFailure               ksearch.gpu.worker_core
-    ├── SandboxError                   ksearch.gpu.sandbox_api    (RuntimeError)
-    ├── WorkerError                    ksearch.gpu.pool
-    │   └── WorkerBusy                 ksearch.gpu.pool
-    ├── LeaseTimeout                   ksearch.gpu.gpu_lease
-    ├── ZygoteUnavailable              ksearch.gpu.zygote_client
-    ├── ProfileError                   ksearch.gpu.ncu            (RuntimeError)
+    ├── CandidateFailure               ksearch.gpu.worker.core
+    ├── SandboxError                   ksearch.gpu.sandbox.api    (RuntimeError)
+    ├── WorkerError                    ksearch.gpu.sandbox.pool
+    │   └── WorkerBusy                 ksearch.gpu.sandbox.pool
+    ├── LeaseTimeout                   ksearch.gpu.sandbox.lease
+    ├── ZygoteUnavailable              ksearch.gpu.sandbox.zygote_client
+    ├── ProfileError                   ksearch.gpu.timing.ncu            (RuntimeError)
     ├── ExtensionBuildError            ksearch.gpu.cpp_ext        (RuntimeError)
     ├── NvrtcError                     ksearch.gpu.nvrtc          (RuntimeError)
-    ├── ProfilerReplaced               ksearch.gpu.timing_flashinfer (RuntimeError)
-    ├── TimedCallFailed                ksearch.gpu.timing_flashinfer
+    ├── ProfilerReplaced               ksearch.gpu.worker.protocol_flashinfer (RuntimeError)
+    ├── TimedCallFailed                ksearch.gpu.worker.protocol_flashinfer
     ├── ToolFailure                    ksearch.tools.errors
     ├── PolicyError                    ksearch.server.driver.policies.base (RuntimeError)
     │   └── IntentDeclined             ksearch.server.driver.policies.base
@@ -45,7 +45,7 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── CallRefused                    ksearch.server.mcp.server
     └── Interrupted                    ksearch.server.cli.interrupt
 
-One class stays outside on purpose: `ksearch.gpu.dryrun.DryRunTimeout` derives from BaseException so that a
+One class stays outside on purpose: `ksearch.gpu.worker.dryrun.DryRunTimeout` derives from BaseException so that a
 candidate's own `except Exception` cannot swallow the dry run's deadline.
 
 Each face turns a `KsearchError` into its own kind of answer in one place: the CLI in

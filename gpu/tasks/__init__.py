@@ -1,4 +1,6 @@
-"""Finding and loading tasks: built-ins by name, anything else by path. Importing this needs no torch.
+"""Tasks: finding and loading them (built-ins by name, anything else by path), their facts, probes and checks.
+May import checks, jail (probes run jailed) and gpu's public helpers. Importing this package needs no torch.
+
 
 - `load_task("softmax")`: a built-in (gpu/tasks/builtin/softmax/task.py)
 - `load_task("problems/19_ReLU.py")`: a KernelBench-style file (the native format)
@@ -11,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ksearch.gpu.task import Task, TaskError
-from ksearch.gpu.tasks.flashinfer import load_flashinfer
+from ksearch.gpu.tasks.flashinfer.loader import load_flashinfer
 from ksearch.gpu.tasks.gpumode import load_gpumode
 from ksearch.gpu.tasks.native import load_native
 

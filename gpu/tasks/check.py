@@ -40,13 +40,13 @@ def run_check(ref: str, workloads: str | None = None, seed: int = 0) -> CheckRep
     """Run the reference once on the smoke workload and judge the rule on that one run's outputs.
 
     Lean on memory: one model, one set of inputs and outputs at a time (the outputs are dropped before the
-    probe runs), and comparisons made piece by piece (ksearch.gpu.checking.pieces)."""
+    probe runs), and comparisons made piece by piece (ksearch.gpu.checks.outputs.pieces)."""
     import torch
 
-    from ksearch.gpu import degenerate
+    from ksearch.gpu.checks import degenerate
     from ksearch.gpu.inputs import as_outputs, degenerate_findings, dtype_name
-    from ksearch.gpu.runtime import TaskRuntime
     from ksearch.gpu.tasks import load_task
+    from ksearch.gpu.tasks.rt.runtime import TaskRuntime
 
     task = load_task(ref, workloads=workloads)
     wl = task.smoke()

@@ -4,7 +4,7 @@
     facts = task_facts(task)          # TaskFacts (pydantic); facts.text() for a prompt
 
 A KernelBench file states none of this; a built-in states some of it (META, COST). The reference is
-run once per task file content in a subprocess (gpu/tasks/rt_facts.py: scrubbed, jailed, GPUs
+run once per task file content in a subprocess (gpu/tasks/rt/facts.py: scrubbed, jailed, GPUs
 hidden, memory capped) under torch's FakeTensorMode, so a workload of many GB costs nothing; where
 fake tensors fail (an `.item()` in the forward, an op without a meta kernel) the smallest workload
 is run for real on the CPU instead, and each workload says which was used. Importing this module
@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ksearch.gpu import jail_view
+from ksearch.gpu.jail import view as jail_view
 from ksearch.gpu.task import Bound, Task, Workload
 from ksearch.gpu.tasks.probe import ProbeFailed, run_probe
 
@@ -145,7 +145,9 @@ class WorkloadProbe(BaseModel):
     flops_counted: float | None = None  # FlopCounterMode's total
     ops: list[OpTally] = Field(default_factory=list)  # compute ops in first-call order (views etc. left out)
     cost: dict[str, Any] | None = None  # the task's own COST for this workload
-    cuda_as_cpu: list[str] = Field(default_factory=list)  # CUDA placements read as CPU ones (rt_placement.py)
+    cuda_as_cpu: list[str] = Field(
+        default_factory=list
+    )  # CUDA placements read as CPU ones (tasks/rt/placement.py)
     error: str | None = None  # why it has no (or only part of its) facts
 
     def elements(self) -> int:
@@ -578,7 +580,7 @@ def probe_in_background(task: Task) -> threading.Thread | None:
 def _probe(task: Task, key: str, timeout_s: float) -> ProbeResult:
     try:
         out = run_probe(
-            ["-m", "ksearch.gpu.tasks.rt_facts", "{home}/task.json"],
+            ["-m", "ksearch.gpu.tasks.rt.facts", "{home}/task.json"],
             where=task.source_path,
             readable=jail_view.task_paths(task),
             what="derive its shapes and costs",

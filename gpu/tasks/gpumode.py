@@ -12,7 +12,7 @@ Parameters reach generate_input as GPU MODE's evaluator hands them over: the pla
 `name: value` text and the evaluator reads back integers (and, in its grouped-GEMM variant, lists of
 integers) and leaves everything else text, so task.yml's `nomask: False` arrives as the string "False"
 (which is true). Workload params hold those values. A `seed` parameter is combined with the trial's seed at
-run time (gpu/tasks/rt_gpumode.py), as the evaluator combines it with its secret seed in ranked runs.
+run time (gpu/tasks/rt/gpumode.py), as the evaluator combines it with its secret seed in ranked runs.
 
 Refused at load: a generate_input that needs a parameter no workload gives (`rank` in the multi-GPU
 tasks, which the evaluator runs once per rank). Noted at load: a reference that pins tensors to CUDA

@@ -16,7 +16,7 @@ KernelBench's `precision` (`eval_kernel_against_ref(..., precision=...)`, its sc
 default) casts every tensor of `get_inputs()` and `get_init_inputs()` to that dtype (`_process_input_tensor`: integer
 tensors too) and both models (`.to(dtype=precision)`: their floating-point parameters and buffers), and judges every
 output by that precision's `t`. `with_precision` gives a KernelBench problem file that setting: the runtime casts
-as KernelBench does (gpu/tasks/rt_native.py) and `kernelbench_tolerance(precision)` applies that `t` to outputs of
+as KernelBench does (gpu/tasks/rt/native.py) and `kernelbench_tolerance(precision)` applies that `t` to outputs of
 every floating dtype (each with its own roundoff term), so an output left in another dtype is judged as KernelBench
 judges it. Without a precision a file runs on its inputs as drawn, judged per output dtype as above.
 """

@@ -189,7 +189,7 @@ def load_native(
 def _with_small_smoke(task: Task, source: str) -> Task:
     """Replace a derived smoke workload (a copy of GPU-sized inputs) by one with smaller sizes.
 
-    The sizes are found and checked in a subprocess (gpu/tasks/rt_facts.py), cached per file content;
+    The sizes are found and checked in a subprocess (gpu/tasks/rt/facts.py), cached per file content;
     a file whose sizes are already small, or that has none to shrink, is not run at all. Whatever goes
     wrong, the task keeps its copy and the note says why.
     """

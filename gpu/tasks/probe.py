@@ -2,7 +2,7 @@
 
 A task file is code like a candidate: the process that asks (the MCP server, the CLI) never runs it
 itself and never imports torch for it. The subprocess gets the same allow-listed environment as a
-worker (no API keys) and, where user namespaces work, the same jail (gpu/jail.py): no network, no GPU, a
+worker (no API keys) and, where user namespaces work, the same jail (gpu/jail/launch.py): no network, no GPU, a
 view of the Python environment and of the task's own files (`where`, or `readable`), writing only into a
 throwaway home directory, which is also where the caller's input files are placed.
 """
@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ksearch.gpu import jail
-from ksearch.gpu.scrub import scrubbed_env
+from ksearch.gpu.jail import launch as jail
+from ksearch.gpu.jail.scrub import scrubbed_env
 from ksearch.gpu.task import TaskError
 
 

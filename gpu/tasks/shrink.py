@@ -6,7 +6,7 @@ in `get_inputs`; `return [4096, 1024]` in `get_init_inputs`, whose values size t
 in ksearch's own format, with workload parameters and the defaults of `get_inputs(M=4096, ...)`.
 A file that declares no smoke workload gets one made by dividing those integers by a common
 factor (the search for the factor, and the check that the reference still runs, happen in
-gpu/tasks/rt_smoke.py). A literal is a knob named by where it stands (`get_inputs:12:25`, its line
+gpu/tasks/rt/smoke.py). A literal is a knob named by where it stands (`get_inputs:12:25`, its line
 and column), replaced in a copy of the file as a constant is. Pure data and `ast`: importing this
 needs no torch.
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ksearch.gpu.dtypes import FLOAT_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
 from ksearch.gpu.task import Bound, Split, TaskError, Tolerance, Workload
-from ksearch.gpu.tasks.dtypes import FLOAT_DTYPES, FP8_DTYPES, accepted_dtypes, canonical_dtype
 
 
 def task_error(path: Path | str, field: str, message: str) -> TaskError:

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from ksearch.gpu.inputs import as_outputs, dtype_name
-from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.task import Tolerance
 from ksearch.gpu.tasks import builtin_names, load_task
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime, load_candidate_module
 
 
 def tolerance_use(got: torch.Tensor, exp: torch.Tensor, tol: Tolerance) -> float:

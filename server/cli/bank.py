@@ -13,8 +13,8 @@ import typer
 
 from ksearch.server.cli.common import BankOption, DbOption, default_db, run_async, say, tell, use_bank
 from ksearch.server.cli.steer import workspace
-from ksearch.tools import bank as bank_ops
-from ksearch.tools.bank_record import record_search
+from ksearch.tools.bank import ops as bank_ops
+from ksearch.tools.bank.record import record_search
 from ksearch.tools.workspace import Workspace
 
 

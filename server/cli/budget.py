@@ -52,7 +52,7 @@ def budget(
     Exit code 0 when done, 2 when the input was refused (nothing changed).
     """
     from ksearch.tools.budgets import BUDGET_NAMES, SetBudgetsIn, set_budgets
-    from ksearch.tools.loop import budget_state
+    from ksearch.tools.loop.state import budget_state
 
     changes = {
         "rounds": rounds,

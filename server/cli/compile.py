@@ -1,6 +1,6 @@
 """`ksearch compile TASK FILE`: compile one candidate file without running it, outside any search.
 
-Parses, calls ksearch.tools.compile_file (compile_kernel's work without a store) and prints its report:
+Parses, calls ksearch.tools.files.compile (compile_kernel's work without a store) and prints its report:
 diagnostics on the candidate's lines, each kernel's registers, spills, shared memory and occupancy. Exits 0
 when it compiles, 1 when it does not, 2 when the input is refused (unknown task, unreadable file, a source
 that does not parse).
@@ -83,7 +83,7 @@ def compile_file(
     as_json: Annotated[bool, typer.Option("--json", help="Print the full compile report as JSON")] = False,
 ) -> None:
     """Compile one candidate file without running it: diagnostics, registers, spills, shared memory."""
-    from ksearch.tools.compile_file import CompileFileIn, compile_file
+    from ksearch.tools.files.compile import CompileFileIn, compile_file
 
     with refusals():  # a bad option's message names it and what is accepted
         inp = CompileFileIn(

@@ -6,7 +6,7 @@ resource: summary, the score over rounds, the tree, the best path with its reaso
 kernel with its evaluation and diff, every attempt, and the spend per phase. Both are read through
 ksearch.tools.read_search. With `--attempt N` the JSON is that attempt's record alone and the report's kernel
 section shows it instead of the best. The kernel formats (`--solution`, `--submission`, `--kernelbench`) are
-written by ksearch.tools.solutions and ksearch.tools.export_kernel (server/cli/exporting.py is the command).
+written by ksearch.tools.files.solutions and ksearch.tools.export_kernel (server/cli/exporting.py is the command).
 """
 
 from __future__ import annotations

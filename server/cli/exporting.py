@@ -1,7 +1,7 @@
 """`ksearch export SEARCH`: a search, or one of its kernels, out of the database.
 
 The whole search as JSON or an HTML report (server/cli/export.py builds both), or a kernel in its task owner's
-format, for the owner's evaluator to run as it stands: `--solution` (FlashInfer-Bench, ksearch.tools.solutions),
+format, for the owner's evaluator to run as it stands: `--solution` (FlashInfer-Bench, ksearch.tools.files.solutions),
 `--submission` (a GPU MODE folder's submission.py) and `--kernelbench` (a KernelBench ModelNew file), both by
 ksearch.tools.export_kernel. `--attempt N` picks an attempt instead of the best: any attempt's record for JSON and
 the report, a correct one for the kernel formats (how a search run on a CPU, whose attempts are never timed and so
@@ -74,7 +74,7 @@ def export(
     from ksearch.server.cli.export import export_attempt_json, export_html, export_json
     from ksearch.server.cli.kernels import check_output
     from ksearch.tools.export_kernel import ExportKernelIn, export_kernel
-    from ksearch.tools.solutions import export_solution
+    from ksearch.tools.files.solutions import export_solution
     from ksearch.worldmodel.errors import KsearchError
 
     if as_json + as_html + as_solution + as_submission + as_kernelbench > 1:

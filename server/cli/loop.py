@@ -40,10 +40,10 @@ def register(app: typer.Typer) -> None:
 
 def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_DB) -> None:
     """Where the search's loop stands (phase, round, attempts against the cap, budget) and what to do next."""
-    from ksearch.tools.loop import LoopState, loop_state
+    from ksearch.tools.loop.protocols import protocol_line
+    from ksearch.tools.loop.runs import run_status
+    from ksearch.tools.loop.state import LoopState, loop_state
     from ksearch.tools.now_doing import now_doing
-    from ksearch.tools.protocols import protocol_line
-    from ksearch.tools.runs import run_status
 
     async def go() -> tuple[LoopState, str, str]:
         async with workspace(db) as ws:

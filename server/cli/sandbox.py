@@ -1,6 +1,6 @@
 """`ksearch eval TASK FILE`: evaluate one candidate file on its own, outside any search.
 
-Parses, calls ksearch.tools.evaluate_file and prints what was measured, on what, and how noisy it was;
+Parses, calls ksearch.tools.files.evaluate and prints what was measured, on what, and how noisy it was;
 `--json` prints the full Evaluation. This process never imports torch: the work runs in sandbox worker
 processes.
 """
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 def detect_language(source: str) -> Language:
     """The language `--language auto` runs a source as (imported when used: `ksearch --help` stays quick)."""
-    from ksearch.tools.candidate_file import detect_language as detect
+    from ksearch.tools.files.candidate import detect_language as detect
 
     return detect(source)
 
@@ -123,7 +123,7 @@ def eval_file(
     ] = None,
 ) -> None:
     """Evaluate one candidate file: compile, check against the reference, and time it."""
-    from ksearch.tools.evaluate_file import EvaluateFileIn, evaluate_file
+    from ksearch.tools.files.evaluate import EvaluateFileIn, evaluate_file
 
     with refusals():  # a bad option's message names it and what is accepted
         inp = EvaluateFileIn(

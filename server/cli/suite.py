@@ -20,7 +20,14 @@ from ksearch.server.cli.common import (
     tell,
 )
 from ksearch.server.cli.steer import workspace
-from ksearch.tools.suites import SuiteBudgets, SuiteIn, export_suite, list_suites, report_text, suite_report
+from ksearch.tools.suites.suite import (
+    SuiteBudgets,
+    SuiteIn,
+    export_suite,
+    list_suites,
+    report_text,
+    suite_report,
+)
 
 
 def register(app: typer.Typer) -> None:

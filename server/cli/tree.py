@@ -13,7 +13,7 @@ from rich.table import Table
 from ksearch.server.cli.common import DbOption, default_db, fail, print_table, run_async, say
 from ksearch.server.cli.steer import workspace
 from ksearch.tools.get_tree import tree_text
-from ksearch.tools.runs import run_status, run_statuses
+from ksearch.tools.loop.runs import run_status, run_statuses
 from ksearch.worldmodel.errors import NotFound, SchemaError
 from ksearch.worldmodel.render import MIN_BUDGET, fmt_speedup, no_best, tree_json, tree_mermaid
 

@@ -1,7 +1,7 @@
 """The built-in driver: init → rounds of select → refine → update → final evaluation.
 
 Every step goes through tools/ — the same functions an MCP host or a person calls, with the same loop
-rules (tools/loop.py: the attempt cap, the stagnation window, the budgets) — and every result is
+rules (tools/loop/state.py: the attempt cap, the stagnation window, the budgets) — and every result is
 committed to the store as soon as it exists, so a killed driver resumes with nothing lost but the
 attempt in flight, and a search can change hands between the driver, a host and a person at any point.
 """
@@ -24,19 +24,20 @@ from ksearch.server.driver.policies.base import (
     PolicyError,
     UpdateContext,
 )
-from ksearch.tools import contexts, loop
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.budgets import keep_budgets
 from ksearch.tools.common import CandidateRef
-from ksearch.tools.declines import decline_intent
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.final_eval import FinalEvalIn, FinalRow, end_search, final_evaluation
 from ksearch.tools.finish_intent import close_refine
 from ksearch.tools.llm_calls import record_llm_call
-from ksearch.tools.phase_prompts import init_context
+from ksearch.tools.loop import state as loop
+from ksearch.tools.loop.declines import decline_intent
+from ksearch.tools.loop.runs import hold_run, keep_run_result, mark_running, release_claims
+from ksearch.tools.prompting import contexts
+from ksearch.tools.prompting.phases import init_context
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
-from ksearch.tools.runs import hold_run, keep_run_result, mark_running, release_claims
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
@@ -112,7 +113,7 @@ class Driver:
         self._search_id = s.id
         records = self.ws.records
         # Hold the search's run for this process (refused while another live process runs it; a heartbeat
-        # while it runs), so a search left `running` by a killed process reads as interrupted (tools/runs.py).
+        # while it runs), so a search left `running` by a killed process reads as interrupted (tools/loop/runs.py).
         async with hold_run(self.ws, s.id, on_missed_beat=self.display.event):
             await mark_running(self.ws, s.id)
             s = await self._recover(s, say=True)  # its round may have been given back
@@ -237,7 +238,7 @@ class Driver:
         )
 
     async def _budget_stop(self, b: _Budget, s: Search, *, refining: bool = False) -> str | None:
-        """The search's budgets (tools/loop.py), with this run's options in place of the search's where
+        """The search's budgets (tools/loop/state.py), with this run's options in place of the search's where
         given; rounds count the rounds this run started."""
         o, sb, lim = b.opts, s.config.budgets, self._limits(s)
         if not refining and lim.rounds is not None and b.rounds_started >= lim.rounds:

@@ -15,8 +15,8 @@ from ksearch.server.driver.policies import PolicyError, default_policy_name, mak
 from ksearch.tools.common import refuse_without_gpu
 from ksearch.tools.create_search import CreateSearchIn, DriverSettings, create_search
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.runs import check_run_free, keep_run_options
-from ksearch.tools.solutions import not_a_candidate
+from ksearch.tools.files.solutions import not_a_candidate
+from ksearch.tools.loop.runs import check_run_free, keep_run_options
 from ksearch.tools.submit_kernel import SubmitKernelIn, submit_kernel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Search

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ksearch.server.driver.run_main import RunArgs, run_main
-from ksearch.tools.suites import (
+from ksearch.tools.suites.suite import (
     Suite,
     SuiteIn,
     SuiteTask,

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from ksearch.tools.call_clock import BETWEEN, CallClock
+from ksearch.tools.loop.call_clock import BETWEEN, CallClock
 
 CALL_LOG = logging.getLogger("ksearch.calls")
 

@@ -33,7 +33,7 @@ async def candidate_isolation(ks: KsearchServer) -> str:
 
 def unjailed_exposure(host: str, isolation: str) -> str:
     """What an unjailed server exposes to clients from other machines. The sandbox's isolation report names the
-    protections that are missing (gpu/jail.py writes it, so it stays exact as the jail changes)."""
+    protections that are missing (gpu/jail/launch.py writes it, so it stays exact as the jail changes)."""
     return (
         f"clients that reach {host!r} from other machines would have their candidates run without the jail, "
         f"and anyone holding the token could run code as this user. What is missing, as the sandbox reports "

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ksearch.tools.contexts import ROOT_TITLE
+from ksearch.tools.prompting.contexts import ROOT_TITLE
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import EditSpec, IntentSpec
 

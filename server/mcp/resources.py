@@ -13,10 +13,10 @@ from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
-from ksearch.tools.bank import QueryBankIn, query_bank
+from ksearch.tools.bank.ops import QueryBankIn, query_bank
 from ksearch.tools.common import gpu_lacking
-from ksearch.tools.facts_wait import bounded, facts_for
 from ksearch.tools.get_tree import GetTreeIn, get_tree
+from ksearch.tools.prompting.facts_wait import bounded, facts_for
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError
 

@@ -36,10 +36,9 @@ from ksearch.server.mcp.record import HostRecorder
 from ksearch.server.mcp.resources import id_of, ref_of, refusals, register_resources
 from ksearch.server.mcp.stdio_input import HostLines
 from ksearch.server.mcp.text import text_of, took_of
-from ksearch.tools.bank import QueryBankIn, QueryBankOut, query_bank
+from ksearch.tools.bank.ops import QueryBankIn, QueryBankOut, query_bank
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.budgets import SetBudgetsIn, SetBudgetsOut, set_budgets
-from ksearch.tools.call_clock import CallClock, part, started
 from ksearch.tools.common import BRIEF_S
 from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
 from ksearch.tools.create_search import CreateSearchIn, create_search
@@ -50,7 +49,8 @@ from ksearch.tools.final_eval import FinalEvalIn, FinalOut, final_evaluation
 from ksearch.tools.finish_intent import FinishIntentIn, FinishOut, finish_intent
 from ksearch.tools.get_tree import GetTreeIn, TreeOut, get_tree
 from ksearch.tools.list_searches import SearchRow, list_searches
-from ksearch.tools.loop import loop_state
+from ksearch.tools.loop.call_clock import CallClock, part, started
+from ksearch.tools.loop.state import loop_state
 from ksearch.tools.profile_ncu import ProfileIn, ProfileOut, profile_ncu
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctness
@@ -507,8 +507,8 @@ class KsearchServer:
 
     def _register_prompts(self) -> None:
         self._checked_prompts()
-        from ksearch.tools.facts_wait import ANALYSE_WAIT_S, bounded
-        from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
+        from ksearch.tools.prompting.facts_wait import ANALYSE_WAIT_S, bounded
+        from ksearch.tools.prompting.phases import analyse_kernel, implement_intent, reflect_and_edit
 
         # an assistant's reading never waits long for the task's facts: it is told they are being derived
         async def p_analyse(search: str) -> str:

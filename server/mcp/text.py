@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ksearch.tools.bank import QueryBankOut
-from ksearch.tools.call_clock import CallClock, took_text
+from ksearch.tools.bank.ops import QueryBankOut
 from ksearch.tools.common import INSIDE_STEPS, errors_text, failed_label, seconds_text
 from ksearch.tools.final_eval import FinalOut
+from ksearch.tools.loop.call_clock import CallClock, took_text
 from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.worldmodel.models import CPU_INTERPRETER, compile_label
 

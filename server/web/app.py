@@ -48,7 +48,7 @@ from ksearch.tools.list_searches import list_searches
 from ksearch.tools.now_doing import now_doing
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.read_search import read_attempt
-from ksearch.tools.suites import list_suites, suite_report
+from ksearch.tools.suites.suite import list_suites, suite_report
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError, NotFound, StoreBusy
 from ksearch.worldmodel.models import EditSpec, IntentSpec, Node

@@ -11,7 +11,7 @@ import math
 from itertools import groupby
 
 from ksearch.server.web.html import Markup, h
-from ksearch.tools.declines import Decline
+from ksearch.tools.loop.declines import Decline
 from ksearch.worldmodel.models import Attempt
 from ksearch.worldmodel.render import fmt_speedup
 

@@ -9,7 +9,7 @@ from ksearch.server.web.parts import speed, status_badge, table
 from ksearch.server.web.search_html import chart, summary, tree
 from ksearch.server.web.snapshot import SearchView
 from ksearch.tools.submit_kernel import MAX_SOURCE_BYTES
-from ksearch.tools.suites import SuiteReport
+from ksearch.tools.suites.suite import SuiteReport
 
 STYLE_PATH = "/static/style.css"
 SCRIPT_PATH = "/static/app.js"

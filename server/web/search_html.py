@@ -22,7 +22,7 @@ from ksearch.server.web.parts import (
     text_block,
 )
 from ksearch.server.web.snapshot import SearchView
-from ksearch.tools.protocols import protocol_line
+from ksearch.tools.loop.protocols import protocol_line
 from ksearch.worldmodel.models import Attempt, Edit, Node
 from ksearch.worldmodel.render import no_best
 

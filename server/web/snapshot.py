@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ksearch.tools.loop.runs import ShownStatus
 from ksearch.tools.read_search import (
     AttemptBase,
     BankUse,
@@ -19,7 +20,6 @@ from ksearch.tools.read_search import (
     read_search,
     search_version,
 )
-from ksearch.tools.runs import ShownStatus
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Attempt, Candidate, Node, Search
 

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ksearch.server.cli.words import cli_words
-from ksearch.tools.candidate_file import LanguageChoice
+from ksearch.tools.files.candidate import LanguageChoice
 from ksearch.tools.submit_kernel import MAX_SOURCE_BYTES, SubmitKernelIn, check_submission, submit_kernel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError

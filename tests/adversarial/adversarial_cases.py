@@ -189,7 +189,7 @@ CASES: list[Case] = [
         reasons=("harness_tampered",),
         how="the identity of every function in torch, torch.Tensor, torch.nn.functional (and more) "
         "and in the task's reference module is taken before candidate code runs and compared after "
-        "each call into it (harness_tampered, gpu/guard.py); the worker is replaced",
+        "each call into it (harness_tampered, gpu/checks/guard.py); the worker is replaced",
     ),
     Case(
         "slows_the_baseline",

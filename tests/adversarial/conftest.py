@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 
 
 @pytest.fixture(scope="module")

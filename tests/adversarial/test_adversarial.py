@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from adversarial_cases import CASES, CHEATS, Case, verdict
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.tasks import load_task
 from ksearch.worldmodel.models import Candidate, EvalSettings
 

@@ -89,7 +89,7 @@ async def test_a_bad_bank_file_is_refused_and_nothing_is_imported(
 async def test_an_mcp_host_queries_the_bank_and_reads_its_resources(tmp_path: Path) -> None:
     db = await _db(tmp_path)
     async with await Workspace.open(db) as ws:
-        from ksearch.tools.bank_record import record_search
+        from ksearch.tools.bank.record import record_search
 
         await record_search(ws, "sm")
     async with stdio_client(db) as c:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.compiler import find_nvcc
+from ksearch.gpu.build.compiler import find_nvcc
 from tests.fixtures.cli import ksearch_cli
 
 pytestmark = pytest.mark.timeout(300)

@@ -105,7 +105,7 @@ def test_a_suite_runs_on_both_nodes_stops_on_ctrl_c_and_resumes(cluster: Any, tm
 
 
 def test_an_actor_killed_mid_evaluation_has_its_evaluation_rerun_on_another(cluster: Any) -> None:
-    from ksearch.gpu.ray_sandbox import RayPool, RaySandbox
+    from ksearch.gpu.sandbox.ray import RayPool, RaySandbox
     from ksearch.gpu.tasks import load_task
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
@@ -172,7 +172,7 @@ def test_bad_clusters_and_actor_indices_are_refused_before_anything_is_written(
 def test_an_mcp_servers_benchmarks_run_on_the_clusters_actors(cluster: Any, tmp_path: Path) -> None:
     from mcp.client import Client
 
-    from ksearch.gpu.ray_sandbox import close_pools
+    from ksearch.gpu.sandbox.ray import close_pools
     from ksearch.server.mcp.server import KsearchServer
 
     async def go() -> tuple[dict[str, Any], list[int]]:

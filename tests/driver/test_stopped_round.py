@@ -15,8 +15,8 @@ from ksearch.server.driver.display import Display
 from ksearch.server.driver.loop import Driver
 from ksearch.server.driver.policies.base import Policy
 from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.loop.runs import release_claims
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
-from ksearch.tools.runs import release_claims
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Evaluation, IntentSpec

@@ -13,7 +13,7 @@ from ksearch.server.driver.display import Display
 from ksearch.server.driver.loop import Driver
 from ksearch.server.driver.policies.base import Policy
 from ksearch.tools.create_search import CreateSearchIn, create_search
-from ksearch.tools.phase_models import UpdateContext, UpdateResult
+from ksearch.tools.prompting.phase_models import UpdateContext, UpdateResult
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import EditSpec, IntentSpec

@@ -59,7 +59,7 @@ async def bench(ws: Workspace, n: int) -> dict[str, Any]:
 
 
 async def main(scratch: Path, db: Path, out: Path) -> None:
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
     from ksearch.tools.workspace import StoreCache
 
     report: dict[str, Any] = {}

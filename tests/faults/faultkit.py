@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu import zygote
 from ksearch.gpu.tasks import load_task
+from ksearch.gpu.worker import zygote
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = load_task("softmax").seeds["triton"]
@@ -112,7 +112,7 @@ def _comm(pid: str) -> str:
 
 
 def worker_pids(parent: int | None = None, scratch: Path | None = None, *, itself: bool = False) -> list[int]:
-    """Live sandbox worker processes (`python -m ksearch.gpu.worker`, and the ksearch.gpu.jail processes around it
+    """Live sandbox worker processes (`python -m ksearch.gpu.worker.main`, and the ksearch.gpu.jail.launch processes around it
     unless `itself`): children of `parent`, and/or whose working directory is under `scratch`.
     Zombies are left out. PIDs are the host's (a jailed worker is PID 2 in its own namespace)."""
     found = []
@@ -121,9 +121,9 @@ def worker_pids(parent: int | None = None, scratch: Path | None = None, *, itsel
         cmd = _cmdline(pid)
         comm = _comm(pid)  # a worker forked from the zygote has the zygote's command line and its own name
         forked = comm in (zygote.WORKER_NAME, zygote.JAIL_NAME)
-        if fields is None or fields[0] == "Z" or not (b"ksearch.gpu.worker" in cmd or forked):
+        if fields is None or fields[0] == "Z" or not (b"ksearch.gpu.worker.main" in cmd or forked):
             continue
-        if itself and (b"ksearch.gpu.jail" in cmd or comm == zygote.JAIL_NAME):
+        if itself and (b"ksearch.gpu.jail.launch" in cmd or comm == zygote.JAIL_NAME):
             continue
         if parent is not None and int(fields[1]) != parent:
             continue

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search

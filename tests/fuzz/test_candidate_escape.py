@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from ksearch.gpu import jail
+from ksearch.gpu.jail import launch as jail
 from tests.faults.faultkit import start_ksearch
 from tests.fuzz.fuzzkit import dump_db
 

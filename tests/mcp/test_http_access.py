@@ -321,7 +321,7 @@ async def test_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_token_never_reaches_a_worker() -> None:
-    from ksearch.gpu.scrub import scrubbed_env
+    from ksearch.gpu.jail.scrub import scrubbed_env
 
     env = scrubbed_env({"KSEARCH_TOKEN": TOKEN, "PATH": "/usr/bin"}, home=Path("/tmp"))
     assert "KSEARCH_TOKEN" not in env and TOKEN not in json.dumps(env)

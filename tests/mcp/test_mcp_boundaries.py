@@ -10,7 +10,7 @@ import pytest
 from mcp.client import Client
 
 from ksearch.server.mcp.server import KsearchServer
-from ksearch.tools.bank import QUERY_TEXT_CHARS
+from ksearch.tools.bank.ops import QUERY_TEXT_CHARS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

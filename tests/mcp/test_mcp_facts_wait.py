@@ -65,12 +65,12 @@ async def test_a_prompt_reading_says_the_facts_are_being_derived_rather_than_wai
         assert "float32" in later and "64" in later  # the input's dtype and shape, derived meanwhile
 
 
-def test_the_readme_states_the_wait_as_it_is_set() -> None:
-    from ksearch.tools.facts_wait import ANALYSE_WAIT_S, PROMPT_WAIT_S
+def test_the_mcp_docs_state_the_wait_as_it_is_set() -> None:
+    from ksearch.tools.prompting.facts_wait import ANALYSE_WAIT_S, PROMPT_WAIT_S
 
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
-    assert f"waits at most {PROMPT_WAIT_S:g} s" in readme
+    text = " ".join((Path(__file__).parents[2] / "docs" / "mcp.md").read_text().split())
+    assert f"waits at most {PROMPT_WAIT_S:g} s" in text
     assert (
         f"prompt, a search's first, whose facts the first intents are planned from, at most {ANALYSE_WAIT_S:g} s"
-        in readme
+        in text
     )

@@ -17,7 +17,7 @@ from mcp.client import Client
 from ksearch.server.mcp.calls import CALL_LOG, args_summary, configure_log
 from ksearch.server.mcp.server import KsearchServer
 from ksearch.tools.benchmark import BenchmarkIn
-from ksearch.tools.call_clock import CallClock, took_text
+from ksearch.tools.loop.call_clock import CallClock, took_text
 from tests.fixtures import SOFTMAX
 from tests.mcp.serve_proc import spawn_serve
 

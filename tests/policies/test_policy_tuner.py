@@ -31,13 +31,13 @@ from ksearch.server.driver.policies.tuner_tree import (
     read_title,
     setting_of,
 )
-from ksearch.tools import contexts
-from ksearch.tools.contexts import TREE_BUDGET
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.files.tunables import set_tunables
+from ksearch.tools.prompting import contexts
+from ksearch.tools.prompting.contexts import TREE_BUDGET
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
-from ksearch.tools.tunables import set_tunables
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import (
     EditSpec,

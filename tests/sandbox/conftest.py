@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import load_task
 from ksearch.worldmodel.models import Candidate, EvalSettings

@@ -1,7 +1,7 @@
 """The kernel audit where it matters: a candidate slower beyond noise than its node's best on every workload can become
 no best, so its audit (a profiler session, seconds on a GPU) is left out and said so; an attempt left unaudited never
 becomes a best, and the benchmark tool asks for the audit to be left out only against an audited, GPU-timed best.
-Real sandbox on a simulated GPU (gpu/simulated.py), real store."""
+Real sandbox on a simulated GPU (gpu/worker/simulated.py), real store."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
 from ksearch.tools.benchmark import _audit_threshold
 from ksearch.tools.workspace import Workspace

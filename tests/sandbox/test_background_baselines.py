@@ -1,5 +1,5 @@
 """On a GPU the baselines a search divides by are measured in the background from its creation: a prompt never
-waits for them, and the first benchmark finds them. Without a GPU, on a simulated one (gpu/simulated.py): the
+waits for them, and the first benchmark finds them. Without a GPU, on a simulated one (gpu/worker/simulated.py): the
 same scheduling path, the candidates in the interpreter."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox, gpus_visible
-from ksearch.tools.contexts import reference_times_text
+from ksearch.gpu.sandbox.local import LocalSandbox, gpus_visible
 from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.prompting.contexts import reference_times_text
 from ksearch.tools.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

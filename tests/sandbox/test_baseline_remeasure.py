@@ -1,4 +1,4 @@
-"""A noisy baseline reading is measured again before anything divides by it (gpu/sandbox_steps.py,
+"""A noisy baseline reading is measured again before anything divides by it (gpu/sandbox/steps.py,
 `_measure_baseline`): a bimodal first reading (mean and median apart, as a cross-entropy torch.compile baseline read
 745 / 769 us on an H200) or a wide one is read up to twice more, the tightest kept and said. The worker is a stand-in
 that replays readings (a CPU cannot produce a GPU's); the re-measuring is the sandbox's own code."""
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ksearch.gpu.sandbox_run import Run
-from ksearch.gpu.sandbox_steps import EvalSteps, baseline_reading
-from ksearch.gpu.stats import unsteady
+from ksearch.gpu.sandbox.run import Run
+from ksearch.gpu.sandbox.steps import EvalSteps, baseline_reading
+from ksearch.gpu.timing.stats import unsteady
 from ksearch.worldmodel.models import Candidate, Environment, EvalSettings
 
 pytestmark = pytest.mark.anyio

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.gpu import jail
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.jail import launch as jail
+from ksearch.gpu.sandbox.local import LocalSandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.build_baton import FlockBaton
+from ksearch.gpu.build.baton import FlockBaton
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # holds the baton the way a builder does, says so, then builds "forever" (until it is killed)
 HOLDER = """
 import sys, time
-from ksearch.gpu.build_baton import FlockBaton
+from ksearch.gpu.build.baton import FlockBaton
 b = FlockBaton(sys.argv[1])
 assert b.try_acquire()
 print("held", flush=True)
@@ -115,7 +115,7 @@ async def test_the_sandbox_worker_builds_under_the_flock_baton(sandbox, affine, 
 
 
 def test_the_seconds_of_a_build_and_of_a_wait_are_counted(tmp_path: Path) -> None:
-    from ksearch.gpu import build_baton
+    from ksearch.gpu.build import baton as build_baton
 
     before = build_baton.seconds()
     b = FlockBaton(str(tmp_path / "lock"))

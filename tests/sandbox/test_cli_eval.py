@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu import jail
+from ksearch.gpu.jail import launch as jail
 from ksearch.server.cli.sandbox import detect_language
 from tests.fixtures.cli import ksearch_cli
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu import jail
-from ksearch.gpu.compiler import StaticCompiler, demangle, find_nvcc, parse_nvcc_output
+from ksearch.gpu.build.compiler import StaticCompiler, demangle, find_nvcc, parse_nvcc_output
+from ksearch.gpu.jail import launch as jail
 from ksearch.worldmodel.models import CompileReport
 
 pytestmark = pytest.mark.anyio
@@ -144,7 +144,7 @@ def test_demangle_base_names() -> None:
 
 
 def test_tamper_scan_flags_patching_and_precision_but_not_benign_settings() -> None:
-    from ksearch.gpu.tamper import scan
+    from ksearch.gpu.checks.tamper import scan
 
     src = """import os
 import time as t
@@ -157,7 +157,7 @@ torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.benchmark = True
 os.environ["CUDA_LAUNCH_BLOCKING"] = "0"
 frame = __import__("sys")._getframe
-import ksearch.gpu.timing
+import ksearch.gpu.timing.measure
 self_like = object()
 """
     found = dict(scan(src))
@@ -193,7 +193,7 @@ async def test_a_flashinfer_solution_whose_cuda_does_not_compile_is_a_compile_er
     import json
 
     from ksearch.gpu.tasks import load_task
-    from ksearch.gpu.tasks.fib_solution import candidate_from_solution_text
+    from ksearch.gpu.tasks.flashinfer.solution import candidate_from_solution_text
     from ksearch.worldmodel.models import Candidate
 
     task = load_task(str(FIB_TRACE / "definitions" / "gemm" / "gemm_n64_k32.json"))

@@ -17,9 +17,9 @@ import pytest
 import torch
 from torch._dynamo.utils import get_compilation_metrics
 
-from ksearch.gpu.sandbox import BASELINE_VERSION, LocalSandbox
+from ksearch.gpu.sandbox.local import BASELINE_VERSION, LocalSandbox
 from ksearch.gpu.task import Task
-from ksearch.gpu.worker_state import WorkerState
+from ksearch.gpu.worker.state import WorkerState
 from ksearch.tools.common import summarize
 from ksearch.worldmodel.models import Environment, EvalSettings, Evaluation, WorkloadTiming
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.compiler import find_nvcc, kernel_definition
-from ksearch.gpu.occupancy import annotate, occupancy
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.build.compiler import find_nvcc, kernel_definition
+from ksearch.gpu.build.occupancy import annotate, occupancy
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.tasks import load_task
 from ksearch.worldmodel.models import KernelResources
 

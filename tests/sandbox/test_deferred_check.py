@@ -1,4 +1,4 @@
-"""A final evaluation's per-call checks on the device, read once at the end (gpu/deferred_check.py), give the verdict
+"""A final evaluation's per-call checks on the device, read once at the end (gpu/checks/deferred.py), give the verdict
 the host check gives (`checking.compare_outputs`) on the same outputs, and name the first failing call."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ksearch.gpu.checking import compare_outputs
-from ksearch.gpu.deferred_check import DeferredChecks, deferrable
+from ksearch.gpu.checks.deferred import DeferredChecks, deferrable
+from ksearch.gpu.checks.outputs import compare_outputs
 from ksearch.gpu.task import Tolerance
 
 TOL = Tolerance()

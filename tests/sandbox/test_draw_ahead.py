@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu import draw_seeds
-from ksearch.gpu.sandbox import LocalSandbox
-from ksearch.gpu.sandbox_steps import timed_names
+from ksearch.gpu.sandbox.local import LocalSandbox
+from ksearch.gpu.sandbox.steps import timed_names
 from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.draws import seeds as draw_seeds
 from ksearch.worldmodel.models import Candidate, EvalSettings
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ksearch.gpu.sandbox_run import Run, finish
+from ksearch.gpu.sandbox.run import Run, finish
 from ksearch.gpu.tasks import load_task
 from ksearch.worldmodel.models import (
     Candidate,

@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 import torch
 
-from ksearch.gpu import timing_flashinfer as tf
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.tasks.fib_solution import parse_solution, solution_to_candidate
-from ksearch.gpu.tasks.flashinfer import (
+from ksearch.gpu.tasks.flashinfer.loader import (
     FIB_ATOL,
     FIB_EVALUATOR,
     FIB_MOE_MATCHED_RATIO,
     FIB_RTOL,
     special_evaluator_notes,
 )
+from ksearch.gpu.tasks.flashinfer.solution import parse_solution, solution_to_candidate
+from ksearch.gpu.worker import protocol_flashinfer as tf
 from ksearch.worldmodel.models import Candidate
 
 ROOT = Path(__file__).resolve().parents[2]

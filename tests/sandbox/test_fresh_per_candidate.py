@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
 
 pytestmark = pytest.mark.anyio

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.gpu.ncu import find_ncu
+from ksearch.gpu.timing.ncu import find_ncu
 
 pytestmark = [pytest.mark.anyio, pytest.mark.gpu]
 

@@ -1,4 +1,4 @@
-"""The sandbox's GPU scheduling path, run without a GPU: a simulated one-GPU machine (gpu/simulated.py) has one worker
+"""The sandbox's GPU scheduling path, run without a GPU: a simulated one-GPU machine (gpu/worker/simulated.py) has one worker
 slot, spares, clean baseline processes, background baselines, draws ahead, the ceilings' measurement and the kernel
 audit on, as an H200 has. Every test runs its calls under a hang detector: a call that neither returns nor fails
 within its bound fails the test with the stack of every task still waiting.
@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from ksearch.gpu import simulated
-from ksearch.gpu.gpu_lease import GpuLease, LeaseTimeout
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.lease import GpuLease, LeaseTimeout
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
+from ksearch.gpu.worker import simulated
 from ksearch.worldmodel.models import EvalSettings
 from tests.sandbox.conftest import candidate, settings
 

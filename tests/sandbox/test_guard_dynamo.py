@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
 
 pytestmark = pytest.mark.anyio
@@ -40,7 +40,7 @@ def test_in_a_fresh_process_dynamo_s_own_wrappers_are_no_change_and_a_plain_repl
     script = textwrap.dedent(
         """
         import sys, torch
-        from ksearch.gpu import guard
+        from ksearch.gpu.checks import guard
         assert "torch._dynamo" not in sys.modules
         before = guard.fingerprint()
         import torch._dynamo.mutation_guard as mg  # replaces torch.manual_seed

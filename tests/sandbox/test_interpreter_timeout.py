@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ksearch.gpu import interp_watch
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
+from ksearch.gpu.worker import interp_watch
 from ksearch.server.driver.policies.tuner import TunerPolicy
 from ksearch.server.driver.policies.tuner_model import Observation
-from ksearch.tools import loop
 from ksearch.tools.finish_intent import close_refine
-from ksearch.tools.phase_models import AttemptOutcome
+from ksearch.tools.loop import state as loop
+from ksearch.tools.prompting.phase_models import AttemptOutcome
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.edits import apply_intents
 from ksearch.worldmodel.models import INCONCLUSIVE_STATUSES, Evaluation, IntentSpec

@@ -1,4 +1,4 @@
-"""ksearch.gpu.jail on its own: what a jailed command can see and write, and that its fate reaches the caller."""
+"""ksearch.gpu.jail.launch on its own: what a jailed command can see and write, and that its fate reaches the caller."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu import jail, jail_view
-from ksearch.gpu.jail_limits import Limits
-from ksearch.gpu.scrub import scrubbed_env
+from ksearch.gpu.jail import launch as jail
+from ksearch.gpu.jail import view as jail_view
+from ksearch.gpu.jail.limits import Limits
+from ksearch.gpu.jail.scrub import scrubbed_env
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_jail = pytest.mark.skipif(
@@ -73,7 +74,7 @@ def test_death_by_a_signal_passes_through(sig: signal.Signals) -> None:
 @needs_jail
 def test_bad_arguments_and_a_missing_directory_are_refused(tmp_path: Path) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "ksearch.gpu.jail", "--bogus"],
+        [sys.executable, "-m", "ksearch.gpu.jail.launch", "--bogus"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -99,7 +100,7 @@ def test_unknown_isolation_mode_is_refused_by_name() -> None:
 @pytest.mark.slow
 async def test_a_sandbox_without_isolation_still_evaluates_and_says_so(tmp_path: Path) -> None:
     """What machines without user namespaces get (isolation 'auto' falls back to it)."""
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
     from ksearch.gpu.tasks import load_task
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
@@ -132,7 +133,7 @@ def test_the_unjailed_report_names_every_missing_protection() -> None:
         assert what in said, what
 
 
-_VIEW = "import json; from ksearch.gpu import jail_view as v; b = v.build([], [], [], []); print(json.dumps([b.binds, b.files]))"
+_VIEW = "import json; from ksearch.gpu.jail import view as v; b = v.build([], [], [], []); print(json.dumps([b.binds, b.files]))"
 
 
 def test_the_view_shows_the_environment_but_not_the_home_nor_the_checkout(tmp_path: Path) -> None:

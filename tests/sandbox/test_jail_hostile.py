@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 import torch
 
-from ksearch.gpu import jail
-from ksearch.gpu.jail_limits import Limits
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.jail import launch as jail
+from ksearch.gpu.jail.limits import Limits
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
 from ksearch.worldmodel.models import Candidate, EvalSettings, Evaluation
 

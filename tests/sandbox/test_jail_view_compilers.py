@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu import jail_view
+from ksearch.gpu.jail import view as jail_view
 
 
 def test_a_compiler_named_by_cc_outside_the_system_is_shown_with_its_installation(

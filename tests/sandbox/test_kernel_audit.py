@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.gpu.kernel_names import kernel_base_name, ran_own_kernel
+from ksearch.gpu.checks.kernel_names import kernel_base_name, ran_own_kernel
 
 pytestmark = pytest.mark.anyio
 

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 import torch
 
-from ksearch.gpu import checking, timing_kernelbench
+from ksearch.gpu.checks import outputs as checking
 from ksearch.gpu.task import Tolerance
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.kernelbench_rules import KERNELBENCH_TOLERANCE, kernelbench_tolerance
+from ksearch.gpu.worker import protocol_kernelbench as timing_kernelbench
 
 ROOT = Path(__file__).resolve().parents[2]
 KB_TIMING = ROOT / ".ext" / "kb" / "src" / "kernelbench" / "timing.py"
@@ -172,8 +173,8 @@ TIRES = HONEST.replace(
 @pytest.fixture
 def worker(fake: _Log, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, affine: Any) -> Any:
     """A CPU worker whose GPU calls are fakes, the affine task loaded; `worker.load_source(src)` loads a candidate."""
-    from ksearch.gpu import timing
-    from ksearch.gpu.worker_state import WorkerState
+    from ksearch.gpu.timing import measure as timing
+    from ksearch.gpu.worker.state import WorkerState
 
     fake.times = iter([0.5] * 100_000)
     monkeypatch.setattr(timing, "_Event", _FakeEvent)  # the host-clock check's events
@@ -243,8 +244,8 @@ def test_final_mode_checks_timed_outputs_chosen_in_secret(worker: Any) -> None:
 
 
 def test_kept_outputs_are_the_chosen_calls_and_are_checked_after_the_loop() -> None:
-    from ksearch.gpu import kept_outputs
-    from ksearch.gpu.checking import compare_outputs
+    from ksearch.gpu.checks import kept_outputs
+    from ksearch.gpu.checks.outputs import compare_outputs
 
     exp = torch.ones(64)
     kept = kept_outputs.KeptOutputs(exp, trials=100)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from ksearch.gpu import timing
+from ksearch.gpu.timing import measure as timing
 
 pytestmark = pytest.mark.gpu
 

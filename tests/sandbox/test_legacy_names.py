@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu import tamper
+from ksearch.gpu.checks import tamper
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = Path(__file__).parent / "fixtures" / "candidates"
@@ -27,7 +27,7 @@ def test_the_alias_hands_out_the_modules_of_ksearch_gpu() -> None:
     code = textwrap.dedent(
         """
         import sys
-        import ksearch.gpu.scrub
+        import ksearch.gpu.jail.scrub
         from ksearch.gpu import former_names
         former_names.install()
         former_names.install()  # idempotent
@@ -37,10 +37,14 @@ def test_the_alias_hands_out_the_modules_of_ksearch_gpu() -> None:
         from gpu.fib_build import build
         import gpu.tasks.check as check
         import gpu.scrub
+        import ksearch.gpu.pool as former_pool  # a module that moved into a room, by its former name
+        from gpu.tasks import rt_common
+        import ksearch.gpu.sandbox.pool, ksearch.gpu.tasks.rt.common
         assert sys.modules["gpu"] is ksearch.gpu
         assert nvrtc is ksearch.gpu.nvrtc and gpu.cpp_ext is ksearch.gpu.cpp_ext
         assert build is ksearch.gpu.fib_build.build
-        assert check is ksearch.gpu.tasks.check and gpu.scrub is ksearch.gpu.scrub
+        assert check is ksearch.gpu.tasks.check and gpu.scrub is ksearch.gpu.jail.scrub
+        assert former_pool is ksearch.gpu.sandbox.pool and rt_common is ksearch.gpu.tasks.rt.common
         assert nvrtc.__spec__.name == "ksearch.gpu.nvrtc" and check.__name__ == "ksearch.gpu.tasks.check"
         try:
             import gpu.no_such_module
@@ -96,8 +100,8 @@ def test_a_task_file_with_the_former_imports_loads_and_runs(tmp_path: Path) -> N
         "from gpu import timing\n",
         "from ksearch.gpu import timing\n",
         "import gpu.worker_core\n",
-        "import ksearch.gpu.worker_core\n",
-        "from ksearch.gpu.sandbox import LocalSandbox\n",
+        "import ksearch.gpu.worker.core\n",
+        "from ksearch.gpu.sandbox.local import LocalSandbox\n",
     ],
 )
 def test_importing_the_harness_is_flagged_under_either_name(source: str) -> None:
@@ -108,7 +112,7 @@ def test_importing_the_harness_is_flagged_under_either_name(source: str) -> None
     "source",
     [
         "import gpu.timing\ngpu.timing.now = lambda: 0\n",
-        "import ksearch.gpu.timing\nksearch.gpu.timing.now = lambda: 0\n",
+        "import ksearch.gpu.timing.measure\nksearch.gpu.timing.measure.now = lambda: 0\n",
         "from ksearch import gpu\ngpu.timing.now = lambda: 0\n",
     ],
 )
@@ -123,3 +127,22 @@ def test_the_candidate_helpers_are_not_harness_modules() -> None:
         "import ksearch.gpu.cpp_ext\n",
     ):
         assert tamper.scan(source) == [], source
+
+
+@pytest.mark.slow
+def test_the_former_commands_still_start_the_worker_and_the_jail(tmp_path: Path) -> None:
+    """`python -m ksearch.gpu.worker` and `-m ksearch.gpu.jail` (the commands before the rooms) run the same code as
+    ksearch.gpu.worker.main and ksearch.gpu.jail.launch: a worker says hello, the jail's launcher parses its options."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env.pop("KSEARCH_WORKER", None)
+    worker = subprocess.run(
+        [sys.executable, "-m", "ksearch.gpu.worker"],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    hello = json.loads(worker.stdout.splitlines()[0])
+    assert hello["id"] == 0 and hello["hello"]["pid"] > 0, worker.stdout + worker.stderr
+    jail = subprocess.run(
+        [sys.executable, "-m", "ksearch.gpu.jail", "--no-such-option"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert jail.returncode != 0 and "ksearch.gpu.jail: unexpected argument '--no-such-option'" in jail.stderr

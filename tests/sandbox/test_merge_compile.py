@@ -3,8 +3,8 @@ NVRTC or Triton built at run time (other registers, other spills) are replaced, 
 
 from __future__ import annotations
 
-from ksearch.gpu.occupancy import annotate
-from ksearch.gpu.sandbox_run import Run, merge_compile
+from ksearch.gpu.build.occupancy import annotate
+from ksearch.gpu.sandbox.run import Run, merge_compile
 from ksearch.worldmodel.models import Candidate, CompileReport, EvalSettings, KernelResources
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.ncu import ProfileError, import_command, ncu_command, parse_details, parse_raw_stalls
+from ksearch.gpu.timing.ncu import ProfileError, import_command, ncu_command, parse_details, parse_raw_stalls
 
 SAMPLE = (Path(__file__).parent / "fixtures" / "ncu_details.csv").read_text()
 RAW = (Path(__file__).parent / "fixtures" / "ncu_raw.csv").read_text()
@@ -59,7 +59,7 @@ def test_no_rows_explains_permissions() -> None:
 def test_command_leaves_clocks_alone_and_filters_case_sensitively() -> None:
     cmd = ncu_command(
         "/usr/local/cuda/bin/ncu",
-        ["python", "-m", "ksearch.gpu.profile_driver", "s.json"],
+        ["python", "-m", "ksearch.gpu.worker.profile_driver", "s.json"],
         "r.ncu-rep",
         "softmax",
     )
@@ -67,7 +67,7 @@ def test_command_leaves_clocks_alone_and_filters_case_sensitively() -> None:
     assert cmd[cmd.index("--export") + 1] == "r.ncu-rep"
     assert cmd[cmd.index("--kernel-name") + 1] == "regex:softmax"
     assert cmd[cmd.index("--profile-from-start") + 1] == "off"
-    assert cmd[-4:] == ["python", "-m", "ksearch.gpu.profile_driver", "s.json"]
+    assert cmd[-4:] == ["python", "-m", "ksearch.gpu.worker.profile_driver", "s.json"]
     imp = import_command("ncu", "r.ncu-rep", "raw")
     assert imp[imp.index("--page") + 1] == "raw" and "--csv" in imp
 

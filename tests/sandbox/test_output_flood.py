@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
-from ksearch.gpu.sandbox_steps import FLOOD_BYTES
+from ksearch.gpu.sandbox.local import LocalSandbox
+from ksearch.gpu.sandbox.steps import FLOOD_BYTES
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.gpu.timing import CPU_REPS
+from ksearch.gpu.timing.measure import CPU_REPS
 
 # every test here asserts what the Triton interpreter does (device, timings, hardware facts)
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu]
@@ -81,7 +81,7 @@ async def test_final_mode_times_fresh_inputs_and_checks_every_call(sandbox, affi
 async def test_a_first_evaluation_accounts_for_its_seconds_worker_start_included(
     tmp_path, affine, cand, st, monkeypatch, fork
 ) -> None:
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
 
     monkeypatch.setenv("KSEARCH_FORK_WORKERS", fork)  # started anew, or forked from this process's zygote
     sb = LocalSandbox(scratch_dir=tmp_path, call_timeout_s=60.0)  # no worker started yet

@@ -18,7 +18,7 @@ from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
-from ksearch.tools.loop import improves
+from ksearch.tools.loop.state import improves
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.scrub import PROJECT_ROOT, scrubbed_env
+from ksearch.gpu.jail.scrub import PROJECT_ROOT, scrubbed_env
 
 
 def test_allow_list_and_credentials() -> None:

@@ -1,4 +1,4 @@
-"""One baseline per search, through the real sandbox and tools: on a simulated GPU (gpu/simulated.py: the GPU's
+"""One baseline per search, through the real sandbox and tools: on a simulated GPU (gpu/worker/simulated.py: the GPU's
 scheduling path, clean baseline processes and all), a search's second benchmark divides by the baseline its first one
 pinned even when its sandbox reads another (the cache now holding another process's reading), says when and where
 that baseline was measured, and `ksearch baselines --remeasure` measures anew and restates every attempt.
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from ksearch.gpu.kvcache import JsonFileCache
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.kvcache import JsonFileCache
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
 from ksearch.tools.baselines import BaselinesIn, remeasure_baselines
 from ksearch.tools.benchmark import BenchmarkIn, benchmark

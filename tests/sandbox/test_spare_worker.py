@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu import sandbox_steps
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox import steps as sandbox_steps
+from ksearch.gpu.sandbox.local import LocalSandbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 

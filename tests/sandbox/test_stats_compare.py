@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from ksearch.gpu.compare import compare
-from ksearch.gpu.stats import median_ci_ranks, summarize
+from ksearch.gpu.timing.compare import compare
+from ksearch.gpu.timing.stats import median_ci_ranks, summarize
 from ksearch.worldmodel.models import Environment, Evaluation, WorkloadTiming
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
 from ksearch.tools.common import summarize
 from tests.sandbox.conftest import candidate, settings

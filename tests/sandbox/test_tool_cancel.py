@@ -9,9 +9,9 @@ from unittest import mock
 
 import pytest
 
-from ksearch.gpu import jail
-from ksearch.gpu.compiler import StaticCompiler
-from ksearch.gpu.procs import communicate_or_kill
+from ksearch.gpu.build.compiler import StaticCompiler
+from ksearch.gpu.build.procs import communicate_or_kill
+from ksearch.gpu.jail import launch as jail
 from ksearch.worldmodel.models import Candidate
 
 pytestmark = pytest.mark.anyio

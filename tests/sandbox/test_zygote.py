@@ -1,4 +1,4 @@
-"""Workers forked from a zygote (gpu/zygote.py), through the real sandbox: they evaluate as workers started anew
+"""Workers forked from a zygote (gpu/worker/zygote.py), through the real sandbox: they evaluate as workers started anew
 do, start in a fraction of the time, cannot reach the zygote from candidate code, and a zygote that dies leaves
 the pool starting workers the usual way. Real processes, real jail where the machine has one."""
 
@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from ksearch.gpu import jail, zygote
-from ksearch.gpu.sandbox import LocalSandbox, SandboxError
+from ksearch.gpu.jail import launch as jail
+from ksearch.gpu.sandbox.local import LocalSandbox, SandboxError
+from ksearch.gpu.sandbox.zygote_client import RUNTIME_ENV, Zygote, import_env
 from ksearch.gpu.task import Task
-from ksearch.gpu.zygote_client import RUNTIME_ENV, Zygote, import_env
+from ksearch.gpu.worker import zygote
 from ksearch.worldmodel.models import Candidate
 
 pytestmark = pytest.mark.anyio
@@ -72,7 +73,7 @@ async def test_forked_workers_evaluate_as_started_ones_do(
             if fork == "1":
                 assert w.zygote is not None and w.zygote.forks >= 1
                 assert _comm(pid) == (zygote.JAIL_NAME if sb.jailed else zygote.WORKER_NAME)
-                assert "ksearch.gpu.zygote" in _cmdline(pid)
+                assert "ksearch.gpu.worker.zygote" in _cmdline(pid)
                 # a second sandbox of the same environment forks from the same zygote, started by now: the
                 # first evaluation's wait for its worker is a fork's
                 other = LocalSandbox(scratch_dir=tmp_path / "other", call_timeout_s=60.0, isolation=isolation)
@@ -83,7 +84,7 @@ async def test_forked_workers_evaluate_as_started_ones_do(
                 finally:
                     await other.close()
             else:
-                assert w.zygote is None and "ksearch.gpu.worker" in _cmdline(pid)
+                assert w.zygote is None and "ksearch.gpu.worker.main" in _cmdline(pid)
         finally:
             await sb.close()
     forked, started = results["1"], results["0"]
@@ -106,7 +107,7 @@ def probe():
         if target.startswith("socket:"):
             s = socket.socket(fileno=os.dup(fd))
             kind = s.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
-            req = {"req": 1, "cmd": [os.sys.executable, "-m", "ksearch.gpu.worker"], "env": {}, "cwd": "/", "keep": []}
+            req = {"req": 1, "cmd": [os.sys.executable, "-m", "ksearch.gpu.worker.main"], "env": {}, "cwd": "/", "keep": []}
             try:  # ask whatever is at the other end to fork a worker of this candidate's choosing
                 socket.send_fds(s, [json.dumps(req).encode()], [0, 1, 2])
                 seen["sent"].append(fd)
@@ -118,7 +119,7 @@ def probe():
     for pid in [d for d in os.listdir("/proc") if d.isdigit()]:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"ksearch.gpu.zygote" in f.read() and open(f"/proc/{pid}/comm").read().strip() == "python":
+                if b"ksearch.gpu.worker.zygote" in f.read() and open(f"/proc/{pid}/comm").read().strip() == "python":
                     seen["zygotes"].append(int(pid))
         except OSError:
             continue
@@ -174,7 +175,7 @@ async def test_a_zygote_that_dies_leaves_workers_starting_the_usual_way(
         assert w.zygote.failed is not None and "exited" in w.zygote.failed
         ev = await sb.evaluate(cand(cand("good_triton").source + "\n# another\n"), affine, st("small"))
         assert ev.status == "ok", ev.error
-        assert w.hello["pid"] != forked and "ksearch.gpu.worker" in _cmdline(w.hello["pid"])
+        assert w.hello["pid"] != forked and "ksearch.gpu.worker.main" in _cmdline(w.hello["pid"])
     finally:
         await sb.close()
 
@@ -183,12 +184,12 @@ def test_only_what_is_read_after_start_may_differ() -> None:
     base = {"PATH": "/usr/bin", "OMP_WAIT_POLICY": "PASSIVE", "HOME": "/a", "KSEARCH_WORKER": "{}"}
     z = Zygote(base, 10.0)
     try:
-        worker = [sys.executable, "-m", "ksearch.gpu.worker"]
+        worker = [sys.executable, "-m", "ksearch.gpu.worker.main"]
         assert z.fits(worker, {**base, "HOME": "/b", "KSEARCH_WORKER": '{"slot": 1}'})
         assert not z.fits(worker, {**base, "OMP_WAIT_POLICY": "ACTIVE"})  # read by OpenMP when torch loads
         assert not z.fits(worker, {k: v for k, v in base.items() if k != "PATH"})
-        assert not z.fits([sys.executable, "-m", "ksearch.gpu.ncu"], base)
-        assert not z.fits(["/other/python", "-m", "ksearch.gpu.worker"], base)
+        assert not z.fits([sys.executable, "-m", "ksearch.gpu.timing.ncu"], base)
+        assert not z.fits(["/other/python", "-m", "ksearch.gpu.worker.main"], base)
         assert "HOME" in RUNTIME_ENV and import_env(base) == {
             "PATH": "/usr/bin",
             "OMP_WAIT_POLICY": "PASSIVE",
@@ -208,7 +209,7 @@ def test_a_zygote_whose_process_ends_without_a_word_goes_and_takes_its_directory
     directory and exits; nothing of it is left."""
     code = f"""
 import asyncio, os, sys
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.tasks import load_task
 async def main():
     sb = LocalSandbox(scratch_dir={str(tmp_path / "sb")!r}, call_timeout_s=60.0)

@@ -14,15 +14,15 @@ import pytest
 from click.testing import Result
 from uihelp import arun, with_store
 
-from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.tasks.fib_export import EXPORT_MARK
-from ksearch.gpu.tasks.fib_solution import (
+from ksearch.gpu.tasks.flashinfer.export import EXPORT_MARK
+from ksearch.gpu.tasks.flashinfer.solution import (
     ADAPTER_MARK,
     Solution,
     parse_solution,
     solution_to_candidate,
 )
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime, load_candidate_module
 from ksearch.worldmodel.models import (
     Evaluation,
     SearchConfig,

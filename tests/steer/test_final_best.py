@@ -2,7 +2,7 @@
 (and fastest) during the search; on the final evaluation's other shapes it is wrong, so it loses its place to the
 best re-measured attempt that passes, or to none, and `status`, `tree`, `best` and `export` say so.
 
-The sandbox is a simulated GPU (gpu/simulated.py): a search timed on a GPU is never re-judged by the CPU interpreter,
+The sandbox is a simulated GPU (gpu/worker/simulated.py): a search timed on a GPU is never re-judged by the CPU interpreter,
 so its final evaluation takes the GPU's path. The search phase's evaluations are run for real in the interpreter, on
 the search workload, then marked as timed on a GPU: interpreter timings never rank, and only ranked attempts can be
 a search's best. The final evaluation then runs for real on every workload (the held-out one a shape the hard-coded
@@ -19,7 +19,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.tasks import load_task
 from ksearch.server.cli import exporting as cli_exporting
 from ksearch.server.cli import kernels as cli_kernels
@@ -77,7 +77,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def sandbox(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LocalSandbox]:
-    sb = LocalSandbox(scratch_dir=tmp_path_factory.mktemp("final-best"), call_timeout_s=120.0, simulated_gpus=1)
+    sb = LocalSandbox(
+        scratch_dir=tmp_path_factory.mktemp("final-best"), call_timeout_s=120.0, simulated_gpus=1
+    )
     try:
         yield sb
     finally:

@@ -17,7 +17,7 @@ from uihelp import arun, with_store
 from ksearch.server.cli import loop as cli_loop
 from ksearch.server.cli import tree as cli_tree
 from ksearch.server.cli.words import TOOL_NAMES, cli_words
-from ksearch.tools.loop import loop_state
+from ksearch.tools.loop.state import loop_state
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.claims import claim_intent
 from ksearch.worldmodel.edits import apply_intents
@@ -30,7 +30,7 @@ Ks = Callable[..., Result]
 _HOLDER = """
 import asyncio, sys
 from pathlib import Path
-from ksearch.tools.runs import hold_run, mark_running
+from ksearch.tools.loop.runs import hold_run, mark_running
 from ksearch.tools.workspace import Workspace
 
 async def main() -> None:

@@ -15,8 +15,8 @@ import torch
 
 import ksearch.gpu.tasks
 from ksearch.gpu.inputs import accepted_by, as_outputs, degenerate_outputs
-from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.tasks import builtin_names, builtin_tasks, load_task
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.tasks.tunables import apply_tunables, read_tunables
 
 NAMES = builtin_names()
@@ -192,7 +192,7 @@ def test_some_builtins_have_cuda_seeds() -> None:
 def test_cuda_seed_compiles_with_nvcc(name: str, tmp_path: Path) -> None:
     import asyncio
 
-    from ksearch.gpu.compiler import StaticCompiler, find_nvcc
+    from ksearch.gpu.build.compiler import StaticCompiler, find_nvcc
     from ksearch.worldmodel.models import Candidate
 
     if find_nvcc() is None:

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from ksearch.gpu.runtime import TaskRuntime
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.tasks.draw_store import DrawStore, is_plain
-from ksearch.gpu.tasks.input_cache import InputCache
+from ksearch.gpu.tasks.draws.input_cache import InputCache
+from ksearch.gpu.tasks.draws.store import DrawStore, is_plain
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime
 
 SCALAR_SUM = Path(__file__).parent / "fixtures" / "gpumode" / "scalar_sum"
 

@@ -25,7 +25,7 @@ import pytest
 import torch
 import yaml
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search

@@ -1,5 +1,5 @@
 """Facts of GPU MODE references that pin their data to CUDA: measured without a GPU, with those placements read
-as CPU ones inside the facts probe alone (gpu/tasks/rt_placement.py); evaluation still refuses them on a CPU."""
+as CPU ones inside the facts probe alone (gpu/tasks/rt/placement.py); evaluation still refuses them on a CPU."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ksearch.gpu.runtime import TaskRuntime
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.facts import task_facts
-from ksearch.gpu.tasks.rt_placement import cuda_read_as_cpu
+from ksearch.gpu.tasks.rt.placement import cuda_read_as_cpu
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime
 
 FIX = Path(__file__).parent / "fixtures" / "gpumode"
 PAIR = FIX / "pair_update_cuda"

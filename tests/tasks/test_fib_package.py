@@ -22,13 +22,19 @@ import typer
 from typer.testing import CliRunner
 
 from ksearch.gpu import fib_build
-from ksearch.gpu.checking import decoded
-from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
+from ksearch.gpu.checks.outputs import decoded
 from ksearch.gpu.task import Task, TaskError
-from ksearch.gpu.tasks import fib_pkg, load_task
-from ksearch.gpu.tasks.fib_export import Identity, solution_from_candidate, solution_json
-from ksearch.gpu.tasks.fib_solution import SOLUTION_MARK, SolutionError, parse_solution, solution_to_candidate
-from ksearch.gpu.tasks.flashinfer import FIB_INT_RANGES
+from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.flashinfer import pkg as fib_pkg
+from ksearch.gpu.tasks.flashinfer.export import Identity, solution_from_candidate, solution_json
+from ksearch.gpu.tasks.flashinfer.loader import FIB_INT_RANGES
+from ksearch.gpu.tasks.flashinfer.solution import (
+    SOLUTION_MARK,
+    SolutionError,
+    parse_solution,
+    solution_to_candidate,
+)
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime, load_candidate_module
 from ksearch.server.cli import sandbox as cli_sandbox
 
 FIX = Path(__file__).parent / "fixtures"
@@ -168,7 +174,7 @@ def test_float4_e2m1_inputs_are_drawn_packed_and_judged_by_value(tmp_path: Path,
     assert len(set(x.view(torch.uint8).flatten().tolist())) > 100  # the bytes vary: both nibbles, both signs
     expected = rt.build_reference(wl, "cpu")([x, scale])
     assert torch.equal(expected, decoded(x) * scale[:, None])
-    right = "import torch\nfrom ksearch.gpu.checking import decoded\n\ndef run(x, scale):\n    return decoded(x) * scale[:, None]\n"
+    right = "import torch\nfrom ksearch.gpu.checks.outputs import decoded\n\ndef run(x, scale):\n    return decoded(x) * scale[:, None]\n"
     wrong = right.replace("* scale[:, None]", "* scale[:, None].abs()")
     for source, passes in ((right, True), (wrong, False)):
         mod = load_candidate_module(source, f"fp4_{passes}", tmp_path)
@@ -373,7 +379,7 @@ async def test_flashinfer_bench_builds_land_in_the_shared_compiler_caches(tmp_pa
     """Not in a worker's scratch (its HOME, removed with it): a solution built once is found by the next worker."""
     if not fib_pkg.in_use():
         pytest.skip("needs FlashInfer-Bench's package (the fib extra)")
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
     task = load_task(str(GEMM))

@@ -14,11 +14,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ksearch.gpu import faults
 from ksearch.gpu.cpp_ext import ExtensionBuildError
-from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.tasks.fib_solution import (
+from ksearch.gpu.tasks.flashinfer.solution import (
     ADAPTER_MARK,
     SOLUTION_MARK,
     Solution,
@@ -27,6 +25,8 @@ from ksearch.gpu.tasks.fib_solution import (
     parse_solution,
     solution_to_candidate,
 )
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime, load_candidate_module
+from ksearch.gpu.worker import faults
 from ksearch.server.cli import sandbox as cli_sandbox
 
 TRACE = Path(__file__).parent / "fixtures" / "flashinfer_trace"

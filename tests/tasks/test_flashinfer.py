@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from ksearch.gpu.inputs import accepted_by
-from ksearch.gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.tasks.flashinfer import SMOKE_AXIS_CAP
+from ksearch.gpu.tasks.flashinfer.loader import SMOKE_AXIS_CAP
+from ksearch.gpu.tasks.rt.runtime import CandidateError, TaskRuntime, load_candidate_module
 
 FIX = Path(__file__).parent / "fixtures" / "flashinfer"
 DEF = FIX / "rowscale_h64.json"

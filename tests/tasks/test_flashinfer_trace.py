@@ -16,10 +16,10 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from ksearch.gpu.runtime import TaskRuntime
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.tasks.flashinfer import FIB_INT_RANGES, dataset_root
+from ksearch.gpu.tasks.flashinfer.loader import FIB_INT_RANGES, dataset_root
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime
 from ksearch.server.cli import tasks as cli_tasks
 
 TRACE = Path(__file__).parent / "fixtures" / "flashinfer_trace"

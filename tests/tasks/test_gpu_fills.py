@@ -1,5 +1,5 @@
 """A GPU MODE generator's fills from torch's global CPU generator are made on the GPU, seeded by the trial's seed
-(gpu/tasks/gpu_fills.py): TriMul's Cauchy inputs took ~17 s per draw on the CPU, and GPU MODE's evaluator draws them
+(gpu/tasks/draws/gpu_fills.py): TriMul's Cauchy inputs took ~17 s per draw on the CPU, and GPU MODE's evaluator draws them
 from an unseeded generator, so their values were never a function of the seed there.
 
 The mechanism runs on any device; here it is run on the CPU (`redirected_fills`), and the GPU tests run the policy
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ksearch.gpu.tasks import gpu_fills
-from ksearch.gpu.tasks.gpu_fills import fill_seed, redirected_fills
+from ksearch.gpu.tasks.draws import gpu_fills
+from ksearch.gpu.tasks.draws.gpu_fills import fill_seed, redirected_fills
 
 CPU = torch.device("cpu")
 FIX = Path(__file__).parent / "fixtures" / "gpumode" / "cpu_cauchy"
@@ -314,7 +314,7 @@ def test_on_the_gpu_a_sample_moved_to_it_never_crosses_to_the_host_and_has_the_s
 ) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    from ksearch.gpu.tasks.lazy_fills import LazyFills
+    from ksearch.gpu.tasks.draws.lazy_fills import LazyFills
 
     def trimul_like() -> torch.Tensor:  # TriMul's bench4 input, drawn as its generate_input draws it
         return (
@@ -353,7 +353,7 @@ def anyio_backend() -> str:
 async def test_an_evaluation_says_its_inputs_were_drawn_on_the_gpu(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    from ksearch.gpu.sandbox import LocalSandbox
+    from ksearch.gpu.sandbox.local import LocalSandbox
     from ksearch.gpu.tasks import load_task
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
@@ -370,7 +370,7 @@ async def test_an_evaluation_says_its_inputs_were_drawn_on_the_gpu(tmp_path: Pat
     assert "cauchy_" in note, note
 
 
-# ---------------------------------------------------------------- values kept on the device (gpu/tasks/lazy_fills.py)
+# ---------------------------------------------------------------- values kept on the device (gpu/tasks/draws/lazy_fills.py)
 
 
 def _eager_cauchy(seed: int, n: int) -> torch.Tensor:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ksearch.gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.rt.runtime import CandidateError, TaskRuntime, load_candidate_module
 
 FIX = Path(__file__).parent / "fixtures" / "gpumode"
 FOLDER = FIX / "scaled_add"
@@ -243,8 +243,8 @@ def test_a_kernel_that_ignores_the_mask_passes_as_it_does_on_gpumode(tmp_path: P
 
 
 def test_seeds_combine_with_the_trial_seed_and_the_tasks_own_seed_is_kept() -> None:
-    from ksearch.gpu.tasks.rt_common import seed_everything
-    from ksearch.gpu.tasks.rt_gpumode import combine_seeds
+    from ksearch.gpu.tasks.rt.common import seed_everything
+    from ksearch.gpu.tasks.rt.gpumode import combine_seeds
 
     task = load_task(str(PAIRMIX))
     rt = TaskRuntime(task)

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import torch
 
-from ksearch.gpu import timing
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import load_task
+from ksearch.gpu.timing import measure as timing
 from ksearch.worldmodel.models import Candidate, EvalSettings
 from tests.fixtures.cli import ksearch_cli
 

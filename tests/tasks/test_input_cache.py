@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ksearch.gpu.runtime import TaskRuntime
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.tasks.input_cache import InputCache
+from ksearch.gpu.tasks.draws.input_cache import InputCache
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime
 
 SCALAR_SUM = Path(__file__).parent / "fixtures" / "gpumode" / "scalar_sum"
 

@@ -15,10 +15,10 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from ksearch.gpu import checking
-from ksearch.gpu.runtime import TaskRuntime
+from ksearch.gpu.checks import outputs as checking
 from ksearch.gpu.task import Tolerance
 from ksearch.gpu.tasks.check import run_check
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime
 from ksearch.server.cli import tasks as cli_tasks
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"
@@ -114,7 +114,7 @@ def test_checking_a_large_output_takes_a_fraction_of_its_size() -> None:
     code = textwrap.dedent(
         """
         import resource, torch
-        from ksearch.gpu import checking
+        from ksearch.gpu.checks import outputs as checking
         from ksearch.gpu.task import Tolerance
         exp = torch.randn(16 * 1024 * 1024)
         got = exp.clone()

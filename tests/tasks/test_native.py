@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ksearch.gpu.runtime import CandidateError, TaskRuntime, load_candidate_module
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks import load_task
+from ksearch.gpu.tasks.rt.runtime import CandidateError, TaskRuntime, load_candidate_module
 
 FIX = Path(__file__).parent / "fixtures" / "native"
 

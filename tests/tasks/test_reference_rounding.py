@@ -1,4 +1,4 @@
-"""The reference's own rounding error against its tolerance (gpu/tasks/rt_rounding.py): measured once with the
+"""The reference's own rounding error against its tolerance (gpu/tasks/rt/rounding.py): measured once with the
 task's facts, on the smoke workload on the CPU, and said wherever a kernel writer reads the task."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from ksearch.gpu.runtime import TaskRuntime
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.facts import NEAR, RoundingProbe, task_facts
 from ksearch.gpu.tasks.facts_text import rounding_text
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime
 
 FIX = Path(__file__).parent / "fixtures"
 CUSUM = FIX / "kernelbench" / "l1_cusum_long_rows.py"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.gpu.runtime import load_candidate_module
+from ksearch.gpu.tasks.rt.runtime import load_candidate_module
 
 
 def test_candidate_tracebacks_point_at_its_own_lines(tmp_path: Path) -> None:

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import torch
 
-from ksearch.gpu.runtime import TaskRuntime
 from ksearch.gpu.task import Workload
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.facts import TensorInfo, WorkloadProbe, task_facts
-from ksearch.gpu.tasks.rt_smoke import SMOKE_ELEMENTS, _SmokeSearch
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime
+from ksearch.gpu.tasks.rt.smoke import SMOKE_ELEMENTS, _SmokeSearch
 from ksearch.gpu.tasks.shrink import SizeKnobs
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"

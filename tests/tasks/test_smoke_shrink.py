@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from ksearch.gpu.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.task import TaskError, Workload
 from ksearch.gpu.tasks import load_task, native
-from ksearch.gpu.tasks.rt_native import NativeRuntime
+from ksearch.gpu.tasks.rt.native import NativeRuntime
+from ksearch.gpu.tasks.rt.runtime import TaskRuntime, load_candidate_module
 from ksearch.gpu.tasks.shrink import SizeKnobs, patched_code, shrunk, size_knobs
 
 KB = Path(__file__).parent / "fixtures" / "kernelbench"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from toolkit import TINY_TASK, Snapshot
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.store import Store
 

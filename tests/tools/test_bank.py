@@ -15,10 +15,10 @@ import pytest
 from ksearch.server.driver.policies.tuner import TunerPolicy
 from ksearch.server.web.search_html import bank_used
 from ksearch.server.web.snapshot import load_view
-from ksearch.tools import bank
-from ksearch.tools.bank_record import record_search
+from ksearch.tools.bank import ops as bank
+from ksearch.tools.bank.record import record_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
-from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, init_context
+from ksearch.tools.prompting.phases import analyse_kernel, implement_intent, init_context
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.bank import BankEntry
 from ksearch.worldmodel.edits import apply_edits, apply_intents

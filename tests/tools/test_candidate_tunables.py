@@ -1,11 +1,11 @@
-"""A candidate's tunables through the tools (tools/tunables.py): read, set, and refuse with what is accepted."""
+"""A candidate's tunables through the tools (tools/files/tunables.py): read, set, and refuse with what is accepted."""
 
 from __future__ import annotations
 
 import pytest
 
 from ksearch.gpu.tasks import builtin_names, load_task
-from ksearch.tools.tunables import TunableError, read_tunables, set_tunables
+from ksearch.tools.files.tunables import TunableError, read_tunables, set_tunables
 from ksearch.worldmodel.errors import KsearchError
 
 SEED = load_task("softmax").seeds["triton"]

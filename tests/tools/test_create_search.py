@@ -147,7 +147,7 @@ async def test_kernelbench_s_precision_is_kept_and_the_search_s_task_runs_at_it(
     assert s.config.precision == "fp16"
     task = bare_ws.search_task(s)
     # KernelBench's fp16 tolerance, 1e-2 as its allclose applies it (within its own roundoff), whatever the
-    # output's dtype; the runtime casts inputs and weights (gpu/tasks/rt_native.py)
+    # output's dtype; the runtime casts inputs and weights (gpu/tasks/rt/native.py)
     assert task.extras["precision"] == "fp16"
     for dtype in ("float16", "float32", "bfloat16"):
         atol, rtol = task.tolerance.for_dtype(dtype)

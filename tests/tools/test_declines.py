@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
-from ksearch.tools.declines import decline_intent, decline_note, declines_in
+from ksearch.tools.loop.declines import decline_intent, decline_note, declines_in
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ksearch.gpu.sandbox import LocalSandbox
+from ksearch.gpu.sandbox.local import LocalSandbox
 from ksearch.gpu.task import TaskError
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.tasks.fib_solution import SolutionError
-from ksearch.tools.candidate_file import detect_language
+from ksearch.gpu.tasks.flashinfer.solution import SolutionError
 from ksearch.tools.common import eval_settings
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.evaluate_file import EvaluateFileIn, evaluate_file
+from ksearch.tools.files.candidate import detect_language
+from ksearch.tools.files.evaluate import EvaluateFileIn, evaluate_file
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Candidate
 from ksearch.worldmodel.store import Store

@@ -1,4 +1,4 @@
-"""tools.export_kernel and gpu/standalone.py, called as functions over a real SQLite store: a search's kernel written
+"""tools.export_kernel and gpu/export/standalone.py, called as functions over a real SQLite store: a search's kernel written
 out as a GPU MODE submission.py or a KernelBench ModelNew file that imports nothing of ksearch (a CUDA or C++
 extension candidate with the standalone copy of its helper written in), marked with what ksearch measured of it;
 the attempt picked by default (the best) or by id (a CPU run's correct attempts); every refusal saying why.
@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from ksearch.gpu import nvrtc
-from ksearch.gpu.standalone import HELPERS, StandaloneError, ksearch_imports, standalone
-from ksearch.gpu.standalone_nvrtc import _ksearch_nvrtc
+from ksearch.gpu.export.nvrtc import _ksearch_nvrtc
+from ksearch.gpu.export.standalone import HELPERS, StandaloneError, ksearch_imports, standalone
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.export_kernel import CPU_STATUS, ExportKernelIn, export_kernel
 from ksearch.tools.workspace import Workspace
@@ -178,7 +178,11 @@ async def test_on_a_cpu_a_correct_attempt_is_picked_by_id_and_marked_as_never_ti
         await export_kernel(ws, ExportKernelIn(search="cpu", format="submission"))
     said = str(refused.value)
     assert "has no best kernel to export yet: 2 correct, none timed on a GPU" in said
-    assert "--attempt N (attempt=N over MCP)" in said and f"#{first}, #{second}" in said and f"#{wrong}" not in said
+    assert (
+        "--attempt N (attempt=N over MCP)" in said
+        and f"#{first}, #{second}" in said
+        and f"#{wrong}" not in said
+    )
     out = await export_kernel(ws, ExportKernelIn(search="cpu", format="submission", attempt=second))
     assert (
         out.attempt_id == second
@@ -277,7 +281,7 @@ async def test_a_candidate_needing_more_of_ksearch_is_refused_with_its_line(ws: 
     assert isinstance(refused.value, KsearchError) and isinstance(refused.value, ValueError)
 
 
-# ---------------------------------------------------------------- gpu/standalone.py
+# ---------------------------------------------------------------- gpu/export/standalone.py
 
 
 def test_every_way_of_importing_a_helper_is_replaced_on_its_own_line() -> None:
@@ -423,7 +427,7 @@ def test_the_nvrtc_copy_turns_arguments_into_c_values_as_ksearch_does() -> None:
 
 async def test_a_finished_search_with_a_best_points_at_the_export_in_its_owners_format(ws: Workspace) -> None:
     from ksearch.server.cli.words import cli_words
-    from ksearch.tools.loop import loop_state
+    from ksearch.tools.loop.state import loop_state
 
     s = await _search(ws, SCALED_ADD, "gm")
     await _attempt(ws, s, TRITON, "triton", gpu_eval(2.0))

@@ -13,7 +13,7 @@ from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.final_eval import FinalEvalIn, final_evaluation
 from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
-from ksearch.tools.loop import loop_state
+from ksearch.tools.loop.state import loop_state
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace

@@ -14,8 +14,8 @@ from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
-from ksearch.tools.loop import Applied
-from ksearch.tools.phase_prompts import reflect_and_edit
+from ksearch.tools.loop.state import Applied
+from ksearch.tools.prompting.phases import reflect_and_edit
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
@@ -85,10 +85,12 @@ async def test_a_reason_given_alone_is_kept_with_the_intents_end(ws: Workspace, 
     ]
 
 
-async def test_edits_applied_after_the_finish_are_said_in_the_next_step(ws: Workspace, tiny_task: str) -> None:
+async def test_edits_applied_after_the_finish_are_said_in_the_next_step(
+    ws: Workspace, tiny_task: str
+) -> None:
     """A host that reflects after finishing (edit_tree, propose_intents in the update phase) reads that its edits
     are in, not the same request to apply them again."""
-    from ksearch.tools.loop import loop_state
+    from ksearch.tools.loop.state import loop_state
 
     a, b = await _claimed(ws, tiny_task)
     await _attempt(ws, a, ROW_SUM_SEED)
@@ -103,7 +105,9 @@ async def test_edits_applied_after_the_finish_are_said_in_the_next_step(ws: Work
         f"Phase 3 (update) of round {s.round}: applied since intent #{a.id} ended: 1 edit(s), 1 new intent(s). "
         "Apply any more with edit_tree and propose_intents; then call"
     ), said
-    await select_action(ws, SelectActionIn(search="f"))  # the next round: nothing of the last one is said again
+    await select_action(
+        ws, SelectActionIn(search="f")
+    )  # the next round: nothing of the last one is said again
     assert "applied since" not in (await loop_state(ws, s.id)).next
 
 

@@ -1,5 +1,5 @@
 """One gain rule: an attempt counts as a gain for its refine phase's stagnation count exactly when it becomes its
-node's best, both decided by the noise-aware comparison against the phase's best code (gpu/compare.py)."""
+node's best, both decided by the noise-aware comparison against the phase's best code (gpu/timing/compare.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ksearch.tools import contexts, loop
 from ksearch.tools.benchmark import assume_base, record
-from ksearch.tools.prompting import fmt_outcome, render_prompt
+from ksearch.tools.loop import state as loop
+from ksearch.tools.prompting import contexts
+from ksearch.tools.prompting.fill import fmt_outcome, render_prompt
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace

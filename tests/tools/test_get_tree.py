@@ -8,8 +8,8 @@ from pydantic import ValidationError
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.get_tree import GetTreeIn, get_tree, tree_text
+from ksearch.tools.loop.runs import hold_run, mark_running
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
-from ksearch.tools.runs import hold_run, mark_running
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import IntentSpec, Search

@@ -61,7 +61,7 @@ def test_ksearch_run_starts_no_search_on_it(tmp_path: Path) -> None:
 
 
 async def test_its_brief_says_the_facts_are_not_derivable_here_not_pending(ws: Workspace) -> None:
-    from ksearch.tools.contexts import task_brief
+    from ksearch.tools.prompting.contexts import task_brief
 
     s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
     brief = await task_brief(ws, s)
@@ -97,7 +97,7 @@ async def test_final_evaluation_refuses_and_keeps_the_best(ws: Workspace, snapsh
 async def test_a_prompt_served_without_a_gpu_names_the_gpu_the_attempts_ran_on(ws: Workspace) -> None:
     """A search timed on a GPU machine and read here: the brief's hardware is this machine's, and says whose the
     numbers are (a host read 'cpu-interpreter' hardware over attempts that all ran on the H200)."""
-    from ksearch.tools.contexts import task_brief
+    from ksearch.tools.prompting.contexts import task_brief
     from tests.fixtures.evals import gpu_eval
 
     s = await create_search(ws, CreateSearchIn(task="softmax", name="timed"))

@@ -14,10 +14,10 @@ import pytest
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
-from ksearch.tools.loop import BudgetState, LoopState, RefineState
+from ksearch.tools.loop.runs import hold_run, mark_running
+from ksearch.tools.loop.state import BudgetState, LoopState, RefineState
 from ksearch.tools.now_doing import doing_text, now_doing
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
-from ksearch.tools.runs import hold_run, mark_running
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import runs

@@ -9,7 +9,7 @@ import pytest
 
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.phase_prompts import analyse_kernel, implement_intent, reflect_and_edit
+from ksearch.tools.prompting.phases import analyse_kernel, implement_intent, reflect_and_edit
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace

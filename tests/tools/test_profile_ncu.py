@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from toolkit import ROW_SUM_SEED, Snapshot
 
-from ksearch.gpu.sandbox_api import SandboxError
+from ksearch.gpu.sandbox.api import SandboxError
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from ksearch.tools.common import gpu_lacking
-from ksearch.tools.contexts import hardware_text
 from ksearch.tools.create_search import CreateSearchIn, create_search
-from ksearch.tools.facts_wait import PROMPT_WAIT_S, bounded, within_reading
-from ksearch.tools.phase_prompts import analyse_kernel
+from ksearch.tools.prompting.contexts import hardware_text
+from ksearch.tools.prompting.facts_wait import PROMPT_WAIT_S, bounded, within_reading
+from ksearch.tools.prompting.phases import analyse_kernel
 from ksearch.tools.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
@@ -148,10 +148,12 @@ async def test_one_reading_reads_a_tasks_facts_once_and_every_reader_gets_them()
     bounded reading the second reader gets what the first got."""
     from ksearch.gpu.tasks import load_task
     from ksearch.gpu.tasks.facts import task_facts
-    from ksearch.tools.facts_wait import facts_for
+    from ksearch.tools.prompting.facts_wait import facts_for
 
     task = load_task("softmax")
-    await asyncio.to_thread(task_facts, task)  # derived already (at the search's creation), cached per content
+    await asyncio.to_thread(
+        task_facts, task
+    )  # derived already (at the search's creation), cached per content
     with bounded(0.5):
         first = await facts_for(task)
         await asyncio.sleep(0.6)  # the reading's time spent elsewhere (the hardware facts, the tree)

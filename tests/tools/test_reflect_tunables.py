@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ksearch.tools.contexts import update_context
+from ksearch.tools.prompting.contexts import update_context
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.edits import apply_edits, apply_intents
 from ksearch.worldmodel.models import IntentSpec, SearchConfig

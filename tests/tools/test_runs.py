@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from ksearch.tools.runs import (
+from ksearch.tools.loop.runs import (
     check_run_free,
     hold_run,
     keep_run_result,

@@ -10,7 +10,7 @@ from toolkit import Snapshot
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.loop import loop_state
+from ksearch.tools.loop.state import loop_state
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace

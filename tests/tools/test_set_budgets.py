@@ -12,7 +12,7 @@ from ksearch.tools.budgets import SetBudgetsIn, set_budgets
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.loop import budget_state, loop_state
+from ksearch.tools.loop.state import budget_state, loop_state
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace

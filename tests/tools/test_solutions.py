@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ksearch.gpu.tasks.fib_solution import SOLUTION_MARK, parse_solution
+from ksearch.gpu.tasks.flashinfer.solution import SOLUTION_MARK, parse_solution
 from ksearch.tools.common import resolve_candidate
-from ksearch.tools.solutions import SolutionError, export_solution, is_solution, submitted_candidate
+from ksearch.tools.files.solutions import SolutionError, export_solution, is_solution, submitted_candidate
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.edits import apply_intents
 from ksearch.worldmodel.errors import KsearchError

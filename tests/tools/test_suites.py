@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.suites import (
+from ksearch.tools.suites.suite import (
     SuiteIn,
     SuiteRow,
     create_suite,
@@ -182,7 +182,7 @@ async def test_the_page_shows_a_suite_and_links_each_search(bare_ws: Workspace, 
 async def test_a_suite_exports_each_task_s_kernel_in_its_owner_s_format(
     bare_ws: Workspace, tmp_path: Path
 ) -> None:
-    from ksearch.tools.suites import export_suite
+    from ksearch.tools.suites.suite import export_suite
 
     problem = tmp_path / "1_relu.py"
     problem.write_text(PROBLEM)

@@ -213,7 +213,7 @@ async def test_show_task_and_the_prompt_state_one_tolerance_for_an_undeclared_bf
     (atol 1e-4) beside the derived dtype, while the prompt stated bfloat16's. Both state the rule the evaluator
     applies, for the dtype derived from the reference."""
     from ksearch.gpu.tasks import load_task
-    from ksearch.tools.contexts import tolerance_text
+    from ksearch.tools.prompting.contexts import tolerance_text
 
     path = tmp_path / "bf16_scale.py"
     path.write_text(

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from toolkit import Snapshot
 
-from ksearch.gpu.compare import compare
+from ksearch.gpu.timing.compare import compare
 from ksearch.tools.common import summarize
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure
-from ksearch.tools.loop import loop_state
-from ksearch.tools.protocols import default_protocol
+from ksearch.tools.loop.protocols import default_protocol
+from ksearch.tools.loop.state import loop_state
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Evaluation, WorkloadTiming
 

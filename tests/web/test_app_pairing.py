@@ -17,7 +17,7 @@ from uihelp import arun, with_store
 
 from ksearch.server.web.app import build_app
 from ksearch.server.web.submissions import MAX_BODY
-from ksearch.tools.declines import decline_intent
+from ksearch.tools.loop.declines import decline_intent
 from ksearch.tools.now_doing import now_doing
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.submit_kernel import MAX_SOURCE_BYTES

@@ -7,7 +7,7 @@ import re
 from datetime import timedelta
 
 from ksearch.server.web.chart import HEIGHT, score_chart
-from ksearch.tools.declines import Decline
+from ksearch.tools.loop.declines import Decline
 from ksearch.worldmodel.models import Attempt, Evaluation, WorkloadTiming
 
 

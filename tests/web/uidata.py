@@ -277,8 +277,8 @@ async def build(db: Path, name: str = "softmax-demo") -> dict[str, int]:
 async def build_showcase(db: Path, name: str = "softmax-demo") -> dict[str, int]:
     """The sample search with what a person pairing adds to it: a pinned intent, a kernel of their own, and an
     intent the tuner declined (for the screenshots in docs/; the tests use `build`)."""
-    from ksearch.tools.declines import decline_intent
     from ksearch.tools.edit_tree import EditTreeIn, edit_tree
+    from ksearch.tools.loop.declines import decline_intent
     from ksearch.tools.select_action import SelectActionIn, select_action
     from ksearch.tools.workspace import Workspace
     from ksearch.worldmodel.models import EditSpec

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from ksearch.tools.final_eval import FinalOut
-from ksearch.tools.loop import LoopState
+from ksearch.tools.loop.state import LoopState
 from ksearch.worldmodel.models import (
     Attempt,
     Budgets,

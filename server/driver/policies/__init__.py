@@ -23,7 +23,7 @@ from ksearch.server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from ksearch.tools.prompting import PHASES, render_prompt
+from ksearch.tools.prompting.fill import PHASES, render_prompt
 from ksearch.worldmodel.models import POLICY_NAMES
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Three decisions, one per phase of the loop (docs/architecture.md, "One loop, three drivers"): `init` analyses the kernel and seeds the
 tree, `write_code` implements an intent, `update` reflects on an outcome and edits the tree. Contexts
-carry everything a decision needs as data (tools/phase_models.py); prompts render them (tools/prompts/*.md).
+carry everything a decision needs as data (tools/prompting/phase_models.py); prompts render them (tools/prompting/prompts/*.md).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
-from ksearch.tools.phase_models import (  # re-exported: policies and their tests read the contexts from here
+from ksearch.tools.prompting.phase_models import (  # re-exported: policies and their tests read the contexts from here
     AttemptOutcome,
     CodeResult,
     Ctx,

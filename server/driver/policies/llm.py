@@ -32,7 +32,7 @@ from ksearch.server.driver.policies.base import (
     WriteContext,
 )
 from ksearch.server.driver.policies.pricing import cost_usd, price_for
-from ksearch.tools.prompting import Phase, render_prompt
+from ksearch.tools.prompting.fill import Phase, render_prompt
 from ksearch.worldmodel.errors import KsearchError
 
 

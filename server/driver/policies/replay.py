@@ -32,7 +32,7 @@ from ksearch.server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from ksearch.tools.prompting import PHASES, Phase
+from ksearch.tools.prompting.fill import PHASES, Phase
 from ksearch.worldmodel.models import EditSpec
 
 RESULT_MODELS: dict[str, type[BaseModel]] = {

@@ -49,7 +49,7 @@ from ksearch.server.driver.policies.tuner_tree import (
     root_id,
     same_title,
 )
-from ksearch.tools.tunables import TunableError, read_tunables, set_tunables
+from ksearch.tools.files.tunables import TunableError, read_tunables, set_tunables
 from ksearch.worldmodel.models import INCONCLUSIVE_STATUSES, EditSpec, IntentSpec
 
 
