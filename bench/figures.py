@@ -1,19 +1,24 @@
-"""The README's figures, generated from the committed results in bench/results/.
+"""The measured figures of the docs, generated from the committed results in bench/results/.
 
-    python bench/figures.py --check   # exit 1, saying where, when README.md and bench/results/ disagree
+    python bench/figures.py --check   # exit 1, saying where, when the docs and bench/results/ disagree
     python bench/figures.py --write   # rewrite every generated region from the results
 
-A generated region is the text between `<!-- figures:NAME -->` and `<!-- /figures:NAME -->` in README.md:
-inside one line (a table row, a phrase in a sentence) or around a block (a whole table). `REGIONS` maps each
-NAME to the function that writes it from the results, so a figure in a region is whatever the results say.
+The figures live in docs/results.md; the README shows a headline table of them. A generated region is the text
+between `<!-- figures:NAME -->` and `<!-- /figures:NAME -->`: inside one line (a table row, a phrase in a
+sentence) or around a block (a whole table). `REGIONS` maps each NAME to the function that writes it from the
+results, so a figure in a region is whatever the results say; `HOME` says which document holds it (each region
+once, in its home: docs/results.md unless named there).
 
-Outside the regions, `--check` also reads the README for numbers that look measured (a time, a speedup, a
-percentage, a bandwidth, "N of M", "N passed"): each must be one of `ALLOWED`, phrases that state a setting, a
-limit or a test's bound rather than a measurement, each with why. And every `tests/...` or `bench/...` path
-the README names must exist, so a claim credited to a test points at one.
+Outside the regions, `--check` also reads the documents of `DOCS` (the README, and the pages its reference
+material lives in) for numbers that look measured (a time, a speedup, a percentage, a bandwidth, "N of M",
+"N passed"): each must be one of `ALLOWED`, phrases that state a setting, a limit or a test's bound rather than a
+measurement, each with why. In those and in `PATHS_ONLY`, every `tests/...` or `bench/...` path named must exist,
+so a claim credited to a test points at one, and every relative link must lead to a file (and heading) that is
+there.
 
-To put a new result in the README: commit its JSON under bench/results/, write a function here that renders it
-(`Results` reads the files), add it to `REGIONS`, put the two markers where it goes, and run `--write`.
+To put a new result in the docs: commit its JSON under bench/results/, write a function here that renders it
+(`Results` reads the files), add it to `REGIONS`, put the two markers where it goes in docs/results.md, and run
+`--write`.
 """
 
 from __future__ import annotations
@@ -21,17 +26,25 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 RESULTS = ROOT / "bench" / "results"
+RESULTS_DOC = "docs/results.md"  # every measured figure, and the home of every region `HOME` does not name
+# The documents checked whole (regions, stray numbers, paths, links), relative to the repository root: the README
+# and the pages that hold what it links to for reference.
+DOCS = ("README.md", RESULTS_DOC, "docs/cli.md", "docs/mcp.md")
+# Documents whose test and bench paths and relative links are checked, not their numbers.
+PATHS_ONLY = ("docs/integrity.md",)
 
 
 class FiguresError(Exception):
@@ -389,7 +402,7 @@ def row_gpumode(r: Results) -> str:
         f"{close} of {len(pairs)} candidate-shape pairs within 5%; "
         f"worst shape within 5% for {', '.join(dev(n) for n in within) or 'none'}; beyond for "
         f"{', '.join(dev(n) for n in beyond) or 'none'}{itself} (the small shapes of launch-bound calls, whose time "
-        "is the host's and moves between processes: see [docs/tasks.md](docs/tasks.md#gpu-mode))",
+        "is the host's and moves between processes: see [docs/tasks.md](tasks.md#gpu-mode))",
         "`bench/gpumode_side_by_side.py` → `gpumode-trimul-h200.json`",
     )
 
@@ -422,7 +435,7 @@ def row_gpumode_processes(r: Results) -> str:
         "per candidate, alternating; per shape the medians over the processes compared",
         f"{'; '.join(parts)}; one process's reading against another's of the same harness, worst shape: eval.py "
         f"{(ev - 1) * 100:.1f}%, ksearch {(ks - 1) * 100:.1f}% (launch-bound shapes: the host's pace moves between "
-        "processes, see [docs/tasks.md](docs/tasks.md#gpu-mode))",
+        "processes, see [docs/tasks.md](tasks.md#gpu-mode))",
         "`bench/gpumode_side_by_side.py --processes 4` → `gpumode-{trimul,histogram}-h200-processes.json`",
     )
 
@@ -461,7 +474,7 @@ def row_kernelbench(r: Results) -> str:
         "KernelBench, its own `eval_kernel_against_ref` (and `measure_ref_program_time` for eager) vs ksearch timing "
         f"as it does (`timing_protocol: kernelbench`), {len(problems)} problems ({', '.join(problems)}), the "
         "reference, our Triton kernel and the eager baseline each",
-        out + " ([docs/tasks.md](docs/tasks.md#kernelbench-its-rule-and-its-timing))",
+        out + " ([docs/tasks.md](tasks.md#kernelbench-its-rule-and-its-timing))",
         "`bench/kernelbench_side_by_side.py` → `side-by-side-kernelbench-h200.json`",
     )
 
@@ -504,7 +517,7 @@ def row_search_kernels(r: Results) -> str:
                 if host
                 else ""
             )
-            + " ([docs/live-host.md](docs/live-host.md#on-the-h200-a-gpu-mode-task-and-a-kernelbench-task))"
+            + " ([docs/live-host.md](live-host.md#on-the-h200-a-gpu-mode-task-and-a-kernelbench-task))"
         )
     return _row(
         "kernels a language model wrote in ksearch searches (as MCP host, on the H200), exported by `export_kernel` "
@@ -550,7 +563,7 @@ def row_flashinfer(r: Results) -> str:
         "the host's launch gaps; with events, a call of a few µs once the host issues it slower than the GPU "
         "flushes. The same 5 µs call read by both timers in one process agrees within 4% and moves by 30% between "
         "runs (`host-pace-h200-{1,2}.json`) "
-        "([docs/tasks.md](docs/tasks.md#flashinfer-bench))",
+        "([docs/tasks.md](tasks.md#flashinfer-bench))",
         "`bench/flashinfer_side_by_side.py` → `side-by-side-flashinfer-h200.json`",
     )
 
@@ -871,10 +884,15 @@ def _mmss(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:02.0f} s" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def _when(d: dict[str, Any]) -> str:
+    """Which code was measured, and when: such a figure holds for that commit, not for every later one."""
+    return f"of {d['commit'][:7]} ({d['when'][:10]})"
+
+
 def quickstart_time(r: Results) -> str:
     d = _fresh(r, "quickstart")
     return (
-        f"From a fresh clone on a {_machine_text(d)}: {_mmss(d['total_s'])} in all, the run itself "
+        f"From a fresh clone {_when(d)} on a {_machine_text(d)}: {_mmss(d['total_s'])} in all, the run itself "
         f"{d['run_s']:.0f} s, setting up a new environment {d['setup_s']:.0f} s "
         "(`bench/fresh_clone.py --part quickstart` → `fresh-clone-quickstart-cpu2.json`)"
     )
@@ -885,9 +903,9 @@ def suite_time(r: Results) -> str:
     c, qc = d["counts"], q["counts"]
     venv = lambda x: "with a new environment" if x["fresh_venv"] else "in a set-up environment"  # noqa: E731
     return (
-        f"From a fresh clone on a {_machine_text(d)}, {venv(d)}: {_mmss(d['total_s'])} in all ({c.get('passed', 0)} "
-        f"passed, {c.get('skipped', 0)} skipped; pytest {_mmss(d['pytest_s'])}); the quick lane "
-        f'`-m "not slow"`, {venv(q)}: {_mmss(q["total_s"])} ({qc.get("passed", 0)} passed) '
+        f"From a fresh clone {_when(d)} on a {_machine_text(d)}, {venv(d)}: {_mmss(d['total_s'])} in all "
+        f"({c.get('passed', 0)} passed, {c.get('skipped', 0)} skipped; pytest {_mmss(d['pytest_s'])}); the quick "
+        f'lane `-m "not slow"` {_when(q)}, {venv(q)}: {_mmss(q["total_s"])} ({qc.get("passed", 0)} passed) '
         "(`bench/fresh_clone.py --part tests|quick` → `fresh-clone-{tests,quick}-cpu2.json`)"
     )
 
@@ -993,6 +1011,83 @@ def worker_start_gpu(r: Results) -> str:
     )
 
 
+# ------------------------------------------------------------------------------------- the README's headline
+
+
+def _span_x(values: list[float]) -> str:
+    return _span(values, lambda v: f"{v:.2f}") + "x"
+
+
+def headline(r: Results) -> str:
+    """The README's short table: a few figures from the rows of docs/results.md, each read from the same files."""
+    e2e = _sandbox(r)["parts"]["e2e"]
+    trials = re.search(r"(\d+) correctness trials", e2e["what"])
+    aa = _sandbox(r)["parts"]["aa"]
+    cheats = r.json("integrity-h200.json")
+    ran = [x for x in cheats if x["status"] != "skipped"]
+    tasks: dict[str, Any] = {}
+    for path in r.glob("compile-baseline-h200-*.json"):
+        tasks.update(json.loads(path.read_text()).get("tasks", {}))
+    ratios = [row["ratio"] for t in tasks.values() for row in t.get("rows", []) if row.get("ratio")]
+    measured = [n for n, t in tasks.items() if t.get("rows")]
+    if trials is None or not ratios:
+        raise FiguresError("sandbox-h200.json or compile-baseline-h200-*.json: not what the headline reads")
+    live = []
+    for name, final in _live_final(r).items():
+        timings = list(_TIMING.finditer(final[0]["summary"]))
+        eager = _span_x([float(m["ve"]) for m in timings])
+        comp = [float(m["vc"]) for m in timings if m["vc"]]
+        live.append(f"{name} {eager} vs eager" + (f", {_span_x(comp)} vs torch.compile" if comp else ""))
+    kb = [p for p in r.json("side-by-side-kernelbench-h200.json")["pairs"] if p.get("rel_diff") is not None]
+    gm = []
+    for fname in ("gpumode-trimul-h200-processes.json", "gpumode-histogram-h200-processes.json"):
+        for c in r.json(fname)["candidates"].values():
+            per = ((c.get("over_processes") or {}).get("per_shape") or {}).values()
+            gm += [v["median_ratio"] for v in per if "median_ratio" in v]
+    fib = [p for p in _fib_pairs(r.json("side-by-side-flashinfer-h200.json")) if p[0] == "cupti"]
+    within = lambda xs: sum(abs(x) <= 0.05 for x in xs)  # noqa: E731
+    rows = [
+        (
+            f"evaluate a new candidate: compile, {trials.group(1)} correctness trials, timing (a warm worker)",
+            f"Triton {e2e['triton']['new_kernel_s']['median']:.2f} s, NVRTC CUDA "
+            f"{e2e['cuda']['new_kernel_s']['median']:.2f} s (medians)",
+            "#measured-on-an-h200",
+        ),
+        (
+            "two identical candidates compared (A/A)",
+            f"called faster {aa['called_faster']} times of {aa['comparisons']}",
+            "#measured-on-an-h200",
+        ),
+        (
+            "candidates written to cheat the evaluator",
+            f"{sum(x['caught'] for x in ran)} of {len(ran)} caught, each with its reason",
+            "#measured-on-an-h200",
+        ),
+        (
+            "the torch.compile baseline ksearch divides by, against a fresh compile of each shape",
+            f"ratio {_span(ratios, lambda v: f'{v:.3f}')} over {len(ratios)} workloads of {len(measured)} "
+            "built-in tasks",
+            "#measured-on-an-h200",
+        ),
+        (
+            "a language model's kernels (as MCP host), final evaluation on every workload, held-out included",
+            "; ".join(live),
+            "#a-language-models-kernels-replayed-on-the-h200",
+        ),
+        (
+            "ksearch timing a kernel as the task owner's own evaluator does, both read",
+            f"within 5%: KernelBench {within([p['rel_diff'] for p in kb])} of {len(kb)} pairs; GPU MODE "
+            f"{within([x - 1 for x in gm])} of {len(gm)} shapes (medians over new processes); FlashInfer-Bench "
+            f"{within([p[3] for p in fib])} of {len(fib)} pairs (CUPTI timer; on small workloads the host's launch "
+            "pace decides)",
+            "#measured-on-an-h200",
+        ),
+    ]
+    lines = ["| on one H200 | measured | every row |", "| --- | --- | --- |"]
+    lines += [f"| {what} | {said} | [results]({RESULTS_DOC}{anchor}) |" for what, said, anchor in rows]
+    return "\n".join(lines)
+
+
 # -------------------------------------------------------------------------------------------- the registry
 
 
@@ -1020,6 +1115,7 @@ def row_bank_pairs(r: Results) -> str:
 
 
 REGIONS: dict[str, Callable[[Results], str]] = {
+    "headline": headline,
     "quickstart-time": quickstart_time,
     "suite-time": suite_time,
     "worker-start": worker_start,
@@ -1058,24 +1154,23 @@ REGIONS: dict[str, Callable[[Results], str]] = {
     "row-bank-pairs": row_bank_pairs,
 }
 
+# The document that holds each region, where it is not docs/results.md.
+HOME: dict[str, str] = {"headline": "README.md"}
+
 # Numbers outside the regions that are not measurements: each phrase, and why it may stand as written.
 ALLOWED: dict[str, str] = {
     "127.0.0.1": "an address",
-    "at least every 1.5 s": "the MCP server's heartbeat interval for progress notifications (server/mcp/calls.py), a setting",
-    "waits at most 0.8 s": "how long an MCP prompt reading waits for the task's facts (tools/facts_wait.py), a setting",
-    "planned from, at most 5 s": "how long the analyse prompt waits for its facts (tools/facts_wait.py), a setting",
+    "at least every 1.5 s": "the MCP server's heartbeat interval for progress notifications, a setting",
+    "waits at most 0.8 s": "how long an MCP prompt reading waits for the task's facts (PROMPT_WAIT_S), a setting",
+    "planned from, at most 5 s": "how long the analyse prompt waits for its facts (ANALYSE_WAIT_S), a setting",
     "on 2 cores with 30 s per file": "bench/kernelbench_cpu.py's limits, set by its command line",
-    "more than 4 s": "the interrupt handler's cleanup limit (server/cli/interrupt.py), a setting",
-    "for 3 s / for 14 s": "how long tests/faults/test_fault_db_locked.py holds the lock, a test setting",
-    "exit 130 within 5 s": "the bound tests/faults/test_fault_driver_interrupt.py asserts",
+    "more than 4 s": "the interrupt handler's cleanup limit, a setting",
     "answered within 30 s": "the bound tests/mcp/test_ts_client.py asserts",
-    "at 22 random points": "where tests/faults/test_fault_driver_kill.py kills the run, a test setting",
     "256 MiB L2 clear": "the size of KernelBench's own L2-clearing buffer, a setting of its timing code",
     "95% for MoE": "FlashInfer-Bench's matched-ratio rule for MoE definitions, a tolerance setting",
-    "4 GiB of scratch disk": "the jail's default scratch-disk limit, a setting",
-    "at most 32 GiB": "the draws store's default budget (gpu/tasks/draw_store.py), a setting",
-    "the 95% confidence interval": "the gain rule's confidence level (gpu/compare.py CONFIDENCE), a setting",
-    "at least 1.02x": "the gain rule's minimum gain (gpu/compare.py MIN_GAIN), a setting",
+    "at most 32 GiB": "the draws store's default budget, a setting",
+    "the 95% confidence interval": "the gain rule's confidence level (CONFIDENCE), a setting",
+    "at least 1.02x": "the gain rule's minimum gain (MIN_GAIN), a setting",
 }
 
 _MARKER = re.compile(r"<!-- figures:(?P<name>[\w-]+) -->(?P<body>.*?)<!-- /figures:(?P=name) -->", re.S)
@@ -1123,38 +1218,60 @@ def _expand(path: str) -> list[str]:
     return [x for alt in m.group(1).split(",") for x in _expand(path[: m.start()] + alt + path[m.end() :])]
 
 
-def check(text: str, results: Results) -> list[str]:
-    """Every disagreement between the README text and the results, as lines to print (none: they agree)."""
-    problems: list[str] = []
-    found = _regions(text)
-    names = [m["name"] for m in found]
-    for name in sorted(set(names)):
-        if names.count(name) > 1:
-            problems.append(f"region {name} appears {names.count(name)} times")
+def read_docs(root: Path = ROOT) -> dict[str, str]:
+    """The checked documents' text by their path under `root` (the repository, or a copy in a test)."""
+    return {name: (root / name).read_text() for name in (*DOCS, *PATHS_ONLY) if (root / name).is_file()}
+
+
+def check(docs: dict[str, str], results: Results) -> list[str]:
+    """Every disagreement between the documents and the results, as lines to print (none: they agree).
+
+    `docs` maps each document's path (as in `DOCS` and `PATHS_ONLY`) to its text."""
+    problems = [f"{name} is missing" for name in (*DOCS, *PATHS_ONLY) if name not in docs]
+    where: dict[str, list[str]] = {}
+    for doc, text in docs.items():
+        if doc in PATHS_ONLY:
+            problems += [f"{doc} {p}" for p in _missing_paths(text) + _broken_links(doc, text, docs)]
+            continue
+        for m in _regions(text):
+            name = m["name"]
+            at = f"{doc} line {_line(text, m.start())}"
+            if name not in REGIONS:
+                problems.append(f"{at}: unknown region {name!r}; known: {', '.join(REGIONS)}")
+                continue
+            where.setdefault(name, []).append(doc)
+            home = HOME.get(name, RESULTS_DOC)
+            if doc != home:
+                problems.append(f"{at}: region {name} belongs in {home}")
+                continue
+            try:
+                want = render(name, results, m["body"])
+            except (FiguresError, KeyError, ValueError) as e:
+                problems.append(f"region {name}: cannot be generated: {type(e).__name__}: {e}")
+                continue
+            if m["body"] != want:
+                # the first line that differs (a block region is a table: show the row)
+                lines = zip_longest(m["body"].strip().splitlines(), want.strip().splitlines(), fillvalue="")
+                said, wanted = next(((x, y) for x, y in lines if x != y), (m["body"], want))
+                problems.append(
+                    f"{at}: region {name} differs from the results\n"
+                    f"    {doc}:  {said.strip()[:400]}\n    results: {wanted.strip()[:400]}"
+                )
+        problems += [f"{doc} {p}" for p in _stray_numbers(text) + _missing_paths(text)]
+        problems += [f"{doc} {p}" for p in _broken_links(doc, text, docs)]
     for name in REGIONS:
-        if name not in names:
-            problems.append(f"region {name} is not in the README (add its markers where the figure belongs)")
-    for m in found:
-        if m["name"] not in REGIONS:
-            problems.append(
-                f"line {_line(text, m.start())}: unknown region {m['name']!r}; known: {', '.join(REGIONS)}"
-            )
-            continue
-        try:
-            want = render(m["name"], results, m["body"])
-        except (FiguresError, KeyError, ValueError) as e:
-            problems.append(f"region {m['name']}: cannot be generated: {type(e).__name__}: {e}")
-            continue
-        if m["body"] != want:
-            problems.append(
-                f"line {_line(text, m.start())}: region {m['name']} differs from the results\n"
-                f"    README:  {m['body'].strip()[:400]}\n    results: {want.strip()[:400]}"
-            )
-    problems += _stray_numbers(text)
+        home = HOME.get(name, RESULTS_DOC)
+        n = where.get(name, []).count(home)
+        if home in docs and n == 0:
+            problems.append(f"region {name} is not in {home} (add its markers where the figure belongs)")
+        elif n > 1:
+            problems.append(f"region {name} appears {n} times in {home}")
+    checked = " ".join(text for doc, text in docs.items() if doc not in PATHS_ONLY)
     problems += [
-        f"ALLOWED phrase {p!r} is not in the README any more: drop it" for p in ALLOWED if p not in text
+        f"ALLOWED phrase {p!r} is in none of {', '.join(DOCS)} any more: drop it"
+        for p in ALLOWED
+        if p not in checked
     ]
-    problems += _missing_paths(text)
     return problems
 
 
@@ -1195,22 +1312,62 @@ def _missing_paths(text: str) -> list[str]:
     return out
 
 
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: lower case, punctuation dropped, spaces as hyphens,
+    a repeated heading numbered."""
+    seen: dict[str, int] = {}
+    out = set()
+    for m in re.finditer(r"^#{1,6} +(.+?) *#*$", re.sub(r"```.*?```", "", text, flags=re.S), re.M):
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def _broken_links(doc: str, text: str, docs: dict[str, str]) -> list[str]:
+    """Relative links that lead nowhere: to a file that is not there, or to a heading its file lacks."""
+    out = []
+    blanked = _blank(text, [(m.start(), m.end()) for m in re.finditer(r"```.*?```", text, re.S)])
+    for m in _LINK.finditer(blanked):
+        target = m["target"]
+        if re.match(r"[a-z][a-z+]*:", target):  # https:, mailto: ...
+            continue
+        path, _, anchor = target.partition("#")
+        name = os.path.normpath(Path(doc).parent / path) if path else doc
+        file = ROOT / name
+        if path and not file.exists():
+            out.append(f"line {_line(text, m.start())}: the link to {target} leads to no file ({name})")
+        elif anchor and name.endswith(".md"):
+            body = docs.get(name) or (file.read_text() if file.is_file() else "")
+            if anchor not in _anchors(body):
+                out.append(
+                    f"line {_line(text, m.start())}: the link to {target} leads to no heading of {name}"
+                )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="exit 1 when README and results disagree")
+    mode.add_argument("--check", action="store_true", help="exit 1 when the docs and the results disagree")
     mode.add_argument("--write", action="store_true", help="rewrite the generated regions from the results")
-    ap.add_argument("--readme", type=Path, default=README)
+    ap.add_argument(
+        "--root", type=Path, default=ROOT, help="where the documents are (a copy of the repository's)"
+    )
     ap.add_argument("--results", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     results = Results(args.results)
-    text = args.readme.read_text()
     if args.write:
-        new = write(text, results)
-        if new != text:
-            args.readme.write_text(new)
-        print(f"{args.readme}: {'rewritten' if new != text else 'already up to date'}")
-    problems = check(args.readme.read_text(), results)
+        for name, text in read_docs(args.root).items():
+            new = write(text, results)
+            if new != text:
+                (args.root / name).write_text(new)
+            print(f"{name}: {'rewritten' if new != text else 'already up to date'}")
+    problems = check(read_docs(args.root), results)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:

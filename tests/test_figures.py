@@ -1,5 +1,6 @@
-"""README figures are generated from bench/results/ (bench/figures.py): the real README agrees with the results,
-and an edited figure, a changed result, a stray measured number or a missing test file each fail the check."""
+"""The docs' figures are generated from bench/results/ (bench/figures.py): docs/results.md and the README's headline
+table agree with the results, and an edited figure, a changed result, a stray measured number, a missing test file
+or a broken link each fail the check."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+RESULTS_MD = "docs/results.md"
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -31,6 +33,18 @@ figures = _load("bench_figures", ROOT / "bench" / "figures.py")
 REAL = figures.Results(figures.RESULTS)
 
 
+def docs() -> dict[str, str]:
+    return figures.read_docs()
+
+
+def edited(doc: str, old: str, new: str) -> dict[str, str]:
+    """The checked documents with one edit in one of them (which must change it)."""
+    d = docs()
+    assert old in d[doc], (doc, old)
+    d[doc] = d[doc].replace(old, new)
+    return d
+
+
 @pytest.fixture
 def results(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A copy of bench/results/ to change."""
@@ -39,42 +53,60 @@ def results(tmp_path: Path):  # type: ignore[no-untyped-def]
     return figures.Results(dst)
 
 
-def test_the_readme_agrees_with_the_results() -> None:
-    assert figures.check(README.read_text(), REAL) == []
+def test_the_docs_agree_with_the_results() -> None:
+    assert figures.check(docs(), REAL) == []
 
 
-def test_every_region_is_in_the_readme_once() -> None:
-    names = [m["name"] for m in figures._regions(README.read_text())]
-    assert sorted(names) == sorted(figures.REGIONS)
+def test_every_region_is_in_its_home_once() -> None:
+    found = {doc: [m["name"] for m in figures._regions(text)] for doc, text in docs().items()}
+    assert found["README.md"] == ["headline"]
+    assert sorted(found[RESULTS_MD]) == sorted(n for n in figures.REGIONS if n != "headline")
+    assert all(not names for doc, names in found.items() if doc not in ("README.md", RESULTS_MD))
 
 
-def test_an_edited_figure_in_a_region_fails() -> None:
-    text = README.read_text()
-    assert "called faster 0 times of 50" in text
-    problems = figures.check(text.replace("called faster 0 times of 50", "called faster 1 times of 50"), REAL)
-    assert len(problems) == 1 and "region row-aa differs from the results" in problems[0], problems
+def test_a_region_out_of_its_home_fails() -> None:
+    text = docs()[RESULTS_MD]
+    row = re.search(r"<!-- figures:row-aa -->.*?<!-- /figures:row-aa -->", text)
+    assert row is not None
+    d = edited("docs/cli.md", "## Commands\n", f"## Commands\n\n| {row.group(0)} |\n")
+    (problem,) = figures.check(d, REAL)
+    assert "docs/cli.md line" in problem and "region row-aa belongs in docs/results.md" in problem
+
+
+@pytest.mark.parametrize(("doc", "region"), [(RESULTS_MD, "row-aa"), ("README.md", "headline")])
+def test_an_edited_figure_in_a_region_fails(doc: str, region: str) -> None:
+    d = edited(doc, "called faster 0 times of 50", "called faster 1 times of 50")
+    problems = figures.check(d, REAL)
+    assert len(problems) == 1 and f"region {region} differs from the results" in problems[0], problems
+    assert problems[0].startswith(f"{doc} line ")
 
 
 def test_an_edited_table_cell_fails() -> None:
-    text = README.read_text()
+    text = docs()[RESULTS_MD]
     # the first data row of the live-replay table, whatever today's figures: its median cell changed
     row = re.search(r"^\| l2_normalize \| #\d+ \| \S+ \| search \| ([\d.]+) us \|", text, re.M)
     assert row is not None
     cell = row.group(0)
-    edited = text.replace(
-        cell, cell.replace(f"| {row.group(1)} us |", f"| {float(row.group(1)) + 20:.1f} us |")
+    d = edited(
+        RESULTS_MD, cell, cell.replace(f"| {row.group(1)} us |", f"| {float(row.group(1)) + 20:.1f} us |")
     )
-    assert edited != text
-    (problem,) = figures.check(edited, REAL)
+    (problem,) = figures.check(d, REAL)
     assert "region live-replay differs" in problem
 
 
-def test_a_measured_number_outside_the_regions_fails() -> None:
-    text = README.read_text().replace(
-        "GPU work runs in sandbox worker processes.",
-        "GPU work runs in sandbox worker processes, 2.4x faster.",
-    )
-    (problem,) = figures.check(text, REAL)
+@pytest.mark.parametrize(
+    ("doc", "sentence"),
+    [
+        ("docs/mcp.md", "GPU work runs in sandbox worker processes."),
+        ("README.md", "A good idea survives a buggy first implementation;"),
+        ("docs/cli.md", "The exit code is 130 (143 for SIGTERM)."),
+        (RESULTS_MD, "Compare short kernels by their ncu times"),
+    ],
+)
+def test_a_measured_number_outside_the_regions_fails(doc: str, sentence: str) -> None:
+    d = edited(doc, sentence, f"{sentence} It is 2.4x faster.")
+    (problem,) = figures.check(d, REAL)
+    assert problem.startswith(f"{doc} line ")
     assert "'2.4x' reads as a measurement outside any generated region" in problem
 
 
@@ -82,25 +114,36 @@ def test_a_measured_number_outside_the_regions_fails() -> None:
     "claim", ["it took 0.8 s", "in 9 of 10 runs", "44 passed", "~40 functions", "a 3% gap"]
 )
 def test_each_kind_of_measured_number_is_seen(claim: str) -> None:
-    text = README.read_text().replace("## Faults it survives", f"It says {claim}.\n\n## Faults it survives")
-    problems = figures.check(text, REAL)
+    d = edited("README.md", "## Tasks\n", f"It says {claim}.\n\n## Tasks\n")
+    problems = figures.check(d, REAL)
     assert len(problems) == 1 and "reads as a measurement" in problems[0], problems
 
 
-def test_a_changed_result_fails_until_the_readme_is_written(results) -> None:  # type: ignore[no-untyped-def]
+def test_a_changed_result_fails_until_the_docs_are_written(results) -> None:  # type: ignore[no-untyped-def]
     path = results.root / "sandbox-h200.json"
     data = json.loads(path.read_text())
     data["parts"]["aa"]["called_faster"] = 3
     path.write_text(json.dumps(data))
-    text = README.read_text()
-    (problem,) = figures.check(text, results)
-    assert "region row-aa differs" in problem and "called faster 3 times of 50" in problem
-    written = figures.write(text, results)
-    assert "called faster 3 times of 50" in written and figures.check(written, results) == []
-    # only that region changed
-    assert [a for a, b in zip(text.splitlines(), written.splitlines(), strict=True) if a != b] == [
-        line for line in text.splitlines() if "figures:row-aa" in line
-    ]
+    before = docs()
+    problems = figures.check(before, results)
+    # the row and the README's headline, which reads the same file
+    assert len(problems) == 2, problems
+    assert any("region row-aa differs" in p and "called faster 3 times of 50" in p for p in problems)
+    assert any("region headline differs" in p and "called faster 3 times of 50" in p for p in problems)
+    written = {doc: figures.write(text, results) for doc, text in before.items()}
+    assert figures.check(written, results) == []
+    # only those regions changed
+    for doc, text in before.items():
+        changed = [a for a, b in zip(text.splitlines(), written[doc].splitlines(), strict=True) if a != b]
+        want = {
+            "README.md": ["| two identical candidates compared (A/A) | called faster 0 times of 50 "]
+        }.get(doc)
+        if doc == RESULTS_MD:
+            assert changed == [line for line in text.splitlines() if "figures:row-aa" in line]
+        elif want:
+            assert len(changed) == 1 and changed[0].startswith(want[0]), changed
+        else:
+            assert changed == [], doc
 
 
 def test_a_new_compile_baseline_file_joins_its_row(results) -> None:  # type: ignore[no-untyped-def]
@@ -116,22 +159,58 @@ def test_a_new_compile_baseline_file_joins_its_row(results) -> None:  # type: ig
     assert got != before
     assert "–1.021 on all" in got and "causal_attention" in got, got
     assert ",99}.json`" in got, got
-    (problem,) = figures.check(README.read_text(), results)
-    assert "region row-compile-baseline differs" in problem
+    problems = figures.check(docs(), results)
+    assert len(problems) == 2, problems
+    assert any("region row-compile-baseline differs" in p for p in problems), problems
+    assert any("region headline differs" in p and "–1.021 over" in p for p in problems), problems
 
 
 def test_a_missing_results_file_is_named(results) -> None:  # type: ignore[no-untyped-def]
     (results.root / "guard-cpu.json").unlink()
-    (problem,) = figures.check(README.read_text(), results)
+    (problem,) = figures.check(docs(), results)
     assert "region guard-check: cannot be generated" in problem and "guard-cpu.json is missing" in problem
 
 
-def test_a_path_to_a_test_that_does_not_exist_fails() -> None:
-    text = README.read_text().replace(
-        "`tests/sandbox/test_kernel_audit.py`", "`tests/sandbox/test_no_such.py`"
+@pytest.mark.parametrize(
+    ("doc", "path"),
+    [
+        (
+            "docs/integrity.md",
+            "`tests/sandbox/test_kernel_audit.py`",
+        ),  # numbers unchecked there, paths checked
+        ("docs/mcp.md", "`tests/sandbox/test_pipeline_cpu.py`"),
+    ],
+)
+def test_a_path_to_a_test_that_does_not_exist_fails(doc: str, path: str) -> None:
+    d = edited(doc, path, "`tests/sandbox/test_no_such.py`")
+    problems = figures.check(d, REAL)
+    assert problems and all(f"{doc} line" in p and "test_no_such.py does not exist" in p for p in problems), (
+        problems
     )
-    (problem,) = figures.check(text, REAL)
-    assert "tests/sandbox/test_no_such.py does not exist" in problem
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "says"),
+    [
+        ("](docs/cli.md)", "](docs/no_such.md)", "leads to no file (docs/no_such.md)"),
+        (
+            "](docs/architecture.md#use-ksearch-from-python)",
+            "](docs/architecture.md#no-such-heading)",
+            "leads to no heading of docs/architecture.md",
+        ),
+    ],
+)
+def test_a_broken_link_fails(old: str, new: str, says: str) -> None:
+    problems = figures.check(edited("README.md", old, new), REAL)
+    assert problems and all(p.startswith("README.md line ") and says in p for p in problems), problems
+
+
+def test_a_link_to_a_heading_of_another_checked_doc_follows_that_doc() -> None:
+    d = edited("docs/cli.md", "### Whose clock: timing protocols\n", "### Whose clock\n")
+    problems = figures.check(d, REAL)
+    assert problems and all(
+        "#whose-clock-timing-protocols leads to no heading of docs/cli.md" in p for p in problems
+    )
 
 
 def test_the_cli_checks_and_names_the_region(tmp_path: Path) -> None:
@@ -139,10 +218,11 @@ def test_the_cli_checks_and_names_the_region(tmp_path: Path) -> None:
         [sys.executable, "bench/figures.py", "--check"], cwd=ROOT, capture_output=True, text=True
     )
     assert ok.returncode == 0, ok.stderr
-    edited = tmp_path / "README.md"
-    edited.write_text(README.read_text().replace("20 of 20 cheats caught", "21 of 21 cheats caught"))
+    for name, text in docs().items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text.replace("20 of 20 cheats caught", "21 of 21 cheats caught"))
     bad = subprocess.run(
-        [sys.executable, "bench/figures.py", "--check", "--readme", str(edited)],
+        [sys.executable, "bench/figures.py", "--check", "--root", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -150,11 +230,32 @@ def test_the_cli_checks_and_names_the_region(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "region row-integrity-gpu differs" in bad.stderr
 
 
+def test_the_readme_is_short_and_gives_the_two_commands() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 300
+    first = text[: text.index("\n## ")]  # the first screen: what it is, then the two commands
+    assert "**Set up and run the main job**" in first and "`bash scripts/quickstart.sh`" in first
+    assert "**Run the tests**: `bash scripts/test.sh`" in first
+    assert "`source .venv/bin/activate` puts `ksearch` on" in " ".join(first.split())
+    # CI runs exactly the README's test command
+    assert re.search(r"^bash scripts/test\.sh 2>&1", (ROOT / ".ci" / "run").read_text(), re.M)
+    # the three ways to use it, pairing named, with its steering commands
+    for said in (
+        "ksearch run ",
+        "ksearch serve",
+        "Pairing",
+        "ksearch pin ",
+        "ksearch veto ",
+        "ksearch submit ",
+    ):
+        assert said in text, said
+
+
 def test_the_evaluator_table_names_every_adversarial_case_and_only_those() -> None:
     sys.path.insert(0, str(ROOT / "tests" / "adversarial"))
     from adversarial_cases import CASES
 
-    text = README.read_text()
+    text = (ROOT / "docs" / "integrity.md").read_text()
     section = text[
         text.index("## What the evaluator catches") : text.index("**A candidate must be a kernel.**")
     ]
