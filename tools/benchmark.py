@@ -7,9 +7,11 @@ the search's best move only when the evaluator says the new attempt is correct a
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 
 from pydantic import Field
 
+from ksearch.gpu.task import Task
 from ksearch.tools.common import (
     MeasuredJob,
     Progress,
@@ -30,7 +32,15 @@ from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import baselines
 from ksearch.worldmodel.errors import NotFound
-from ksearch.worldmodel.models import CPU_INTERPRETER, Attempt, Evaluation, Node, Search
+from ksearch.worldmodel.models import (
+    CPU_INTERPRETER,
+    Attempt,
+    Candidate,
+    EvalSettings,
+    Evaluation,
+    Node,
+    Search,
+)
 
 
 class BenchmarkIn(MeasuredJob):
@@ -52,7 +62,31 @@ class BenchmarkIn(MeasuredJob):
     )
 
 
+@dataclass
+class Prepared:
+    """A benchmark's checked arguments, before its evaluation: what the evaluation and the recording need."""
+
+    inp: BenchmarkIn
+    search: Search | None
+    task: Task
+    node: Node | None
+    refine: loop.RefineState | None
+    author: str
+    candidate: Candidate | None  # None: its source did not parse (`unparsable` says why)
+    unparsable: ToolFailure | None
+    base_attempt_id: int | None
+    assumed: str
+    settings: EvalSettings | None
+    audit_threshold: dict[str, float] | None
+
+
 async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None = None) -> EvaluationOut:
+    job = await prepare(ws, inp)
+    return await finish(ws, job, await evaluate(ws, job, progress))
+
+
+async def prepare(ws: Workspace, inp: BenchmarkIn) -> Prepared:
+    """Check a benchmark's arguments and resolve its candidate, refusing (ToolFailure) before anything runs."""
     s, task = await task_for(ws, inp.search, inp.task)
     # Whoever asks for it measured, nobody in the search wrote the task's seed: it is credited to "seed".
     author = "seed" if inp.candidate.seed else inp.author
@@ -80,49 +114,66 @@ async def benchmark(ws: Workspace, inp: BenchmarkIn, progress: Progress | None =
         )  # an unknown id is the argument's fault: say so first
     if node is not None and s is not None:
         # the loop's own refusal comes after the arguments' (a broken field is named first)
-        refine = await _refinable(ws, s, node)
+        refine = await refinable(ws, s, node)
     await refuse_without_gpu(ws, task)
     await refuse_oversized(ws, task, inp.workloads or [])  # the defaults without a GPU are the smoke ones
-    base_attempt_id, assumed = inp.base_attempt_id, ""
+    job = Prepared(inp, s, task, node, refine, author, None, None, inp.base_attempt_id, "", None, None)
     try:
-        cand = await resolve_candidate(ws, inp.candidate, task)
+        job.candidate = await resolve_candidate(ws, inp.candidate, task)
     except ToolFailure as e:
         if refine is None or inp.candidate.source is None or s is None:
             raise
         # An attempt of a refine phase that does not parse is still an attempt: it counts against the cap
         # and the stagnation window, and its error is the next attempt's feedback, as any compile error is.
-        cand = await ws.store.put_candidate(inp.candidate.source, inp.candidate.language)
-        ev = Evaluation(status="compile_error", error=str(e))
-        if base_attempt_id is None:
-            base_attempt_id, assumed = await assume_base(ws, refine, cand.source)
-        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author, assumed)
-    if base_attempt_id is None and refine is not None:
-        base_attempt_id, assumed = await assume_base(ws, refine, cand.source)
-    settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
+        job.unparsable = e
+        return job
+    if job.base_attempt_id is None and refine is not None:
+        job.base_attempt_id, job.assumed = await assume_base(ws, refine, job.candidate.source)
+    job.settings = await eval_settings(ws, s, task, inp.workloads, inp.trials)
+    job.audit_threshold = await _audit_threshold(ws, node)
+    return job
+
+
+async def evaluate(ws: Workspace, job: Prepared, progress: Progress | None = None) -> Evaluation:
+    """The candidate compiled, checked and timed (the compile error of one that did not parse)."""
+    if job.candidate is None or job.settings is None:
+        return Evaluation(status="compile_error", error=str(job.unparsable))
     sb = await sandbox_of(ws)
     with part(EVALUATION, "evaluating"):
-        ev = await sb.evaluate(
-            cand,
-            task,
-            settings,
+        return await sb.evaluate(
+            job.candidate,
+            job.task,
+            job.settings,
             timing=True,
-            profile_workload=settings.workloads[0] if inp.profile else None,
+            profile_workload=job.settings.workloads[0] if job.inp.profile else None,
             progress=progress,
-            audit_unless_slower_than=await _audit_threshold(ws, node),
+            audit_unless_slower_than=job.audit_threshold,
         )
+
+
+async def finish(ws: Workspace, job: Prepared, ev: Evaluation) -> EvaluationOut:
+    """Record the evaluation where the arguments said (nowhere without a search) and say what comes next."""
+    s, refine, inp = job.search, job.refine, job.inp
+    if job.candidate is None:
+        assert s is not None and refine is not None and inp.candidate.source is not None  # prepare's rule
+        cand = await ws.store.put_candidate(inp.candidate.source, inp.candidate.language)
+        if job.base_attempt_id is None:
+            job.base_attempt_id, job.assumed = await assume_base(ws, refine, cand.source)
+        return await _recorded(ws, s, refine, cand.id, ev, job.base_attempt_id, job.author, job.assumed)
+    cand = job.candidate
     if s is None:
         return EvaluationOut(candidate_id=cand.id, summary=summarize(ev), evaluation=ev)
     ev = await baselines.apply(ws.store, s.id, ev)  # divided by the search's one baseline, as recorded
     if refine is not None:
-        return await _recorded(ws, s, refine, cand.id, ev, base_attempt_id, author, assumed)
+        return await _recorded(ws, s, refine, cand.id, ev, job.base_attempt_id, job.author, job.assumed)
     with part("recording", "recording the attempt"):
-        att = await record(ws, s.id, inp.node_id, cand.id, ev, base_attempt_id, s.round, author)
+        att = await record(ws, s.id, inp.node_id, cand.id, ev, job.base_attempt_id, s.round, job.author)
     return EvaluationOut(
         candidate_id=cand.id,
         summary=summarize(ev),
         evaluation=ev,
         attempt_id=att.id,
-        base_attempt_id=base_attempt_id,
+        base_attempt_id=job.base_attempt_id,
         next=await _seed_off_root(ws, s, inp, att),
     )
 
@@ -211,7 +262,7 @@ async def assume_base(ws: Workspace, refine: loop.RefineState, source: str) -> t
     )
 
 
-async def _refinable(ws: Workspace, s: Search, node: Node) -> loop.RefineState | None:
+async def refinable(ws: Workspace, s: Search, node: Node) -> loop.RefineState | None:
     """Refuse an attempt on a node whose refine phase is not running; the root takes the seed's attempt."""
     if node.kind == "root":
         return None

@@ -25,6 +25,7 @@ from ksearch.server.driver.policies.base import (
     UpdateContext,
 )
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.benchmark_batch import BatchItem, BenchmarkBatchIn, benchmark_batch
 from ksearch.tools.budgets import keep_budgets
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.edit_tree import EditTreeIn, edit_tree
@@ -340,6 +341,35 @@ class Driver:
         att = await self.ws.records.get_attempt(out.attempt_id) if out.attempt_id else None
         return out.summary, att, out.evaluation, out.refine
 
+    async def _evaluate_batch(
+        self, s: Search, node_id: int, sources: list[str]
+    ) -> list[tuple[str, Attempt | None, Evaluation, loop.RefineState | None]]:
+        """Several implementations of one intent benchmarked in one batch, recorded in order (tools.benchmark_batch):
+        what `_evaluate` says of each; an item the phase's end left unrecorded comes back as refused."""
+        items = [
+            BatchItem(candidate=CandidateRef(source=src, language=s.config.language), node_id=node_id)
+            for src in sources
+        ]
+        try:
+            out = await benchmark_batch(
+                self.ws, BenchmarkBatchIn(search=s.id, items=items, author=self._author())
+            )
+        except (ToolFailure, NotFound) as e:
+            return [(str(e), None, Evaluation(status="error", error=str(e)), None)]
+        said: list[tuple[str, Attempt | None, Evaluation, loop.RefineState | None]] = []
+        for r in out.results:
+            if r.result is None or not r.recorded:
+                ev = (
+                    r.result.evaluation
+                    if r.result is not None
+                    else Evaluation(status="error", error=r.refused)
+                )
+                said.append((r.refused, None, ev, None))
+                continue
+            att = await self.ws.records.get_attempt(r.result.attempt_id) if r.result.attempt_id else None
+            said.append((r.result.summary, att, r.result.evaluation, r.result.refine))
+        return said
+
     def _waiting(self) -> str:
         if not self._declined:
             return ""
@@ -389,8 +419,11 @@ class Driver:
                     return True
                 break
             refused = False
-            for code in codes:
-                summary, att, ev, after = await self._evaluate(s, node.id, code.source)
+            if len(codes) > 1:  # written at once: evaluated at once (compiles and CPU workers overlap)
+                outcomes = await self._evaluate_batch(s, node.id, [c.source for c in codes])
+            else:
+                outcomes = [await self._evaluate(s, node.id, codes[0].source)]
+            for summary, att, ev, after in outcomes:
                 self.display.attempt(node, att, ev)
                 if after is None:  # refused: the phase ended under us (a person closed or pruned it)
                     self.display.event(f"intent #{node.id}: {summary[:300]}")

@@ -38,6 +38,7 @@ from ksearch.server.mcp.stdio_input import HostLines
 from ksearch.server.mcp.text import text_of, took_of
 from ksearch.tools.bank.ops import QueryBankIn, QueryBankOut, query_bank
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
+from ksearch.tools.benchmark_batch import BatchOut, BenchmarkBatchIn, benchmark_batch
 from ksearch.tools.budgets import SetBudgetsIn, SetBudgetsOut, set_budgets
 from ksearch.tools.common import BRIEF_S
 from ksearch.tools.compile_kernel import CompileKernelIn, CompileOut, compile_kernel
@@ -69,6 +70,7 @@ TIMED = frozenset(
     {
         "create_search",
         "benchmark",
+        "benchmark_batch",
         "run_correctness",
         "compile_kernel",
         "final_evaluation",
@@ -437,6 +439,19 @@ class KsearchServer:
             BenchmarkIn,
             EvaluationOut,
             benchmark,
+            _annotations(False),
+            progress=True,
+        )
+        t(
+            "benchmark_batch",
+            "Benchmark up to 8 candidates of one search in one call (several implementations written at once), each "
+            "recorded as benchmark records it, in the given order: items are checked first (a refused item says why, "
+            "the others go on), then evaluated together (several GPUs or CPU workers run them side by side; on one "
+            "GPU each is timed alone), then recorded; an item whose intent's refine phase the items before it ended "
+            "comes back evaluated, not recorded. Returns each item's result and the batch's pace.",
+            BenchmarkBatchIn,
+            BatchOut,
+            benchmark_batch,
             _annotations(False),
             progress=True,
         )

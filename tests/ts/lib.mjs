@@ -20,7 +20,7 @@ import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 
 export const TOOLS = [
-  'benchmark', 'compile_kernel', 'create_search', 'edit_tree', 'export_kernel', 'final_evaluation', 'finish_intent', 'get_tree',
+  'benchmark', 'benchmark_batch', 'compile_kernel', 'create_search', 'edit_tree', 'export_kernel', 'final_evaluation', 'finish_intent', 'get_tree',
   'list_searches', 'list_tasks', 'profile_ncu', 'propose_intents', 'query_bank', 'run_correctness', 'run_search',
   'select_action', 'set_budgets',
 ];

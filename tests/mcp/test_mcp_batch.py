@@ -1,0 +1,57 @@
+"""benchmark_batch as a host calls it: a real `ksearch serve` over stdio, the real mcp client and workers. Two
+implementations of a claimed intent in one call, recorded in order, with progress named per item and a text the
+host reads: each item's outcome and the batch's pace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures import SOFTMAX
+from tests.mcp.test_mcp import call, call_error, stdio_client
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.slow, pytest.mark.timeout(300)]
+SEED = (Path(SOFTMAX).parent / "seed_triton.py").read_text()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_a_host_benchmarks_two_implementations_in_one_call(tmp_path: Path) -> None:
+    async with stdio_client(tmp_path / "k.db") as c:
+        await call(c, "create_search", {"task": SOFTMAX, "name": "b", "seed": 7})
+        tree = await call(c, "get_tree", {"search": "b", "format": "json"})
+        root = next(n["id"] for n in tree["tree"]["nodes"] if n["kind"] == "root")
+        await call(c, "benchmark", {"search": "b", "node_id": root, "candidate": {"seed": True}, "trials": 1})
+        [intent] = await call(c, "propose_intents", {"search": "b", "intents": [{"title": "two ways"}]})
+        await call(c, "select_action", {"search": "b"})
+        items = [
+            {"candidate": {"source": SEED + "\n# one\n"}, "node_id": intent["id"]},
+            {"candidate": {"source": "def broken(:\n"}, "node_id": intent["id"]},
+        ]
+        seen: list[str] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(message or "")
+
+        res = await c.call_tool(
+            "benchmark_batch", {"search": "b", "items": items, "trials": 1}, progress_callback=on_progress
+        )
+        assert not res.is_error, res.content[0].text
+        out = res.structured_content
+        assert [r["recorded"] for r in out["results"]] == [True, True]
+        statuses = [r["result"]["evaluation"]["status"] for r in out["results"]]
+        assert statuses == ["ok", "compile_error"]
+        first, second = (r["result"]["attempt_id"] for r in out["results"])
+        assert second == first + 1  # in the batch's order
+        text = "\n".join(b.text for b in res.content if hasattr(b, "text"))
+        assert "item 0: ok" in text and "item 1: compile_error" in text and "2 of 2 evaluated in" in text, (
+            text
+        )
+        assert any(m.startswith("[1/2] ") for m in seen), seen
+        # bad input: named, nothing run
+        msg = await call_error(c, "benchmark_batch", {"search": "b", "items": []})
+        assert "items" in msg
