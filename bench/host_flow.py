@@ -445,7 +445,7 @@ async def flow_trimul(s: Session, gpu: bool) -> None:
     task: Path = a.trimul_task  # resolved in main()
     if not (task / "task.yml").is_file():
         raise FlowStopped(
-            f"no GPU MODE task folder at {task} (see bench/h200_inputs.sh: carry .ext/reference-kernels)"
+            f"no GPU MODE task folder at {task} (see bench/run_h200.sh: carry .ext/reference-kernels)"
         )
     names = [n for n in a.trimul_kernels.split(",") if n]
     cand_dir = Path(a.trimul_candidates) if a.trimul_candidates else None

@@ -2,7 +2,8 @@
 timed by ksearch's kernelbench-protocol loop with and without work between the timed calls -> JSON.
 
     python bench/kb_final_gap.py --problem .ext/kb/KernelBench/level1/40_LayerNorm.py \
-        --kernel bench/results/live-host-h200/export-level1_40_LayerNorm.py --out bench/results/kb-final-gap-h200.json
+        --kernel bench/results/live-host-h200/export-level1_40_LayerNorm.py.txt \
+        --out bench/results/kb-final-gap-h200.json
 
 Variants, each run twice in alternation (to see drift), 100 trials each as KernelBench times them:
 - `plain`: the search's loop (nothing between the calls but the L2 clear);
@@ -23,6 +24,7 @@ made inside the loop; for the kept variants also the mean of the calls right aft
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.util
 import json
 import platform
@@ -47,7 +49,9 @@ SAMPLE = 1 << 16  # elements per output the sampled check compares
 
 
 def _module(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
+    # a source loader named outright: a kernel kept as data (`.py.txt`, as under bench/results/) loads too
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

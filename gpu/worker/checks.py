@@ -81,7 +81,8 @@ class CorrectnessChecks(KernelAudit):
     def audit(self, args: dict[str, Any]) -> dict[str, Any]:
         """The kernel audit alone, on `workload` with `seed`: asked after timing when an evaluation times the
         candidate, since a profiler session leaves the process slower to issue GPU work (by about a third on the
-        H200's host, bench/host_overhead.py), which a launch-bound call's timing would show."""
+        H200's host: bench/results/host-overhead-h200.json, docs/tasks.md), which a launch-bound call's timing
+        would show."""
         assert self.task is not None and self.module is not None, "load a candidate first"
         wl = self.task.workload(args["workload"])
         try:
