@@ -523,7 +523,7 @@ def row_search_kernels(r: Results) -> str:
         "kernels a language model wrote in ksearch searches (as MCP host, on the H200), exported by `export_kernel` "
         "and run by their owners' own evaluators beside ksearch in the task's protocol",
         "; ".join(parts),
-        "`bench/live_host/h200_round.sh --owners` → `side-by-side-{kernelbench,gpumode}-h200-search.json`",
+        "`bench/run_h200.sh live-round` (`KS_LIVE_OWNERS=1`) → `side-by-side-{kernelbench,gpumode}-h200-search.json`",
     )
 
 
@@ -693,7 +693,7 @@ def row_suite_scaling(r: Results) -> str:
         f"a suite of {len(tasks)} KernelBench level-1 problems (tuner policy, stopped at its budget), the runs in "
         "this order on one machine",
         "; ".join(parts) + "; a machine of 2 or 4 GPUs was not available",
-        "`bench/h200_ray.sh` → `suite-scaling-h200{,-ray}.json`",
+        "`bench/run_h200.sh ray` → `suite-scaling-h200{,-ray}.json`",
     )
 
 
