@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import SOFTMAX
 from tests.fixtures.cli import ksearch_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 FIX = Path(__file__).parents[1] / "driver" / "fixtures"
 TASK = FIX / "scaled_relu.py"
 STARTS = FIX / "starts"
+# the built-in softmax with a 9-row smoke workload, by its folder (the suite names a search by it: st.001.softmax)
+SOFTMAX_DIR = str(Path(SOFTMAX).parent)
 OPTS = ["--policy", "tuner", "--rounds", "1", "--max-attempts", "1", "--no-final"]
 
 
@@ -95,7 +98,7 @@ def test_a_run_starts_from_a_kernel_of_ones_own_and_the_tuner_moves_its_tunables
 
 def test_a_suite_starts_each_task_from_its_own_kernel_where_it_has_one(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
-    r = ksearch_cli(tmp_path, "suite", "run", str(TASK), "softmax", "--name", "st", *OPTS, "--db", str(db),
+    r = ksearch_cli(tmp_path, "suite", "run", str(TASK), SOFTMAX_DIR, "--name", "st", *OPTS, "--db", str(db),
                     "--starts", str(STARTS))  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert "starts: 1 of 2 tasks have a starting kernel in" in r.stderr
@@ -119,7 +122,7 @@ def test_a_suite_starts_each_task_from_its_own_kernel_where_it_has_one(tmp_path:
     )
     assert bad.returncode == 2 and "not a folder" in bad.stderr
     # a folder none of whose kernels matches a task is said so, with what it holds
-    r = ksearch_cli(tmp_path, "suite", "run", "softmax", "--name", "nomatch", *OPTS, "--db", str(db),
+    r = ksearch_cli(tmp_path, "suite", "run", SOFTMAX_DIR, "--name", "nomatch", *OPTS, "--db", str(db),
                     "--starts", str(STARTS))  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert "starts: 0 of 1 tasks" in r.stderr and "none matches" in r.stderr and "scaled_relu.py" in r.stderr

@@ -1,6 +1,7 @@
-"""`ksearch suite` run as a user runs it, on the CPU with the offline tuner: a suite of built-in tasks and one
-that cannot be loaded, stopped by its whole-suite wall budget after its first task, then resumed: the done task is
-not run again, the rest runs, and the table says what each search found."""
+"""`ksearch suite` run as a user runs it, on the CPU with the offline tuner: a suite of two tasks (the built-in
+softmax and row_sum with 9-row smoke workloads, tests/fixtures) and one that cannot be loaded, stopped by its
+whole-suite wall budget after its first task, then resumed: the done task is not run again, the rest runs, and
+the table says what each search found."""
 
 from __future__ import annotations
 
@@ -10,9 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import ROW_SUM, SOFTMAX
 from tests.fixtures.cli import ksearch_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def _dir(task: str) -> str:
+    """A task's folder: the suite names its search by it (`cpu.000.softmax`)."""
+    return str(Path(task).parent)
 
 
 def _attempts(db: Path) -> dict[str, int]:
@@ -30,7 +37,7 @@ def _attempts(db: Path) -> dict[str, int]:
 def test_a_suite_stops_at_its_budget_and_resumes_where_it_stopped(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     opts = ["--policy", "tuner", "--rounds", "1", "--max-attempts", "1", "--db", str(db)]
-    first = ksearch_cli(tmp_path, "suite", "run", "softmax", "row_sum", str(tmp_path / "gone.py"), "--name", "cpu",
+    first = ksearch_cli(tmp_path, "suite", "run", _dir(SOFTMAX), _dir(ROW_SUM), str(tmp_path / "gone.py"), "--name", "cpu",
                         "--suite-wall", "1", *opts)  # fmt: skip
     assert first.returncode == 0, first.stderr[-3000:]
     assert "refused " in first.stderr and "no such task file or folder" in first.stderr
