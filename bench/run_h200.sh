@@ -23,6 +23,10 @@ PARTS=(
      -> host-flow-h200.json, the servers' logs in host-flow-logs/, their databases in host-flow-dbs.tgz
      (KS_FLOWS: the flows); carry .ext/reference-kernels .ext/K-Search (without them the TriMul flow stops at
      once and says so, the others run)"
+  "cost|bench/candidate_cost.py: seconds per new candidate through the tools, every check on (softmax, rmsnorm in
+     Triton and CUDA, a KernelBench file, TriMul; KS_COST_TASKS; KS_COST_N 20 each), a 4-candidate benchmark_batch
+     against 4 one at a time, the per-candidate process rule off, KernelBench's eval_kernel_against_ref (KS_COST_S
+     540 s) -> candidate-cost-h200.json; carry .ext/reference-kernels .ext/K-Search .ext/kb"
   "baselines|bench/baseline_repeat.py: eager and torch.compile baselines of 6 tasks, each in 3 fresh processes
      -> baseline-repeat-h200\${KS_BASELINE_TAG}.json (KS_BASELINE_TASKS=a,b,...: a subset, for a second call when
      one call's time does not hold all 18 processes; what did not fit is in \`not_run\`)"
@@ -171,6 +175,9 @@ for part in "$@"; do
         --budget-s $(( secs - 45 )) --grace-s 20 --out "$OUT/host-flow-h200.json" \
         --log-dir "$OUT/host-flow-logs" --work "$work"
       tar czf "$OUT/host-flow-dbs.tgz" -C "$work" --exclude logs . 2>/dev/null ;;
+    cost)
+      step cost "${KS_COST_S:-540}" python3 bench/candidate_cost.py --tasks "${KS_COST_TASKS:-softmax,rmsnorm,kb,trimul}" \
+        --n "${KS_COST_N:-20}" --out "$OUT/candidate-cost-h200.json" ;;
     baselines)
       secs=${KS_BASELINES_S:-$(share baselines)}
       step baselines "$secs" python3 bench/baseline_repeat.py --budget-s $(( secs - 30 )) --process-timeout-s 240 \

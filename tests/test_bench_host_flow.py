@@ -1,5 +1,6 @@
-"""bench/host_flow.py and bench/baseline_repeat.py in their CPU smoke modes: the quickstart flow against a real
-`ksearch serve` answers every call within its bound, and two fresh processes give the spread fields."""
+"""bench/host_flow.py, bench/baseline_repeat.py and bench/candidate_cost.py in their CPU smoke modes: the quickstart
+flow against a real `ksearch serve` answers every call within its bound, two fresh processes give the spread fields,
+and the cost of new candidates is measured one at a time, in a batch and with the per-candidate process rule off."""
 
 from __future__ import annotations
 
@@ -70,3 +71,24 @@ def test_baseline_repeat_smoke_reads_each_process_and_the_spread(tmp_path: Path)
     assert s["flagged"] == (s["spread"] > rep["spread_flag"])
     assert task["worst_spread"] == s["spread"]
     assert task["flagged"] == (["smoke eager"] if s["flagged"] else [])
+
+
+@pytest.mark.slow
+def test_candidate_cost_smoke_measures_singles_a_batch_and_the_floor(tmp_path: Path) -> None:
+    out = tmp_path / "candidate-cost.json"
+    _script("candidate_cost.py", "--smoke", "--out", str(out))
+    rep = json.loads(out.read_text())
+    (task,) = rep["tasks"]
+    fresh = task["fresh"]
+    assert task["task"] == "row_sum triton" and rep["smoke"] is True
+    assert fresh["create_search_s"] >= 0 and fresh["first_benchmark"]["status"] == "ok"
+    (one,) = fresh["candidates"]
+    assert (
+        one["status"] == "ok" and one["wall_s"] >= one["evaluation_s"] > 0 and one["steps"]["correctness"] > 0
+    )
+    assert fresh["wall_s"] == {"n": 1, "p50": one["wall_s"], "p90": one["wall_s"], "max": one["wall_s"]}
+    b = fresh["batch"]
+    assert b["size"] == 2 and b["statuses"] == ["ok", "ok"]
+    assert b["per_minute_batch"] == pytest.approx(120 / b["batch_s"], rel=0.01)
+    assert task["floor"]["wall_s"]["n"] == 1 and "batch" not in task["floor"]
+    assert set(task["targets"]) == {"p50", "p90"} and task["anchor"] == {"not_run": "--no-anchor"}
