@@ -237,7 +237,8 @@ def _anchor(spec: dict[str, Any], n: int) -> dict[str, Any]:
 
     ref = Path(spec["task"]).read_text()
     accepted = inspect.signature(eval_kernel_against_ref).parameters
-    kw = {"num_correct_trials": 3, "num_perf_trials": 100, "measure_performance": True, "verbose": False}
+    kw: dict[str, Any] = {"num_correct_trials": 3, "num_perf_trials": 100, "measure_performance": True,
+                          "verbose": False, "backend": spec["language"]}  # fmt: skip
     kw = {k: v for k, v in kw.items() if k in accepted}
     walls, results = [], []
     build = Path(tempfile.mkdtemp(prefix="kb-build-"))
