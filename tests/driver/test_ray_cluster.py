@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures import ROW_SUM
 from tests.fixtures.cli import ksearch_cli
 
 ray = pytest.importorskip("ray")
@@ -62,7 +63,9 @@ def _searches(db: Path) -> dict[str, tuple[str, int]]:
 def test_a_suite_runs_on_both_nodes_stops_on_ctrl_c_and_resumes(cluster: Any, tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     env = {**os.environ, "KSEARCH_DB": str(db)}
-    cmd = [sys.executable, "-m", "ksearch.server.cli", "suite", "run", "row_sum", "softmax",
+    # row_sum with a 9-row smoke workload (tests/fixtures, by folder: the search keeps its name) is done in seconds,
+    # while the built-in softmax is still at work when it is interrupted
+    cmd = [sys.executable, "-m", "ksearch.server.cli", "suite", "run", str(Path(ROW_SUM).parent), "softmax",
            "--name", "r", "--ray", cluster.address, "--policy", "tuner", "--rounds", "1", "--max-attempts", "1"]  # fmt: skip
     p = subprocess.Popen(
         cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -109,7 +112,7 @@ def test_an_actor_killed_mid_evaluation_has_its_evaluation_rerun_on_another(clus
     from ksearch.gpu.tasks import load_task
     from ksearch.worldmodel.models import Candidate, EvalSettings
 
-    task = load_task("row_sum")
+    task = load_task(ROW_SUM)
     seed = task.seeds["triton"]
     # a kernel that takes a few seconds to import: the window in which its actor is killed
     cand = Candidate.of("import time\ntime.sleep(6)\n" + seed, "triton")
@@ -179,7 +182,7 @@ def test_an_mcp_servers_benchmarks_run_on_the_clusters_actors(cluster: Any, tmp_
         ks = KsearchServer(tmp_path / "k.db", ray=cluster.address)
         try:
             async with Client(ks.mcp) as c:
-                await c.call_tool("create_search", {"task": "row_sum", "name": "s"})
+                await c.call_tool("create_search", {"task": ROW_SUM, "name": "s"})
                 res = await c.call_tool(
                     "benchmark", {"search": "s", "node_id": 1, "candidate": {"seed": True}}
                 )
