@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.faults.faultkit import SEED, committed, integrity, ksearch, ksearch_env, node_statuses, result_json
+from tests.fixtures import SOFTMAX
 from tests.stubs import Reply, StubAnthropic, StubOpenAI
 
 FASTER = SEED.replace("BLOCK_N = 2048", "BLOCK_N = 4096")
@@ -22,12 +23,13 @@ NOW = {"retry-after": "0"}  # answers a client may retry at once (keeps the test
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A database with a search that has a seed attempt, intents and one tuner round committed."""
+    """A database with a search that has a seed attempt, intents and one tuner round committed (on the built-in
+    softmax with a 9-row smoke workload: each evaluation of the resumed runs takes a second)."""
     base = tmp_path_factory.mktemp("provider")
     db = base / "k.db"
     p = ksearch(
         "run",
-        "softmax",
+        SOFTMAX,
         "--name",
         "g",
         "--rounds",
