@@ -1,6 +1,7 @@
 """A candidate must be a kernel: one that computes with PyTorch ops is labelled, keeps its numbers and never
 becomes a best. The loop as a host drives it (seed on the root, claim an intent, benchmark on it), through
-the real tools, store and sandbox (CPU interpreter), then `ksearch best`."""
+the real tools, store and sandbox (CPU interpreter), then `ksearch best`. The task is the built-in softmax with a
+9-row smoke workload (tests/fixtures/softmax): an evaluation takes a second."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import Evaluation, IntentSpec
 from ksearch.worldmodel.store import Store
+from tests.fixtures import SOFTMAX
 
 pytestmark = pytest.mark.anyio
 
@@ -40,10 +42,10 @@ class ModelNew(torch.nn.Module):
 @pytest.mark.slow
 async def test_a_pure_pytorch_candidate_is_labelled_and_never_best(sandbox, tmp_path: Path) -> None:
     db = tmp_path / "k.db"
-    kernel = load_task("softmax").seeds["triton"] + "\n# the seed's kernel, written again for the intent\n"
+    kernel = load_task(SOFTMAX).seeds["triton"] + "\n# the seed's kernel, written again for the intent\n"
     async with await Store.open(db) as store:
         ws = Workspace(store, sandbox)
-        await create_search(ws, CreateSearchIn(task="softmax", name="pure", seed=5, stagnation=3))
+        await create_search(ws, CreateSearchIn(task=SOFTMAX, name="pure", seed=5, stagnation=3))
         seed = await benchmark(ws, BenchmarkIn(search="pure", node_id=1, candidate=CandidateRef(seed=True)))
         assert seed.evaluation.status == "ok", seed.summary
         (intent,) = await propose_intents(
@@ -88,7 +90,7 @@ async def test_a_pure_pytorch_candidate_is_labelled_and_never_best(sandbox, tmp_
 async def test_without_a_kernel_an_intent_fails(sandbox, tmp_path: Path) -> None:
     async with await Store.open(tmp_path / "k.db") as store:
         ws = Workspace(store, sandbox)
-        await create_search(ws, CreateSearchIn(task="softmax", name="only-torch", seed=6))
+        await create_search(ws, CreateSearchIn(task=SOFTMAX, name="only-torch", seed=6))
         await benchmark(ws, BenchmarkIn(search="only-torch", node_id=1, candidate=CandidateRef(seed=True)))
         (intent,) = await propose_intents(
             ws, ProposeIntentsIn(search="only-torch", intents=[IntentSpec(title="use torch.softmax")])
