@@ -23,6 +23,7 @@ from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import IntentSpec
 from ksearch.worldmodel.store import Store
 from tests.faults.faultkit import SEED, attempts
+from tests.fixtures import SOFTMAX  # the built-in softmax with a 9-row smoke workload: a second an evaluation
 
 
 def variant(n: int) -> str:
@@ -66,7 +67,7 @@ async def main(scratch: Path, db: Path, out: Path) -> None:
     store = await Store.open(db)
     ws = Workspace(store, LocalSandbox(n_workers=1, scratch_dir=scratch / "sandbox", cache=StoreCache(store)))
     try:
-        await create_search(ws, CreateSearchIn(task="softmax", name="d", seed=9))
+        await create_search(ws, CreateSearchIn(task=SOFTMAX, name="d", seed=9))
         report["with_room"] = await bench(ws, 1)
         report["attempts_before"] = {str(k): list(v) for k, v in attempts(db).items()}
 
@@ -81,7 +82,7 @@ async def main(scratch: Path, db: Path, out: Path) -> None:
         # a database on a full disk: a write is refused whole, and works once there is room
         small = await Store.open(scratch / "small.db")
         ws2 = Workspace(small)
-        await create_search(ws2, CreateSearchIn(task="softmax", name="s", seed=1))
+        await create_search(ws2, CreateSearchIn(task=SOFTMAX, name="s", seed=1))
         filler = fill(scratch)
         try:
             await propose_intents(
