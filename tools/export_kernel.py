@@ -79,8 +79,9 @@ class ExportedKernel(ToolModel):
     """How to run it with the owner's evaluator, what it needs there, and what changed in the source"""
 
 
-def exported_status(a: Attempt) -> str:
-    """What ksearch measured of an attempt it writes out, in words (the attempt is correct: `exported_attempt`)."""
+def exported_status(a: Attempt, final: tuple[float, int] | None = None) -> str:
+    """What ksearch measured of an attempt it writes out, in words (the attempt is correct: `exported_attempt`),
+    naming the workloads each figure covers; `final`: the final evaluation's figure of it (speedup, workloads)."""
     ev = a.evaluation
     assert ev is not None and ev.status == "ok"
     if ev.cpu_interpreted:
@@ -88,7 +89,11 @@ def exported_status(a: Attempt) -> str:
     else:
         device = next((t.device for t in ev.timings if t.device != CPU_INTERPRETER), None)
         protocol = f" by the {ev.timing_protocol} protocol" if ev.timing_protocol else ""
-        speed = f": {ev.speedup_vs_eager:.3f}x vs eager PyTorch" if ev.speedup_vs_eager else ""
+        n = sum(1 for t in ev.timings if t.device != CPU_INTERPRETER)
+        over = f" (geomean over {n} search workload{'s' if n != 1 else ''})" if n else ""
+        speed = f": {ev.speedup_vs_eager:.3f}x vs eager PyTorch{over}" if ev.speedup_vs_eager else ""
+        if final is not None:
+            speed += f"; final evaluation: {final[0]:.3f}x over all {final[1]} workloads"
         said = f"correct; timed on {device}{protocol}{speed}" if device else "correct; not timed"
     if ev.pure_pytorch:
         said += "; but pure PyTorch: no kernel of its own ran in the check"
@@ -232,7 +237,8 @@ async def export_kernel(ws: Workspace, inp: ExportKernelIn) -> ExportedKernel:
         return await _as_solution(ws, s, inp.attempt)
     a = await exported_attempt(ws, s, inp.attempt)
     cand = await ws.store.get_candidate(a.candidate_id)
-    status = exported_status(a)
+    verdict = await ws.store.final_verdict(s.id)
+    status = exported_status(a, verdict.final_figure(a.id) if verdict is not None else None)
     node = await ws.store.get_node(a.node_id) if a.node_id is not None else None
     what = f" ({node.title})" if node is not None and node.kind == "intent" else ""
     kind = "GPU MODE submission" if inp.format == "submission" else "KernelBench ModelNew file"

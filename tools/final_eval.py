@@ -167,15 +167,17 @@ async def final_evaluation(
             ev = await baselines.apply(ws.store, s.id, ev)
             passed = ev.status == "ok" and not ev.pure_pytorch
             evals[a.id] = ev
+            # the interpreter's time against eager PyTorch on the CPU says nothing of a GPU: no speedup is stated
+            interpreted = bool(ev.timings) and ev.timings[0].device == CPU_INTERPRETER
             outcome[a.id] = FinalOutcome(
                 attempt_id=a.id,
                 candidate_id=a.candidate_id,
                 passed=passed,
                 status=ev.status,
                 why="" if passed else why_failed(ev),
+                speedup_vs_eager=None if interpreted or not passed else ev.speedup_vs_eager,
+                workloads=len(ev.timings),
             )
-            # the interpreter's time against eager PyTorch on the CPU says nothing of a GPU: no speedup is stated
-            interpreted = bool(ev.timings) and ev.timings[0].device == CPU_INTERPRETER
             rows.append(
                 FinalRow(
                     attempt_id=a.id,

@@ -65,6 +65,7 @@ async def get_tree(ws: Workspace, inp: GetTreeIn) -> TreeOut:
             budget_chars=budget,
             best_attempt_id=s.best_attempt_id,
             no_result=verdict is not None and s.best_attempt_id is None,
+            final=verdict.final_figure(s.best_attempt_id) if verdict is not None else None,
         )
         if note:
             out.text = f"{note}\n{out.text}"

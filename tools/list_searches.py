@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import runs
@@ -16,7 +18,15 @@ class SearchRow(ToolModel):
     policy: str
     attempts: int
     best_attempt_id: int | None
-    best_speedup_vs_eager: float | None
+    best_speedup_vs_eager: float | None = Field(
+        description="The best's geomean speedup vs eager over the search workloads (`best_workloads` of them)"
+    )
+    best_workloads: int | None = Field(None, description="How many workloads best_speedup_vs_eager covers")
+    final_speedup_vs_eager: float | None = Field(
+        None, description="After a final evaluation that kept the best: its speedup over every workload"
+    )
+    final_workloads: int | None = Field(None, description="How many workloads final_speedup_vs_eager covers")
+    best: str = Field("", description="The best in words, naming the workloads each figure covers")
 
 
 async def list_searches(ws: Workspace) -> list[SearchRow]:
@@ -24,6 +34,7 @@ async def list_searches(ws: Workspace) -> list[SearchRow]:
     holders = await runs.holders(ws.store)  # a search whose run died reads as interrupted, not running
     for s in await ws.store.list_searches():
         speedups = await ws.store.attempt_speedups(s.id)  # id -> speedup: no evaluation JSON to load
+        fig = await ws.records.best_figure(s)
         rows.append(
             SearchRow(
                 id=s.id,
@@ -35,6 +46,10 @@ async def list_searches(ws: Workspace) -> list[SearchRow]:
                 attempts=len(speedups),
                 best_attempt_id=s.best_attempt_id,
                 best_speedup_vs_eager=speedups.get(s.best_attempt_id) if s.best_attempt_id else None,
+                best_workloads=fig.workloads if fig else None,
+                final_speedup_vs_eager=fig.final_speedup_vs_eager if fig else None,
+                final_workloads=fig.final_workloads if fig else None,
+                best=fig.text() if fig else "",
             )
         )
     return rows

@@ -45,6 +45,17 @@ def doing_text(
 
     if st.phase == "done":
         return "done" if st.status == "done" else f"done ({st.status}; its final evaluation is recorded)"
+    if st.status == "stopped" and not live and st.phase in ("select", "refine", "update"):
+        # a stopped search's loop is not running: say it stopped, not that it refines and selects at once
+        left = [intent(r.node_id) for r in st.refining]
+        parts = [f"intent {', '.join(left)} left active when it stopped"] if left else []
+        parts.append(
+            "intents are open and budget is left: selecting one searches further"
+            if st.phase == "select"
+            else ""
+        )
+        line = "; ".join(p for p in ["stopped (its final evaluation is recorded)", *parts] if p)
+        return f"interrupted (its run was killed): {line}" if interrupted else line
     if st.phase == "final":
         if live:
             return "final evaluation: re-measuring the best candidates on every workload"

@@ -8,10 +8,42 @@ exists).
 
 from __future__ import annotations
 
-from ksearch.worldmodel.models import Attempt, AttemptSpeedups, Candidate, Edit, Node, Search
+from pydantic import BaseModel
+
+from ksearch.worldmodel.models import Attempt, AttemptSpeedups, Candidate, Edit, FinalVerdict, Node, Search
+from ksearch.worldmodel.render import best_phrase, fmt_speedup
 from ksearch.worldmodel.store import LLMTotals, Store
 
-__all__ = ["LLMTotals", "Records"]
+__all__ = ["BestFigure", "LLMTotals", "Records"]
+
+
+class BestFigure(BaseModel):
+    """A search's best as a number that says which workloads it covers: its search-set geomean, and after a final
+    evaluation that kept it, the final figure over every workload."""
+
+    attempt_id: int
+    speedup_vs_eager: float
+    workloads: int | None = None
+    """How many (search) workloads `speedup_vs_eager` is the geomean of."""
+    final_speedup_vs_eager: float | None = None
+    final_workloads: int | None = None
+
+    def final(self) -> tuple[float, int] | None:
+        if self.final_speedup_vs_eager is None or not self.final_workloads:
+            return None
+        return self.final_speedup_vs_eager, self.final_workloads
+
+    def text(self) -> str:
+        """`10.038x over 3 search workloads`, or `9.985x over all 7 workloads (final evaluation; 10.038x over ...)`."""
+        return best_phrase(self.speedup_vs_eager, self.workloads, self.final())
+
+    def short(self) -> str:
+        """For a table cell: `10.038x (3 search workloads)`, `9.985x (final, all 7)`."""
+        final = self.final()
+        if final is not None:
+            return f"{fmt_speedup(final[0])} (final, all {final[1]})"
+        n = f"{self.workloads} search workload{'s' if self.workloads != 1 else ''}" if self.workloads else "search set"
+        return f"{fmt_speedup(self.speedup_vs_eager)} ({n})"
 
 
 class Records:
@@ -31,6 +63,28 @@ class Records:
     async def best_attempt(self, search_id: int) -> Attempt | None:
         """The search's best attempt, None before it has one."""
         return await self._db.best_attempt(search_id)
+
+    async def final_verdict(self, search_id: int) -> FinalVerdict | None:
+        """What the search's last final evaluation decided about its best (None: none was recorded)."""
+        return await self._db.final_verdict(search_id)
+
+    async def best_figure(self, s: Search) -> BestFigure | None:
+        """The search's best with the workloads its figure covers (None before it has a GPU-timed best)."""
+        if s.best_attempt_id is None:
+            return None
+        speedups = await self._db.attempt_speedups(s.id)
+        x = speedups.get(s.best_attempt_id)
+        if x is None:
+            return None
+        verdict = await self._db.final_verdict(s.id)
+        final = verdict.final_figure(s.best_attempt_id) if verdict is not None else None
+        return BestFigure(
+            attempt_id=s.best_attempt_id,
+            speedup_vs_eager=x,
+            workloads=speedups.workloads.get(s.best_attempt_id),
+            final_speedup_vs_eager=final[0] if final else None,
+            final_workloads=final[1] if final else None,
+        )
 
     async def llm_totals(self, search_id: int) -> LLMTotals:
         """Calls, tokens and dollars the search's language-model calls spent."""

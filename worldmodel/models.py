@@ -756,6 +756,11 @@ class FinalOutcome(Strict):
     """The final evaluation's status."""
     why: str = ""
     """What failed, for one that did not pass."""
+    speedup_vs_eager: float | None = None
+    """Its geomean speedup vs eager over every workload of the final evaluation (None: not GPU-timed, failed, or
+    recorded before the final evaluation kept it)."""
+    workloads: int = 0
+    """How many workloads that figure covers (the final evaluation's: search and held-out ones)."""
 
 
 class FinalVerdict(Strict):
@@ -774,6 +779,13 @@ class FinalVerdict(Strict):
     beaten_because: str = ""
     """Why `best_after` replaced a `best_before` that passed: the final evaluation measured it faster beyond
     noise; "" when the best kept its place."""
+
+    def final_figure(self, attempt_id: int | None) -> tuple[float, int] | None:
+        """(speedup vs eager, workloads) the final evaluation measured of `attempt_id`; None where it did not."""
+        o = next((o for o in self.outcomes if o.attempt_id == attempt_id), None)
+        if o is None or not o.passed or o.speedup_vs_eager is None or not o.workloads:
+            return None
+        return o.speedup_vs_eager, o.workloads
 
     def note(self) -> str:
         """One line for the views when the best lost its place ("" when it did not)."""
@@ -831,10 +843,15 @@ class AttemptSpeedups(dict[int, float | None]):
     """
 
     def __init__(
-        self, speedups: Mapping[int, float | None] | None = None, cpu_interpreted: Iterable[int] = ()
+        self,
+        speedups: Mapping[int, float | None] | None = None,
+        cpu_interpreted: Iterable[int] = (),
+        workloads: Mapping[int, int] | None = None,
     ) -> None:
         super().__init__(speedups or {})
         self.cpu_interpreted: frozenset[int] = frozenset(cpu_interpreted)
+        # attempt id -> how many workloads its speedup is the geomean of (its evaluation's timed workloads)
+        self.workloads: dict[int, int] = dict(workloads or {})
 
 
 NodeEditOp = Literal["update", "move", "prune", "reopen", "pin", "unpin", "veto", "unveto"]

@@ -56,6 +56,29 @@ def _speedup(attempts: AttemptsById, attempt_id: int | None) -> float | None:
     return value
 
 
+def _workloads(attempts: AttemptsById, attempt_id: int | None) -> int | None:
+    """How many workloads the attempt's speedup is the geomean of (None where the mapping does not say)."""
+    if attempt_id is None:
+        return None
+    value = attempts.get(attempt_id)
+    if isinstance(value, Attempt):
+        return len(value.evaluation.timings) if value.evaluation is not None else None
+    return getattr(attempts, "workloads", {}).get(attempt_id)
+
+
+def best_phrase(speedup: float, workloads: int | None, final: tuple[float, int] | None = None) -> str:
+    """A best's speedup with the workloads it covers: the search set's geomean, or after a final evaluation the
+    final figure over every workload with the search set's beside it (the two were read as one number)."""
+    over = (
+        f"over {workloads} search workload{'s' if workloads != 1 else ''}"
+        if workloads
+        else "on the search set"
+    )
+    if final is None:
+        return f"{fmt_speedup(speedup)} {over}"
+    return f"{fmt_speedup(final[0])} over all {final[1]} workloads (final evaluation; {fmt_speedup(speedup)} {over})"
+
+
 def _cpu_only(attempts: AttemptsById, attempt_id: int | None) -> bool:
     """Whether the attempt is correct but was timed only on the CPU interpreter."""
     if attempt_id is None:
@@ -248,6 +271,7 @@ def render_tree(
     *,
     best_attempt_id: int | None = None,
     no_result: bool = False,
+    final: tuple[float, int] | None = None,
 ) -> str:
     """The tree as compact text for a prompt, never longer than `budget_chars`.
 
@@ -255,6 +279,8 @@ def render_tree(
     depth; the node's rationale ("why:") and notes follow, indented. `best_attempt_id` is the
     search's best (it marks the best path); when omitted, the highest speedup among the nodes is used, unless
     `no_result` (a final evaluation left the search without a best): then the header says so, not a node's best.
+    The header names the workloads the best's speedup covers, and `final` (speedup, workloads: the final
+    evaluation's figure of the search's best) puts the final figure first; nodes show search-set figures.
     """
     if budget_chars < MIN_BUDGET:
         raise ValueError(f"budget_chars {budget_chars} is too small; accepted: at least {MIN_BUDGET}")
@@ -344,12 +370,16 @@ def render_tree(
     if no_result and best_s is None:
         best_text = "no result: the final evaluation left the search without a best (nodes show their own)"
     elif best_s is not None:
+        att = best_attempt_id
+        if att is None and tree.best_node_id is not None:
+            att = tree.by_id[tree.best_node_id].best_attempt_id
         where = (
-            f"#{tree.best_node_id}"
+            f"#{tree.best_node_id} (attempt #{att})"
             if tree.best_node_id is not None
             else f"attempt #{best_attempt_id} (no node)"
         )
-        best_text = f"best {fmt_speedup(best_s)} at {where}"
+        shown_final = final if best_attempt_id is not None else None
+        best_text = f"best {best_phrase(best_s, _workloads(tree.attempts, att), shown_final)} at {where}"
     else:
         cpu = sorted(nid for nid in tree.by_id if tree.cpu_only(nid))
         best_text = f"no best yet: {no_best(_cpu_correct(tree.attempts))}"
@@ -524,6 +554,7 @@ async def render_search(store: Store, search_id: int, budget_chars: int = 6000) 
         budget_chars - len(title) - 1,
         best_attempt_id=search.best_attempt_id,
         no_result=verdict is not None and search.best_attempt_id is None,
+        final=verdict.final_figure(search.best_attempt_id) if verdict is not None else None,
     )
     return f"{title}\n{text}"
 

@@ -582,11 +582,14 @@ class Store:
         async with self._lock:
             found = await rows.fetchall(
                 self._db,
-                "SELECT id, speedup, status = 'ok' AND cpu_interpreted FROM attempts WHERE search_id = ?",
+                "SELECT id, speedup, status = 'ok' AND cpu_interpreted, "
+                "json_array_length(evaluation, '$.timings') FROM attempts WHERE search_id = ?",
                 (search_id,),
             )
         return AttemptSpeedups(
-            {int(i): None if cpu else s for i, s, cpu in found}, (int(i) for i, _, cpu in found if cpu)
+            {int(i): None if cpu else s for i, s, cpu, _ in found},
+            (int(i) for i, _, cpu, _ in found if cpu),
+            {int(i): int(n) for i, s, cpu, n in found if s is not None and not cpu and n},
         )
 
     # ------------------------------------------------------------------ edit log

@@ -69,8 +69,9 @@ def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_D
     if st.best_lost:
         say(st.best_lost)
     for r in st.refining:
+        doing = "left active when the search stopped" if shown == "stopped" else "refining"
         say(
-            f"refining #{r.node_id} {r.title!r}: {r.attempts} of at most {r.cap} attempts, "
+            f"{doing}: #{r.node_id} {r.title!r}, {r.attempts} of at most {r.cap} attempts, "
             f"{r.stagnant} in a row without a significant gain (window {r.window})"
         )
     say(f"next: {cli_words(st.next, st.search)}")

@@ -26,6 +26,7 @@ async def _searches(db: Path) -> list[dict[str, object]]:
         shown = await run_statuses(ws, searches)
         for s in searches:
             best = await records.best_attempt(s.id)
+            fig = await records.best_figure(s)
             counts = await records.node_counts(s.id)
             out.append(
                 {
@@ -38,6 +39,10 @@ async def _searches(db: Path) -> list[dict[str, object]]:
                     "intents": sum(counts.values()),
                     "open": counts.get("open", 0),
                     "best_speedup": best.speedup if best else None,
+                    "best_workloads": fig.workloads if fig else None,
+                    "final_speedup": fig.final_speedup_vs_eager if fig else None,
+                    "final_workloads": fig.final_workloads if fig else None,
+                    "best_shown": fig.short() if fig else None,
                     "best_attempt_id": s.best_attempt_id,
                     "cpu_correct": len((await records.attempt_speedups(s.id)).cpu_interpreted),
                 }
@@ -90,7 +95,9 @@ def register(app: typer.Typer) -> None:
                 str(s["round"]),
                 str(s["intents"]),
                 str(s["open"]),
-                fmt_speedup(speed)
+                str(s["best_shown"])
+                if s["best_shown"]
+                else fmt_speedup(speed)
                 if isinstance(speed, float)
                 else (no_best(cpu) if isinstance(cpu, int) and cpu else "-"),
             )

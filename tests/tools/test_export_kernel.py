@@ -146,6 +146,37 @@ async def _attempt(ws: Workspace, s: Search, source: str, language: str, ev: Eva
     return a.id
 
 
+async def test_after_a_final_evaluation_every_view_names_which_workloads_each_figure_covers(
+    ws: Workspace,
+) -> None:
+    """The search-phase figure (the search workloads) and the final one (all workloads) were read as one number:
+    the export header, the tree's header and list_searches say which set each covers, the final figure first."""
+    from ksearch.tools.get_tree import GetTreeIn, get_tree
+    from ksearch.tools.list_searches import list_searches
+    from ksearch.worldmodel.models import FinalOutcome
+
+    s = await _search(ws, SCALED_ADD, "fin")
+    best = await _attempt(ws, s, TRITON, "triton", gpu_eval(2.5))
+    tree = (await get_tree(ws, GetTreeIn(search="fin"))).text
+    assert "best 2.500x over 1 search workload at #" in tree.splitlines()[0], tree
+    cand = (await ws.store.get_attempt(best)).candidate_id
+    outcome = FinalOutcome(
+        attempt_id=best, candidate_id=cand, passed=True, status="ok", speedup_vs_eager=2.4, workloads=7
+    )
+    await ws.store.record_final(s.id, [outcome], [])
+    out = await export_kernel(ws, ExportKernelIn(search="fin", format="submission"))
+    assert out.status.endswith(
+        "2.500x vs eager PyTorch (geomean over 1 search workload); final evaluation: 2.400x over all 7 workloads"
+    ), out.status
+    assert out.status in out.text  # the file's header says the same
+    tree = (await get_tree(ws, GetTreeIn(search="fin"))).text
+    assert "best 2.400x over all 7 workloads (final evaluation; 2.500x over 1 search workload)" in tree, tree
+    (row,) = await list_searches(ws)
+    assert (row.best_speedup_vs_eager, row.best_workloads) == (2.5, 1)
+    assert (row.final_speedup_vs_eager, row.final_workloads) == (2.4, 7)
+    assert row.best.startswith("2.400x over all 7 workloads (final evaluation;"), row.best
+
+
 def _imports_ksearch(text: str) -> bool:
     return bool(ksearch_imports(ast.parse(text)))
 
@@ -159,7 +190,9 @@ async def test_the_best_triton_kernel_goes_out_as_it_is_with_its_numbers_on_top(
     best = await _attempt(ws, s, TRITON, "triton", gpu_eval(2.5))
     out = await export_kernel(ws, ExportKernelIn(search="sa", format="submission"))
     assert (out.attempt_id, out.filename, out.helpers) == (best, "submission.py", [])
-    assert out.status == "correct; timed on NVIDIA H200 by the ksearch protocol: 2.500x vs eager PyTorch"
+    assert out.status == (
+        "correct; timed on NVIDIA H200 by the ksearch protocol: 2.500x vs eager PyTorch (geomean over 1 search workload)"
+    )
     head, body = out.text.split("#\n", 1)
     assert body == TRITON  # the candidate itself, unchanged
     assert head.startswith(

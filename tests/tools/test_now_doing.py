@@ -135,6 +135,22 @@ def _state(phase: str, **kw: object) -> LoopState:
         (_state("done", status="done"), False, "done"),
         (_state("done", status="stopped"), False, "done (stopped; its final evaluation is recorded)"),
         (_state("init"), True, "measuring the task's seed"),
+        # a stopped search with intents open and budget left: stopped, not "refining ... waiting: an intent to select"
+        (
+            _state(
+                "select",
+                status="stopped",
+                refining=[
+                    RefineState(
+                        node_id=20, title="tile", round=3, attempts=2, cap=8, stagnant=0, window=5,
+                        base_attempt_id=None, best_attempt_id=None, over=False,
+                    )
+                ],
+            ),
+            False,
+            "stopped (its final evaluation is recorded); intent #20 'tile' left active when it stopped; intents are "
+            "open and budget is left: selecting one searches further",
+        ),  # fmt: skip
         (
             _state(
                 "refine",
@@ -173,5 +189,5 @@ def _state(phase: str, **kw: object) -> LoopState:
     ],
 )
 def test_every_phase_has_its_words(state: LoopState, live: bool, want: str) -> None:
-    titles = {7: "vectorize loads", 9: "tile"}
+    titles = {7: "vectorize loads", 9: "tile", 20: "tile"}
     assert doing_text(state, live=live, interrupted=False, titles=titles, seed_due=True) == want

@@ -81,7 +81,9 @@ def test_small_tree_is_shown_whole_with_notes() -> None:
     assert "PINNED" in text and "notes: one pass works" in text
     assert "why: fewer barriers\n" in text and "and fewer loads" in text
     assert "not shown" not in text
-    assert text.splitlines()[0].startswith("tree: 4 nodes (1 open, 1 closed, 1 pruned); best 1.840x at #2")
+    # a bare speedup map does not say how many workloads the figure covers: named as the search set's
+    head = "tree: 4 nodes (1 open, 1 closed, 1 pruned); best 1.840x on the search set at #2 (attempt #10)"
+    assert text.splitlines()[0].startswith(head), text.splitlines()[0]
 
 
 def test_large_tree_keeps_root_best_path_frontier_and_notes_within_budget() -> None:
@@ -322,7 +324,7 @@ async def test_render_search_with_cpu_interpreter_attempts(store: Store, search:
     await store.record_attempt(search.id, b.id, cand.id, gpu)
     text = await render_search(store, search.id, 1000)
     assert "best 1.250x tries 1 <-BEST warp per row" in text and f"{CPU_TEXT} tries 1 online softmax" in text
-    assert f"best 1.250x at #{b.id}" in text
+    assert f"best 1.250x on the search set at #{b.id} (attempt #" in text
 
 
 def test_kernel_resources_show_an_unreported_count_as_unknown() -> None:
@@ -336,3 +338,16 @@ def test_kernel_resources_show_an_unreported_count_as_unknown() -> None:
     # after a launch Triton's metadata has no spill loads nor stack: they are unknown, not "None"
     launched = KernelResources(name="k", registers=39, spill_stores_bytes=0, shared_bytes=64)
     assert kernel_resources(launched) == "regs=39 spills=0/?B smem=64B stack=?"
+
+
+def test_the_best_names_its_workloads_and_after_a_final_evaluation_shows_the_final_figure_first() -> None:
+    nodes = [mk(1, None), mk(2, 1, status="closed", best_attempt_id=10)]
+    speedups = AttemptSpeedups({10: 10.038}, (), {10: 3})
+    head = render_tree(nodes, speedups, 6000, best_attempt_id=10).splitlines()[0]
+    assert head.endswith("best 10.038x over 3 search workloads at #2 (attempt #10)"), head
+    head = render_tree(nodes, speedups, 6000, best_attempt_id=10, final=(9.985, 7)).splitlines()[0]
+    assert head.endswith(
+        "best 9.985x over all 7 workloads (final evaluation; 10.038x over 3 search workloads) at #2 (attempt #10)"
+    ), head
+    # the node's own line keeps its search-set figure
+    assert "#2 [closed] p0.50 d3 best 10.038x" in render_tree(nodes, speedups, 6000, best_attempt_id=10)

@@ -167,9 +167,14 @@ async def tree_view(ws: Workspace, search_id: int, budget: int = TREE_BUDGET) ->
     s = await ws.search(search_id)
     nodes = await ws.store.list_nodes(search_id)
     attempts = await ws.store.attempt_speedups(search_id)
-    lost = s.best_attempt_id is None and await ws.store.final_verdict(search_id) is not None
+    verdict = await ws.store.final_verdict(search_id)
     return render_tree(
-        nodes, attempts, budget_chars=budget, best_attempt_id=s.best_attempt_id, no_result=lost
+        nodes,
+        attempts,
+        budget_chars=budget,
+        best_attempt_id=s.best_attempt_id,
+        no_result=s.best_attempt_id is None and verdict is not None,
+        final=verdict.final_figure(s.best_attempt_id) if verdict is not None else None,
     )
 
 
