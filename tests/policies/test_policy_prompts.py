@@ -11,7 +11,7 @@ from ksearch.server.cli import steer
 from ksearch.server.driver.policies.base import AttemptOutcome, InitContext, UpdateContext, WriteContext
 from ksearch.server.driver.policies.llm import schema_for
 from ksearch.server.driver.policies.pricing import price_for
-from ksearch.tools.prompting import fill, render_prompt
+from ksearch.tools.prompting.fill import fill, render_prompt
 from ksearch.worldmodel.models import EXPECTED_SPEEDUP, EditSpec, IntentSpec, Node
 from ksearch.worldmodel.render import render_tree
 from tests.policies.policy_data import SEED, brief
