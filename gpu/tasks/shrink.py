@@ -151,7 +151,8 @@ def _literal_sites(tree: ast.Module) -> dict[str, tuple[IntOrInts, ast.expr, Set
 
 # Tensor factories whose arguments are sizes (torch's, and ksearch.gpu.inputs' helpers), and which of them:
 # "all" (every positional argument, or one tuple/list of them), "first" (the first positional), "tuple" (a
-# positional tuple/list only: randint's low and high are values); a `size=` keyword in every case.
+# positional tuple/list only: randint's low and high are values, though a `high` equal to a size shrinks with it, see
+# _literal_call_sites); a `size=` keyword in every case.
 SIZED_CALLS: dict[str, str] = {
     "rand": "all", "randn": "all", "zeros": "all", "ones": "all", "empty": "all", "full": "first",
     "randint": "tuple", "randperm": "first", "normal": "size", "signed": "all", "mask": "all",
@@ -212,6 +213,7 @@ def _literal_call_sites(tree: ast.Module) -> dict[str, tuple[IntOrInts, ast.expr
         if v is not None and v >= 0:
             sites[literal_key(fn, node)] = (v, node, put)
 
+    bounds: list[tuple[ast.expr, Setter]] = []
     for stmt in tree.body:
         if not isinstance(stmt, ast.FunctionDef) or stmt.name not in LITERAL_FUNCTIONS:
             continue
@@ -219,13 +221,40 @@ def _literal_call_sites(tree: ast.Module) -> dict[str, tuple[IntOrInts, ast.expr
             if stmt.name == "get_inputs" and isinstance(node, ast.Call):
                 for arg, put in _size_nodes(node):
                     take(stmt.name, arg, put)
+                bounds += _index_bounds(node)
             elif stmt.name == "get_init_inputs" and isinstance(node, ast.Return):
                 value = node.value
                 if isinstance(value, ast.Tuple | ast.List):
                     for i, e in enumerate(value.elts):
                         if not isinstance(e, ast.Tuple | ast.List):  # a shape passed whole is not one size
                             take(stmt.name, e, _elt_setter(value, i))
+    # A randint bound equal to a size (`randn(4096, 50257)` with `randint(0, 50257, (4096,))`: class targets, token
+    # ids) indexes that size: it shrinks with it, as equal knobs do; a bound equal to no size is a value and stays
+    sizes = {v for v, _, _ in sites.values()}
+    for node, put in bounds:
+        v = _int_literal(node)
+        if v is not None and v > KEEP and v in sizes:
+            sites[literal_key("get_inputs", node)] = (v, node, put)
     return sites
+
+
+def _index_bounds(call: ast.Call) -> list[tuple[ast.expr, Setter]]:
+    """A `randint` call's `high` (randint(high, size) or randint(low, high, size), or `high=`), with its setter."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name not in ("randint", "randint_like"):
+        return []
+    kw = [(k.value, _keyword_setter(k)) for k in call.keywords if k.arg == "high"]
+    if kw:
+        return kw
+    plain = [a for a in call.args if not isinstance(a, ast.Starred)]
+    if name == "randint_like":
+        return [(call.args[1], _arg_setter(call, 1))] if len(plain) >= 2 else []
+    sized = [i for i, a in enumerate(call.args) if isinstance(a, ast.Tuple | ast.List)]
+    if not sized:
+        return []
+    high = sized[0] - 1  # the argument before the size tuple: randint(high, size) or randint(low, high, size)
+    return [(call.args[high], _arg_setter(call, high))] if high >= 0 else []
 
 
 def _stmt_setter(stmt: ast.Assign | ast.AnnAssign) -> Setter:

@@ -92,7 +92,7 @@ def test_literal_sizes_where_inputs_and_weights_are_made_are_knobs() -> None:
         shape = (8, 8)
         def get_inputs():
             x = torch.randn(128, 4096, 4 * 1024)
-            idx = torch.randint(0, 1000, (64,))          # 0 and 1000 are values, (64,) the size
+            idx = torch.randint(0, 1000, (64,))          # 0 and 1000 are values (no size is 1000), (64,) the size
             fill = torch.full((32, 48), 1.5)
             w = torch.ones(size=(4096,))
             y = torch.rand(batch, *shape)               # a constant and a starred shape: no literal
@@ -175,6 +175,25 @@ def test_literal_sizes_of_a_batched_matmul_are_shrunk_and_keep_their_relations(t
     # the literals shrank by one factor: their order and ratios are the file's
     assert (a.shape[1] * 2, b.shape[2] * 4) == (b.shape[1], b.shape[1])
     assert rt.build_reference(smoke, "cpu")([a, b]).shape == (a.shape[0], a.shape[1], b.shape[2])
+
+
+@pytest.mark.slow
+def test_a_randint_bound_shrinks_with_the_size_it_indexes(tmp_path: Path) -> None:
+    """`randn(4096, 50257)` with `randint(0, 50257, (4096,))`: the targets index the logits' width, so the bound
+    shrinks with it (it failed with "IndexError: Target 39270 is out of bounds" and kept the full 800 MB)."""
+    src = (KB / "l1_cross_entropy_literal_vocab.py").read_text()
+    k = size_knobs(src, "f.py", {})
+    widths = [v for v in k.constants.values() if v == 50257]
+    assert len(widths) == 2, k.constants  # the width and the bound are both knobs
+    task = load_task(KB / "l1_cross_entropy_literal_vocab.py")
+    smoke = task.smoke()
+    note = task.extras["smoke_note"]
+    assert "smaller sizes" in note and "the reference ran on it" in note, note
+    rt = TaskRuntime(task)
+    logits, targets = rt.make_inputs(smoke, 0, "cpu")
+    assert logits.shape[1] < 50257 and logits.shape[0] == targets.shape[0] < 4096
+    assert int(targets.max()) < logits.shape[1]  # every target indexes a class the smaller logits have
+    assert torch.isfinite(rt.build_reference(smoke, "cpu")([logits, targets])).all()
 
 
 @pytest.mark.slow
