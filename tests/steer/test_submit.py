@@ -107,3 +107,26 @@ def test_submit_refusals_record_nothing(ks: Ks, rowsum: tuple[Path, dict[str, in
         assert r.exit_code == 2, (args, r.stdout, r.stderr)
         assert needle in said(r.stderr), (args, r.stderr)
     assert with_store(db, lambda s: s.list_attempts(ids["search"])) == []
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.slow
+def test_unparsable_source_has_one_rule_on_the_cli_and_over_mcp(
+    ks: Ks, rowsum: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    """Refused and nothing recorded outside a refine phase (test_submit_refusals_record_nothing); within one, an
+    attempt like any compile error, as `benchmark` with node_id records it over MCP: it counts against the cap and
+    its error is the next attempt's feedback."""
+    db, ids = rowsum
+    good = tmp_path / "mine.py"
+    good.write_text(SEED)
+    assert ks("submit", "rs", good, "--node", ids["intent"], "--db", db).exit_code == 0  # claims the intent
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n\nclass ModelNew(torch.nn.Module:\n    pass\n")
+    r = ks("submit", "rs", broken, "--node", ids["intent"], "--db", db)
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    out = said(r.stdout + r.stderr)
+    assert "compile_error" in out and "does not parse" in out, out
+    last = with_store(db, lambda s: s.list_attempts(ids["search"]))[-1]
+    assert (last.author, last.node_id, last.evaluation.status) == ("human", ids["intent"], "compile_error")
+    assert with_store(db, lambda s: s.get_candidate(last.candidate_id)).source == broken.read_text()
