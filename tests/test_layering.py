@@ -114,6 +114,7 @@ INNER_ALLOWED: dict[str, tuple[str, ...]] = {
     "gpu.timing": (),
     "gpu.export": (),
     "gpu.tasks": ("checks", "jail", *SURFACE),
+    "gpu.model": ("tasks", "timing", *SURFACE),
     **{f"gpu.{s}": ("checks", "export", "tasks", *SURFACE) for s in SURFACE},
     "tools.loop": ("door",),
     "tools.prompting": ("loop", "bank", "door"),

@@ -48,6 +48,7 @@ def _register() -> None:
         exporting,
         kernels,
         loop,
+        model,
         run,
         sandbox,
         steer,
@@ -71,6 +72,7 @@ def _register() -> None:
     compile_cli.register(app)
     bank.register(app)
     suite.register(app)
+    model.register(app)
 
 
 def _quit(signum: int, _frame: object) -> None:

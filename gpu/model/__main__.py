@@ -1,0 +1,3 @@
+from ksearch.gpu.model.main import main
+
+raise SystemExit(main())
