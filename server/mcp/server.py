@@ -52,6 +52,14 @@ from ksearch.tools.get_tree import GetTreeIn, TreeOut, get_tree
 from ksearch.tools.list_searches import SearchRow, list_searches
 from ksearch.tools.loop.call_clock import CallClock, part, started
 from ksearch.tools.loop.state import loop_state
+from ksearch.tools.model import (
+    ModelProfileOut,
+    PlugBackIn,
+    PlugBackOut,
+    ProfileModelIn,
+    plug_back,
+    profile_model,
+)
 from ksearch.tools.profile_ncu import ProfileIn, ProfileOut, profile_ncu
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.run_correctness import EvaluationOut, RunCorrectnessIn, run_correctness
@@ -76,6 +84,8 @@ TIMED = frozenset(
         "final_evaluation",
         "profile_ncu",
         "run_search",
+        "profile_model",
+        "plug_back",
     }
 )
 
@@ -399,6 +409,28 @@ class KsearchServer:
             ExportedKernel,
             export_kernel,
             _annotations(True, idempotent=True),
+        )
+        t(
+            "profile_model",
+            "A whole model in: profile it (a .py file defining Model, get_inputs, get_init_inputs, KernelBench style; "
+            "or pkg.module:Class), rank its operators and fusible pairs by share of the forward's time (CUDA time on "
+            "a GPU, CPU time without one), and write the hottest `top` as KernelBench task files with the shapes and "
+            "dtypes they see. Returns the ranking (bound, roofline headroom) and the suite command that searches them.",
+            ProfileModelIn,
+            ModelProfileOut,
+            lambda _ws, i: profile_model(i),
+            _annotations(False, idempotent=True),  # it writes the task files (again, the same)
+        )
+        t(
+            "plug_back",
+            "Put the winning kernels of a model's tasks (a suite's searches, or a folder of ModelNew files) back in "
+            "place of its operators: each checked at its sites, the plugged model against the original on fresh "
+            "inputs (a model-level tolerance), both timed end to end (median, CI, n); the plugged model is written "
+            "as a Python file to import. A refused kernel says why.",
+            PlugBackIn,
+            PlugBackOut,
+            lambda ws, i: plug_back(i, ws),
+            _annotations(False, idempotent=True),  # it writes the plugged model's file
         )
         t(
             "set_budgets",

@@ -68,8 +68,8 @@ def _run(node: str, script: str, tmp_path: Path) -> dict[str, Any]:
 def test_stdio(node: str, tmp_path: Path) -> None:
     out = _run(node, "stdio.mjs", tmp_path)
     assert (
-        out["ok"] and out["tools"] == 18
-    )  # the MCP tools, set_budgets, query_bank, export_kernel, list_tasks and benchmark_batch included
+        out["ok"] and out["tools"] == 20
+    )  # the MCP tools, set_budgets, query_bank, export_kernel, list_tasks, benchmark_batch, profile_model and plug_back
     assert out["cancel"]["answers_to_the_cancelled_request"] == []  # stdio: the request is never answered
     assert all(n < 800 for n in out["benchmark_text_bytes"]), out["benchmark_text_bytes"]
 

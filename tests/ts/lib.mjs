@@ -21,7 +21,8 @@ import addFormats from 'ajv-formats';
 
 export const TOOLS = [
   'benchmark', 'benchmark_batch', 'compile_kernel', 'create_search', 'edit_tree', 'export_kernel', 'final_evaluation', 'finish_intent', 'get_tree',
-  'list_searches', 'list_tasks', 'profile_ncu', 'propose_intents', 'query_bank', 'run_correctness', 'run_search',
+  'list_searches', 'list_tasks', 'plug_back', 'profile_model', 'profile_ncu', 'propose_intents', 'query_bank',
+  'run_correctness', 'run_search',
   'select_action', 'set_budgets',
 ];
 const CALL = { timeout: 300_000 }; // the first evaluation starts the sandbox workers (torch import)
