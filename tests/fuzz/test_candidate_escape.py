@@ -26,6 +26,7 @@ import pytest
 
 from ksearch.gpu.jail import launch as jail
 from tests.faults.faultkit import start_ksearch
+from tests.fixtures import SOFTMAX
 from tests.fuzz.fuzzkit import dump_db
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,9 +113,9 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     try:
-        made = ksearch(
+        made = ksearch(  # the built-in softmax with a 9-row smoke workload: the search is made in seconds
             "run",
-            "softmax",
+            SOFTMAX,
             "--policy",
             "tuner",
             "--rounds",
