@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import Field, model_validator
 
+from ksearch.gpu.build.occupancy import SPILL_MEANING
 from ksearch.gpu.sandbox.api import Sandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
@@ -22,6 +23,7 @@ from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import (
     Candidate,
     CompileMode,
+    CompileReport,
     EvalSettings,
     Evaluation,
     Language,
@@ -366,6 +368,49 @@ def failed_label(status: str) -> str:
     return "INCORRECT" if status in ("incorrect", "ok") else status.upper().replace("_", " ")
 
 
+COMPILER_WARNINGS = 3  # ptxas's warnings shown in an evaluation's lines; the rest are counted
+
+
+def compile_fact_lines(report: CompileReport) -> list[str]:
+    """What the compiler said of the kernels that a kernel writer acts on: ptxas's warnings (a coded performance
+    warning such as C7515 "wgmma ... serialized"), each once, and the bytes spilled per thread, saying what that
+    figure counts (ptxas's static count, not the run-time spill traffic a profiler counts)."""
+    lines = []
+    warned = list(
+        dict.fromkeys(
+            d.message + (f" [{d.kernel}]" if d.kernel and f"'{d.kernel}'" not in d.message else "")
+            for d in report.diagnostics
+            if d.severity == "warning" and d.message.startswith("ptxas")
+        )
+    )
+    lines += [f"compiler warning: {_clip_line(w, 240)}" for w in warned[:COMPILER_WARNINGS]]
+    if len(warned) > COMPILER_WARNINGS:
+        lines.append(f"  +{len(warned) - COMPILER_WARNINGS} more compiler warning(s) in the compile report")
+    spilling = {k.name: k for k in report.kernels if k.spill_stores_bytes or k.spill_loads_bytes}
+    if spilling:
+        said = ", ".join(
+            f"{n} {k.spill_stores_bytes or 0} B per thread stored" for n, k in list(spilling.items())[:3]
+        )
+        lines.append(f"spills: {said} ({SPILL_MEANING})")
+    # a build whose spills nobody counted (Triton's after a launch on a GPU): its local memory per thread
+    local = {
+        k.name: k.stack_bytes
+        for k in report.kernels
+        if k.stack_bytes and k.spill_stores_bytes is None and k.name not in spilling
+    }
+    if local:
+        said = ", ".join(f"{n} {b} B per thread" for n, b in list(local.items())[:3])
+        lines.append(
+            f"local memory: {said} (spilled registers or local arrays; static; run-time traffic is profile_ncu's)"
+        )
+    return lines
+
+
+def _clip_line(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def summarize(ev: Evaluation, call: CallClock | None = None) -> str:
     """A few lines a model (or a person) can act on; numbers say what they are and how noisy. `call`: the clock of
     the tool call it answers, whose whole seconds the took line then accounts for (`seconds_text`)."""
@@ -381,7 +426,9 @@ def summarize(ev: Evaluation, call: CallClock | None = None) -> str:
     if ev.compile is not None:
         c = ev.compile
         lines.append(f"compile: {c.verdict()} in {c.seconds:.2f}s ({c.mode or c.language})")
-        for d in c.diagnostics[:10]:
+        # errors and warnings (ptxas's among them) before notes, so that the cut never hides them
+        rank = {"error": 0, "warning": 1}
+        for d in sorted(c.diagnostics, key=lambda d: rank.get(d.severity, 2))[:10]:
             where = f"line {d.line}: " if d.line else ""
             lines.append(f"  {d.severity}: {where}{d.message}")
         for k in c.kernels:

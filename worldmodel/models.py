@@ -106,13 +106,16 @@ class KernelResources(Strict):
     registers: int | None = None
     """Registers per thread."""
     spill_stores_bytes: int | None = None
-    """Bytes spilled to local memory by stores."""
+    """Bytes of registers spilled to local memory, per thread, as ptxas counts them in the compiled code (static):
+    not how often that code runs, which a profiler counts (profile_ncu: local spilling requests, per warp and per
+    loop iteration)."""
     spill_loads_bytes: int | None = None
-    """Bytes read back from local memory after a spill."""
+    """Bytes read back from local memory after a spill, per thread, as ptxas counts them (static)."""
     shared_bytes: int | None = None
     """Shared memory per block, static and dynamic."""
     stack_bytes: int | None = None
-    """Stack frame per thread."""
+    """Stack frame per thread: local memory for spilled registers and local arrays (for a Triton build after a
+    launch on a GPU, the driver's local memory size, its only figure: its spills are not counted apart)."""
     num_warps: int | None = None
     """Triton's `num_warps`."""
     num_stages: int | None = None

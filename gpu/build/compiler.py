@@ -1,4 +1,6 @@
-"""Compile a candidate without running it: Python/AST checks, and `nvcc -cubin -Xptxas -v` on its CUDA.
+"""Compile a candidate without running it: Python/AST checks, and `nvcc -cubin -Xptxas -v` on its CUDA (for the
+machine's architecture, or its `a` variant where the candidate's options ask for it); ptxas's warnings, with their
+codes, become diagnostics on the kernel they concern.
 
 This runs in the calling process (no torch): nvcc is a subprocess, so static compilation overlaps
 with timing in the workers. Messages are mapped to lines of the candidate's own Python file.
@@ -22,11 +24,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ksearch.gpu.build import cudasrc
-from ksearch.gpu.jail import launch as jail
-from ksearch.gpu.build import occupancy
-from ksearch.gpu.checks import tamper
+from ksearch.gpu.build import cudasrc, occupancy
 from ksearch.gpu.build.procs import communicate_or_kill
+from ksearch.gpu.checks import tamper
+from ksearch.gpu.jail import launch as jail
 from ksearch.gpu.jail.scrub import scrubbed_env
 from ksearch.gpu.tasks.flashinfer.solution import bundled_python
 from ksearch.worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources
@@ -80,7 +81,19 @@ _PTXAS_STACK = re.compile(
     r"(?P<stack>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads"
 )
 _PTXAS_USED = re.compile(_PTXAS + r" info\s*: Used (?P<regs>\d+) registers(?P<rest>.*)$")
-_PTXAS_MSG = re.compile(r"^" + _PTXAS + r" (?P<sev>error|warning|fatal)\s*: (?P<msg>.*)$")
+# ptxas's own messages: `ptxas warning : ...`, `ptxas /tmp/x.ptx, line 30; error   : ...`, and the coded ones it
+# prints at info level in some versions and as warnings in others (`ptxas info    : (C7511) Potential Performance
+# Loss: wgmma.mma_async instructions are serialized ... in the function 'k'`)
+_PTXAS_MSG = re.compile(
+    r"^" + _PTXAS + r"(?: [^\s,;]+, line \d+;)? (?P<sev>error|warning|fatal|info)\s*: (?P<msg>.*)$"
+)
+_PTXAS_CODE = re.compile(r"^\((?P<code>C\d{4})\)\s*")
+_PTXAS_FUNCTION = re.compile(r"function '(?P<name>[^']+)'")
+# a line of the generated PTX, which the candidate never sees
+_PTX_LINE = re.compile(r"\s+(?:in\s+)?(?:around\s+)?line \d+")
+_NOT_ON_TARGET = re.compile(r"not supported on \.target '(sm_\d+)'")
+PTXAS_MESSAGES = 12  # distinct ptxas messages kept per unit; the rest are counted
+PTXAS_MESSAGE_CHARS = 400
 _NVCC_FATAL = re.compile(r"^nvcc (?:fatal|error)\s*: (?P<msg>.*)$")
 # host compiler (gcc) messages: path:line:col: error: message
 _HOST_MSG = re.compile(
@@ -150,6 +163,31 @@ def demangle(name: str) -> str:
     return s[m.end() : m.end() + n] or name
 
 
+_ARCH_FLAG = re.compile(r"^(?:-arch|--gpu-architecture|-gencode|--generate-code)(?:=|$)")
+_ARCH_NAME = re.compile(r"\b(?:sm|compute)_(?P<n>\d+)(?P<v>[af]?)\b")
+# what this check's results are: a result parsed by an older rule (without ptxas's coded warnings) is not reused
+PARSE_VERSION = 2
+
+
+def target_arch(options: list[str], arch: str) -> tuple[str, set[str]]:
+    """The architecture a unit is compiled for: `arch` ("sm_90"), or its architecture-specific variant ("sm_90a",
+    "sm_100f") where the candidate's own options ask for it (`-arch=sm_90a`, `--gpu-architecture=compute_90a`,
+    `-gencode arch=compute_90a,code=sm_90a`): the wgmma and TMA instructions exist only there. Also the options
+    that said so (honoured, so not reported as dropped); an option naming another architecture stays dropped."""
+    base = re.sub(r"\D", "", arch)
+    chosen, honoured = arch, set()
+    for i, o in enumerate(options):
+        before = options[i - 1] if i else ""
+        flag = o if _ARCH_FLAG.match(o) else before if _ARCH_FLAG.match(before) else None
+        if flag is None or (flag is not o and "=" in flag):
+            continue
+        for m in _ARCH_NAME.finditer(o):
+            if m.group("n") == base and m.group("v"):
+                chosen = f"sm_{base}{m.group('v')}"
+                honoured.update({o, flag})
+    return chosen, honoured
+
+
 def _filter_options(opts: list[str]) -> tuple[list[str], list[str]]:
     keep, dropped = [], []
     for o in opts:
@@ -170,12 +208,66 @@ class UnitResult:
     seconds: float
 
 
+def _ptxas_message(sev: str, msg: str) -> tuple[str, str, str | None] | None:
+    """(severity, message, kernel) of one ptxas message, None for its plain reports (`0 bytes gmem`, compile
+    time): a coded message (`(C7511) Potential Performance Loss: ...`) is a warning whatever level ptxas gave it,
+    the kernel it names is demangled, and the PTX line it cites (of code the candidate never sees) is left out."""
+    msg = msg.strip()
+    code = _PTXAS_CODE.match(msg)
+    if sev == "info" and code is None:
+        return None
+    severity = "error" if sev in ("error", "fatal") else "warning"
+    kernel = None
+    fn = _PTXAS_FUNCTION.search(msg)
+    if fn is not None:
+        kernel = demangle(fn.group("name"))
+        msg = msg.replace(f"'{fn.group('name')}'", f"'{kernel}'")
+    msg = _PTX_LINE.sub("", msg)
+    target = _NOT_ON_TARGET.search(msg)
+    if target is not None:  # wgmma, setmaxnreg, ...: they exist only on the architecture-specific target
+        msg += f" (compile for {target.group(1)}a for it: options=['-arch={target.group(1)}a'])"
+    if code is not None:  # `ptxas C7511: Potential Performance Loss: ...`
+        msg = f"ptxas {code.group('code')}: {msg[code.end() :]}"
+    else:
+        msg = f"ptxas: {msg}"
+    if len(msg) > PTXAS_MESSAGE_CHARS:
+        msg = msg[: PTXAS_MESSAGE_CHARS - 1] + "…"
+    return severity, msg, kernel
+
+
+def _ptxas_diagnostics(said: dict[tuple[str, str, str | None], int]) -> list[dict]:
+    """ptxas's messages, each once with how often it was said, errors first; beyond PTXAS_MESSAGES, a count."""
+    ordered = sorted(said.items(), key=lambda kv: kv[0][0] != "error")
+    diags = [
+        {
+            "severity": sev,
+            "message": msg + (f" ({n} places)" if n > 1 else ""),
+            "unit_line": None,
+            "file": None,
+            "kernel": kernel,
+        }
+        for (sev, msg, kernel), n in ordered[:PTXAS_MESSAGES]
+    ]
+    rest = ordered[PTXAS_MESSAGES:]
+    if rest:
+        diags.append(
+            {
+                "severity": "warning",
+                "message": f"ptxas: {len(rest)} more distinct message(s) not shown (see the compile log)",
+                "unit_line": None,
+                "file": None,
+            }
+        )
+    return diags
+
+
 def parse_nvcc_output(text: str, unit_file: str) -> tuple[list[dict], list[dict]]:
     """(diagnostics, kernels) from nvcc/ptxas output. Diagnostic lines are in the unit's numbering."""
     diags: list[dict] = []
     props: dict[str, dict] = {}
     entries: list[str] = []
     current: str | None = None
+    ptxas: dict[tuple[str, str, str | None], int] = {}  # (severity, message, kernel) -> how often it was said
     for raw in text.splitlines():
         line = raw.rstrip()
         m = _FRONTEND.match(line.strip())
@@ -222,10 +314,9 @@ def parse_nvcc_output(text: str, unit_file: str) -> tuple[list[dict], list[dict]
             continue
         m = _PTXAS_MSG.match(line.strip())
         if m:
-            sev = "warning" if m.group("sev") == "warning" else "error"
-            diags.append(
-                {"severity": sev, "message": "ptxas: " + m.group("msg"), "unit_line": None, "file": None}
-            )
+            said = _ptxas_message(m.group("sev"), m.group("msg"))
+            if said is not None:
+                ptxas[said[:3]] = ptxas.get(said[:3], 0) + 1
             continue
         m = _HOST_MSG.match(line.strip())
         if m:
@@ -261,6 +352,7 @@ def parse_nvcc_output(text: str, unit_file: str) -> tuple[list[dict], list[dict]
             diags.append(
                 {"severity": "error", "message": "nvcc: " + m.group("msg"), "unit_line": None, "file": None}
             )
+    diags += _ptxas_diagnostics(ptxas)
     kernels = []
     for name in entries:
         p = props.get(name, {})
@@ -305,10 +397,12 @@ class StaticCompiler:
     # ------------------------------------------------------------------ nvcc
     def _cmd(self, unit: cudasrc.CudaUnit, path: Path) -> tuple[list[str], list[str]]:
         assert self.nvcc is not None
+        arch, honoured = target_arch(unit.options, self.arch)
         opts, dropped = _filter_options(unit.options)
+        dropped = [o for o in dropped if o not in honoured]
         cmd = [
             self.nvcc,
-            f"-arch={self.arch}",
+            f"-arch={arch}",
             "-cubin",
             "-Xptxas",
             "-v",
@@ -328,7 +422,9 @@ class StaticCompiler:
         # the include directories are part of what was checked: a result from before Python's headers were
         # passed is not this check's result
         incs = torch_include_dirs() if unit.kind == "cpp_ext" else []
-        key_src = json.dumps([unit.kind, unit.text, unit.options, self.arch, self.nvcc, incs, unit.files])
+        key_src = json.dumps(
+            [unit.kind, unit.text, unit.options, self.arch, self.nvcc, incs, unit.files, PARSE_VERSION]
+        )
         key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
         if key in self._cache:
             self._cache.move_to_end(key)
@@ -535,7 +631,8 @@ class StaticCompiler:
                 )
                 diags.append(Diagnostic(severity="note", message=unchecked))
             elif extraction.units:
-                modes.append(f"nvcc -arch={self.arch} -cubin -Xptxas -v (compile only)")
+                arches = sorted({target_arch(u.options, self.arch)[0] for u in extraction.units})
+                modes.append(f"nvcc -arch={'/'.join(arches)} -cubin -Xptxas -v (compile only)")
                 results = await asyncio.gather(
                     *(self._compile_unit(u, i) for i, u in enumerate(extraction.units))
                 )
@@ -545,14 +642,22 @@ class StaticCompiler:
                     for d in res.diagnostics:
                         if d.get("incomplete"):
                             unchecked = unchecked or d["message"]
-                        line = cudasrc.map_line(unit, d["unit_line"], src) if d["unit_line"] else None
+                        unit_line = d["unit_line"]
+                        if unit_line is None and d.get("kernel"):  # ptxas on a kernel: at its definition
+                            unit_line = kernel_definition(unit.text, d["kernel"])[0]
+                        line = cudasrc.map_line(unit, unit_line, src) if unit_line else None
                         where = f" (in {d['file']})" if d.get("file") else ""
                         if d["unit_line"] and unit.file_name:
                             where = f" ({unit.file_name} line {d['unit_line']})"
                         elif d["unit_line"] and line is None:
                             where = f" (CUDA line {d['unit_line']})"
                         diags.append(
-                            Diagnostic(severity=d["severity"], message=d["message"] + where, line=line)
+                            Diagnostic(
+                                severity=d["severity"],
+                                message=d["message"] + where,
+                                line=line,
+                                kernel=d.get("kernel"),
+                            )
                         )
                     for k in res.kernels:
                         def_line, bound = kernel_definition(unit.text, k["name"])

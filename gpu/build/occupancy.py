@@ -102,14 +102,30 @@ def describe(o: KernelOccupancy) -> str:
     )
 
 
+SPILL_MEANING = "ptxas, static; run-time spill traffic is profile_ncu's"
+"""What a spill figure is: ptxas's count of the bytes its spill code stores (loads) per thread, read from the
+compiled code, not how often that code runs: a profiler counts the requests executed, per warp and per loop
+iteration (8 B per thread can be 393,216 local spilling requests)."""
+
+
+def spill_text(k: KernelResources) -> str | None:
+    """'8 B per thread stored, 12 B loaded', None when nothing spills or nobody counted."""
+    if not (k.spill_stores_bytes or k.spill_loads_bytes):
+        return None
+    loads = "?" if k.spill_loads_bytes is None else k.spill_loads_bytes
+    return f"{k.spill_stores_bytes or 0} B per thread stored, {loads} B loaded"
+
+
 def _resources_text(k: KernelResources) -> str:
     parts = [f"{k.registers} registers/thread" if k.registers is not None else "registers unknown"]
-    if k.spill_stores_bytes or k.spill_loads_bytes:
-        parts.append(f"SPILLS {k.spill_stores_bytes or 0} B stored / {k.spill_loads_bytes or 0} B loaded")
+    spills = spill_text(k)
+    if spills is not None:
+        parts.append(f"SPILLS {spills} ({SPILL_MEANING})")
     elif k.spill_stores_bytes is not None:
         parts.append("no spills")
     if k.stack_bytes:
-        parts.append(f"{k.stack_bytes} B stack")
+        what = "spilled registers and local arrays" if spills else "local arrays or spilled registers"
+        parts.append(f"{k.stack_bytes} B stack frame per thread (local memory: {what})")
     parts.append(f"{k.shared_bytes or 0} B shared/block")
     if k.num_warps is not None:
         parts.append(f"num_warps={k.num_warps}" + (f", num_stages={k.num_stages}" if k.num_stages else ""))

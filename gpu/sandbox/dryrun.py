@@ -1,6 +1,8 @@
 """Compiling without a GPU: a second, GPU-less worker with TRITON_INTERPRET=0 dry-runs the candidate on CPU
 tensors, recording its launches, and compiles its Triton kernels for the target architecture (registers,
-spills, shared memory, warps, stages, occupancy); for NVRTC launches (anywhere) it records their block sizes.
+spills, shared memory, warps, stages, occupancy, ptxas's warnings); for NVRTC launches (anywhere) it records their
+block sizes. A task that needs a GPU is dry-run too, its CUDA placements read as the CPU's: its kernels are compiled
+for the target all the same, and the report says that correctness and timing were not done.
 
 A process running Triton's interpreter cannot give real JITFunctions (Triton's own library functions are
 interpreted there too), hence a worker of its own, jailed like the others (see ksearch.gpu.worker.dryrun for its side).
@@ -60,19 +62,46 @@ class DryRun:
     def triton_version(self) -> str:
         return str((self.worker.hello or {}).get("triton") or "")
 
-    def no_gpu(self, candidate: Candidate, task: Task, static: CompileReport, needs: str) -> CompileReport:
-        """The static report of a candidate for a task whose inputs are made on CUDA, on a machine without a GPU:
-        no dry run can call it, so nothing was compiled, and the verdict says so (`not checked`)."""
-        why = f"this task needs a GPU ({needs}), so no dry run could launch the candidate's kernels here"
-        report = static.model_copy(deep=True)
-        report.unchecked = why
-        report.diagnostics.append(Diagnostic(severity="warning", message=f"not compiled: {why}"))
-        report.mode = f"python/AST checks only; nothing compiled for {self.arch}"
+    async def compile(
+        self, candidate: Candidate, task: Task, static: CompileReport, needs_gpu: str | None = None
+    ) -> CompileReport:
+        """The static report plus what a dry run of the candidate gives: its Triton kernels compiled for
+        `self.arch` (registers, spills, shared memory, warps, stages, occupancy), its NVRTC launch sizes.
+
+        `needs_gpu` (why the task needs a GPU, on a machine without one): the dry run reads the task's CUDA
+        placements as the CPU's, so its kernels are compiled for `self.arch` all the same, and the report says
+        what was done and what was not (correctness and timing)."""
+        if needs_gpu and candidate.language == "cpp_ext":  # its extension builds only against a CUDA torch
+            return self._without_gpu(static.model_copy(deep=True), needs_gpu)
+        report = await self._dry_run(candidate, task, static)
+        return self._without_gpu(report, needs_gpu) if needs_gpu else report
+
+    def _without_gpu(self, report: CompileReport, needs: str) -> CompileReport:
+        """A report for a task that needs a GPU, here without one: what was compiled for `self.arch` without
+        running, or why nothing was (its verdict then `not checked`); either way, not correctness nor timing."""
+        names = list(dict.fromkeys(k.name for k in report.kernels))
+        later = f"correctness and timing need a GPU (this task needs one: {needs})"
+        if names or not report.ok:
+            report.mode = f"compiled for {self.arch} without running; {later}: {report.mode}"
+            if names:
+                said = f"compiled for {self.arch} without running: {', '.join(names)}; not done: {later}"
+                report.diagnostics.append(Diagnostic(severity="note", message=said))
+            return report
+        reason = report.unchecked or next(
+            (
+                d.message.removeprefix("static check incomplete: ")
+                for d in report.diagnostics
+                if d.message.startswith("static check incomplete")
+            ),
+            "no kernel of the candidate's own was found to compile",
+        )
+        report.unchecked = reason
+        if not any(reason in d.message for d in report.diagnostics):
+            report.diagnostics.append(Diagnostic(severity="warning", message=f"not compiled: {reason}"))
+        report.mode = f"python/AST checks only; nothing compiled for {self.arch}; {later}"
         return report
 
-    async def compile(self, candidate: Candidate, task: Task, static: CompileReport) -> CompileReport:
-        """The static report plus what a dry run of the candidate gives: its Triton kernels compiled for
-        `self.arch` (registers, spills, shared memory, warps, stages, occupancy), its NVRTC launch sizes."""
+    async def _dry_run(self, candidate: Candidate, task: Task, static: CompileReport) -> CompileReport:
         t0 = time.perf_counter()
         report = static.model_copy(deep=True)
         wl = smoke_name(task)
@@ -120,6 +149,8 @@ class DryRun:
                 )  # NVRTC host code on CPU tensors may balk
             report.diagnostics.append(found)
         where = f"workload {res.get('workload', wl)!r} ({params_text(res.get('params', {}))})"
+        if res.get("cuda_as_cpu"):
+            where += " with the task's CUDA placements read as the CPU's"
         if lang == "triton":
             # the static check's "known after their first launch on a GPU" is answered (or refuted) now
             report.diagnostics = [

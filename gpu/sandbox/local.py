@@ -249,8 +249,8 @@ class LocalSandbox(MachineFacts, EvalSteps, Sandbox):
         if not report.ok:
             return report
         needs = task.extras.get("needs_gpu")
-        if needs and self.cpu_mode:
-            return self.dry.no_gpu(candidate, task, report, str(needs))
+        if needs and self.cpu_mode:  # compiled all the same, the task's CUDA placements read as the CPU's
+            return await self.dry.compile(candidate, task, report, needs_gpu=str(needs))
         if candidate.language == "cuda" or (candidate.language == "triton" and self.cpu_mode):
             # without a GPU (and for NVRTC launches anywhere): a dry run records the launches and
             # compiles the Triton ones for this machine's target architecture

@@ -42,6 +42,7 @@ def diag(d: dict[str, Any]) -> Diagnostic:
         severity=sev if sev in ("error", "warning", "note") else "error",
         message=str(d.get("message", ""))[:4000],
         line=d.get("line"),
+        kernel=d.get("kernel"),
     )
 
 
@@ -129,7 +130,12 @@ def merge_compile(static: CompileReport, run: Run, arch: str, judged: bool = Tru
         static_measured = [k for k in report.kernels if k.registers is not None and k.name not in rnames]
         # a kernel the run-time compiler built (NVRTC, Triton) is described by what that build used: nvcc's static
         # figures for it (other registers, other spills) would contradict the kernel's own line
-        report.diagnostics = [d for d in report.diagnostics if d.kernel is None or d.kernel not in rnames]
+        # (what ptxas said of the code, a performance warning, stays: the run-time build ran ptxas on it too)
+        report.diagnostics = [
+            d
+            for d in report.diagnostics
+            if d.kernel is None or d.kernel not in rnames or d.message.startswith("ptxas")
+        ]
         annotated = []
         for k in rk:
             if k.registers is not None or k.num_warps is not None:

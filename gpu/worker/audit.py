@@ -149,15 +149,19 @@ class KernelAudit(WorkerCore):
                     if getattr(ck, "n_regs", None) is None and hasattr(ck, "_init_handles"):
                         ck._init_handles()
                 md = getattr(ck, "metadata", None)
-                spills = getattr(ck, "n_spills", None)
+                # Triton's `n_spills` is the driver's local memory per thread (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
+                # divided by 4: the stack frame, spilled registers and local arrays together, not ptxas's bytes
+                # of spill stores (though a kernel with no local memory spills nothing)
+                local = getattr(ck, "n_spills", None)
+                none = 0 if local == 0 else None
                 out.append(
                     {
                         "name": name,
                         "registers": getattr(ck, "n_regs", None),
-                        "spill_stores_bytes": None if spills is None else int(spills) * 4,
-                        "spill_loads_bytes": None,
+                        "spill_stores_bytes": none,
+                        "spill_loads_bytes": none,
                         "shared_bytes": getattr(md, "shared", None),
-                        "stack_bytes": None,
+                        "stack_bytes": None if local is None else int(local) * 4,
                         "num_warps": getattr(md, "num_warps", None),
                         "num_stages": getattr(md, "num_stages", None),
                     }

@@ -6,8 +6,10 @@ here by a recorder. The candidate's `ModelNew` is called on CPU tensors of one w
 is captured with the arguments Triton would specialise on (pointer dtypes, 16-byte alignment, integer
 values, constexprs, num_warps/num_stages) and no kernel runs. Each distinct specialisation is then
 compiled with `triton.compile(ASTSource, target=GPUTarget("cuda", 90, 32))` down to a cubin: ptxas's
-own report gives registers, spills and stack; Triton's metadata gives shared memory. Launches of
-`ksearch.gpu.nvrtc` kernels are recorded too (block size, dynamic shared memory) for their occupancy.
+own report gives registers, spills and stack, and its warnings (with their codes: C7511 "wgmma ... serialized");
+Triton's metadata gives shared memory. Launches of `ksearch.gpu.nvrtc` kernels are recorded too (block size, dynamic
+shared memory) for their occupancy. A task whose inputs are made on CUDA (a GPU MODE reference's `device='cuda'`) is
+dry-run with those placements read as the CPU's (gpu/tasks/rt/placement.py).
 
 Everything that goes wrong becomes a diagnostic on a line of the candidate's file, never a traceback.
 """
@@ -326,9 +328,16 @@ def run(
 
     from ksearch.gpu.build.compiler import parse_nvcc_output
     from ksearch.gpu.tasks.rt.common import module_name
+    from ksearch.gpu.tasks.rt.placement import cuda_read_as_cpu
     from ksearch.gpu.tasks.rt.runtime import load_candidate_module
 
     t0 = time.perf_counter()
+    # a task that puts its inputs on CUDA (a GPU MODE reference's `device='cuda'`) is dry-run with those placements
+    # read as the CPU's (gpu/tasks/rt/placement.py): launches need shapes, dtypes and alignment, not a GPU, and
+    # nothing the candidate computes here is judged
+    needs_gpu = (task.get("extras") or {}).get("needs_gpu")
+    if needs_gpu:
+        task = {**task, "extras": {k: v for k, v in task["extras"].items() if k != "needs_gpu"}}
     capability = int(re.sub(r"\D", "", arch) or 90)
     target = GPUTarget("cuda", capability, 32)
     rec = Recorder(make_backend(target))
@@ -340,14 +349,16 @@ def run(
     path = str(Path.cwd() / f"{name}.py")  # where load_candidate_module writes it: tracebacks name this file
     module = None
     host_limit = max(5.0, budget_s / 4)
+    placed = cuda_read_as_cpu() if needs_gpu else contextlib.nullcontext()
     with knobs.runtime.scope(), recording(rec):
         knobs.runtime.interpret = False  # real JITFunctions, whatever the environment says
         try:
-            with _time_limit(host_limit):
+            with _time_limit(host_limit), placed:
                 module = load_candidate_module(source, name)
                 fn = state.rt.build_candidate(module, wl, state.device)
                 with torch.no_grad():
-                    fn(state.rt.make_inputs(wl, 0, state.device))
+                    # inputs made with CUDA read as the CPU are not kept for anything else
+                    fn(state.rt.make_inputs(wl, 0, state.device, once=bool(needs_gpu)))
         except DryRunTimeout as e:
             diags.append(
                 {
@@ -405,7 +416,17 @@ def run(
             diags += found
             continue
         logs.append(log)
-        _, parsed = parse_nvcc_output(log, "")
+        said, parsed = parse_nvcc_output(log, "")
+        # what ptxas said of this build (a coded performance warning, a spill warning), once per kernel
+        for d in said:
+            ptxas_said = {
+                "severity": d["severity"],
+                "message": d["message"],
+                "line": _def_line(launch.jf, path),
+                "kernel": kname,
+            }
+            if ptxas_said not in diags:
+                diags.append(ptxas_said)
         info = next((k for k in parsed if k["mangled"] == ck.metadata.name), parsed[0] if parsed else {})
         md = ck.metadata
         kernels.append(
@@ -452,4 +473,5 @@ def run(
         "dry_run_seconds": round(dry_s, 3),
         "workload": wl.name,
         "params": dict(wl.params),
+        "cuda_as_cpu": bool(needs_gpu),
     }

@@ -445,7 +445,9 @@ class KsearchServer:
         t(
             "compile_kernel",
             "Compile a candidate without running it: diagnostics with line numbers in your "
-            "source, registers, spills, shared memory, compile time. Returns a candidate_id to reuse.",
+            "source (ptxas's warnings with their codes, e.g. C7511 'wgmma ... serialized'), registers, spills "
+            "(ptxas's static bytes per thread), shared memory, occupancy, compile time. Without a GPU its kernels "
+            "are compiled for sm_90 all the same. Returns a candidate_id to reuse.",
             CompileKernelIn,
             CompileOut,
             compile_kernel,

@@ -8,7 +8,13 @@ import json
 from typing import Any
 
 from ksearch.tools.bank.ops import QueryBankOut
-from ksearch.tools.common import INSIDE_STEPS, errors_text, failed_label, seconds_text
+from ksearch.tools.common import (
+    INSIDE_STEPS,
+    compile_fact_lines,
+    errors_text,
+    failed_label,
+    seconds_text,
+)
 from ksearch.tools.final_eval import FinalOut
 from ksearch.tools.loop.call_clock import CallClock, took_text
 from ksearch.tools.run_correctness import EvaluationOut
@@ -107,9 +113,7 @@ def evaluation_lines(out: EvaluationOut, took: str = "") -> list[str]:
             f"compile error{f' at line {d.line}' if d.line else ''}: {_clip(d.message)}" for d in said[:5]
         ]
     if ev.compile is not None:
-        spilling = {k.name: k.spill_stores_bytes for k in ev.compile.kernels if k.spill_stores_bytes}
-        if spilling:
-            lines.append("spills: " + ", ".join(f"{n} {b} B stored" for n, b in list(spilling.items())[:3]))
+        lines += compile_fact_lines(ev.compile)
     passed = [r for r in ev.correctness if r.passed]
     if passed:
         errs = [r.max_abs_err for r in passed if r.max_abs_err is not None]

@@ -93,3 +93,20 @@ def test_cuda_compiles_with_nvcc_and_its_errors_are_on_the_candidate_s_lines(tmp
     assert p.returncode == 1
     assert p.stdout.startswith("compile: FAILED")
     assert 'error: line 11: identifier "offset" is undefined' in p.stdout
+
+
+@pytest.mark.slow
+def test_a_gpu_mode_task_is_compiled_for_sm_90_without_a_gpu(tmp_path: Path) -> None:
+    """`ksearch compile` on a GPU MODE folder whose inputs are made on CUDA said "not compiled: this task needs a
+    GPU" here: its kernels compile for sm_90 all the same, and it says what was not done."""
+    pinned = ROOT / "tests" / "tasks" / "fixtures" / "gpumode" / "cuda_pinned"
+    p = _ksearch(tmp_path, str(pinned), str(CANDIDATES / "gpumode_triton_double.py"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    head = p.stdout.splitlines()[0]
+    assert (
+        head.startswith("compile: ok in ")
+        and "(compiled for sm_90 without running; correctness and timing "
+        "need a GPU (this task needs one: reference.py line 13 puts tensors on CUDA"
+        in head
+    ), head
+    assert "kernel _double: regs=" in p.stdout and "not compiled" not in p.stdout

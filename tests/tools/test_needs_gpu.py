@@ -24,6 +24,7 @@ from tests.fixtures.cli import ksearch_cli
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
 CUDA_PINNED = Path(__file__).resolve().parents[1] / "tasks" / "fixtures" / "gpumode" / "cuda_pinned"
+CANDIDATES = Path(__file__).resolve().parents[1] / "sandbox" / "fixtures" / "candidates"
 DOUBLE = "def custom_kernel(data):\n    return data * 2\n"
 SAID = "this task needs a GPU (reference.py line 13 puts tensors on CUDA"
 
@@ -77,8 +78,37 @@ async def test_compile_kernel_says_not_checked_never_ok_for_nothing_compiled(ws:
     out = await compile_kernel(ws, CompileKernelIn(search=s.id, candidate=CandidateRef(source=DOUBLE)))
     report = out.report
     assert report.verdict() == "not checked" and report.kernels == []
-    assert report.unchecked.startswith("this task needs a GPU (reference.py line 13")
+    # dry-run with its CUDA placements read as the CPU's, the candidate launched nothing to compile
+    assert "launched no Triton kernel, so none was compiled" in report.unchecked
     assert report.mode.startswith("python/AST checks only; nothing compiled for sm_")
+    assert "correctness and timing need a GPU (this task needs one: reference.py line 13" in report.mode
+
+
+async def test_compile_kernel_compiles_its_kernels_for_sm_90_all_the_same(ws: Workspace) -> None:
+    """`ksearch compile` on a GPU MODE task without a GPU said "not compiled: this task needs a GPU": the candidate's
+    kernels are compiled for sm_90 now, ptxas's warnings with their codes in the result, and it says what was not
+    done."""
+    from ksearch.gpu.build.compiler import find_nvcc
+    from ksearch.tools.compile_kernel import CompileKernelIn, compile_kernel
+
+    if find_nvcc() is None:
+        pytest.skip("nvcc is not installed")
+    source = (CANDIDATES / "gpumode_cuda_wgmma.py").read_text()
+    s = await create_search(ws, CreateSearchIn(task=str(CUDA_PINNED), name="pinned"))
+    out = await compile_kernel(
+        ws, CompileKernelIn(search=s.id, candidate=CandidateRef(source=source, language="cuda"))
+    )
+    report = out.report
+    assert report.verdict() == "ok" and [k.name for k in report.kernels] == ["wg"], report.diagnostics
+    assert report.mode.startswith(
+        "compiled for sm_90 without running; correctness and timing need a GPU (this task needs one: reference.py "
+        "line 13"
+    )
+    assert "compiled for sm_90 without running: wg; not done: correctness and timing need a GPU" in "\n".join(
+        d.message for d in report.diagnostics
+    )
+    said = out.model_dump_json()  # what the MCP tool returns
+    assert '"severity":"warning","message":"ptxas C7511: Potential Performance Loss: wgmma.mma_async' in said
 
 
 async def test_final_evaluation_refuses_and_keeps_the_best(ws: Workspace, snapshot: Snapshot) -> None:

@@ -5,7 +5,8 @@ A GPU MODE reference often pins its data to the GPU (`torch.Generator(device='cu
 GPU, even on a GPU machine, and shapes, dtypes and FLOPs do not depend on the device: inside
 `cuda_read_as_cpu()` such placements land on the CPU (under fake tensors, nothing is computed at all), and
 CUDA housekeeping (`torch.cuda.synchronize`, seeding, emptying the cache) does nothing. Only the facts
-subprocess enters it; candidates and references in the sandbox's workers are never run this way.
+subprocess and a compile's dry run (gpu/worker/dryrun.py: launches are recorded, nothing computed is judged) enter
+it; candidates and references are never evaluated this way.
 Imports torch: subprocesses only.
 """
 
