@@ -371,7 +371,7 @@ def profile_text(r: ModelProfileOut) -> str:
     lines += [f"note: {n}" for n in r.notes]
     if r.written:
         lines += [
-            f"wrote {len(r.written)} task files to {r.out_dir} ({Path(r.tasks_list).name} lists them; "
+            f"wrote {len(r.written)} task file{'' if len(r.written) == 1 else 's'} to {r.out_dir} ({Path(r.tasks_list).name} lists them; "
             f"{Path(r.manifest).name} is what plug-back reads)",
             f"search them as a suite: {r.suite_command}",
             f"then plug the winners back: {r.plug_back_command}",

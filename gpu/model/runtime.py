@@ -115,9 +115,17 @@ class Tracker(TorchFunctionMode):
         on_module: ModuleHook | None = None,
         on_module_end: ModulePost | None = None,
         on_function: FunctionHook | None = None,
+        watch: set[tuple[str, str]] | None = None,
     ) -> None:
         super().__init__()
         self.model = model
+        # (module path, function name) pairs whose calls are sites worth answering; None: every call is (the caller
+        # enters the mode). With them, only those modules and their children are followed, the mode is entered while
+        # one of those modules runs (nothing else pays for it), and any other call goes straight through
+        self.watch = watch
+        self._entered = 0
+        self.watch_paths = None if watch is None else {p for p, _ in watch}
+        self._names: dict[Any, str] = {}
         self.paths = {id(m): name for name, m in model.named_modules()}
         self.on_module = on_module
         self.on_module_end = on_module_end
@@ -130,8 +138,14 @@ class Tracker(TorchFunctionMode):
 
     def install(self) -> Tracker:
         seen: set[int] = set()
+        followed: set[int] | None = None
+        if self.watch_paths is not None:
+            followed = set()
+            for path, m in self.model.named_modules():
+                if path in self.watch_paths:
+                    followed |= {id(m)} | {id(c) for c in m.children()}
         for m in self.model.modules():
-            if id(m) in seen:
+            if id(m) in seen or (followed is not None and id(m) not in followed):
                 continue
             seen.add(id(m))
             self._handles.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
@@ -165,11 +179,19 @@ class Tracker(TorchFunctionMode):
         self.stack.append(_Frame(path, leaf))
         if leaf:
             self.leaf_depth += 1
+        if self.watch_paths is not None and path in self.watch_paths:
+            self._entered += 1
+            if self._entered == 1:
+                self.__enter__()
 
     def _post(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         if not self.stack:
             return
         frame = self.stack.pop()
+        if self.watch_paths is not None and frame.path in self.watch_paths:
+            self._entered -= 1
+            if self._entered == 0:
+                self.__exit__(None, None, None)
         if frame.leaf:
             self.leaf_depth -= 1
             if self.leaf_depth == 0 and self.on_module_end is not None:
@@ -185,7 +207,13 @@ class Tracker(TorchFunctionMode):
         if self.busy or self.leaf_depth or not self.stack or _internal(func):
             return func(*args, **kwargs)
         frame = self.stack[-1]
-        name = fn_name(func)
+        if self.watch_paths is not None and frame.path not in self.watch_paths:
+            return func(*args, **kwargs)
+        name = self._names.get(func)
+        if name is None:
+            name = self._names[func] = fn_name(func)
+        if self.watch is not None and (frame.path, name) not in self.watch:
+            return func(*args, **kwargs)
         k = frame.counters.get(name, 0)
         frame.counters[name] = k + 1
         if self.on_function is None:
@@ -354,16 +382,8 @@ class Plugged:
             self._forwards[path] = (module, module.__dict__.get("forward"))
             module.forward = self._module_forward(path, original)
         if self.by_site:
-            self.tracker = Tracker(self.model, on_function=self._function).install()
-            model_forward = self.model.forward
-            tracker = self.tracker
-            self._forwards["\0root"] = (self.model, self.model.__dict__.get("forward"))
-
-            def forward(*args: Any, **kwargs: Any) -> Any:
-                with tracker:
-                    return model_forward(*args, **kwargs)
-
-            self.model.forward = forward
+            watch = {(key.split("|")[0], key.split("|")[1]) for key in self.by_site}
+            self.tracker = Tracker(self.model, on_function=self._function, watch=watch).install()
         return self
 
     def unplug(self) -> None:
