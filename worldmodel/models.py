@@ -904,6 +904,14 @@ class LLMCallRecord(Strict):
     response: str = ""
     error: str | None = None
     priced: bool = True  # False: the model has no known price, so cost_usd = 0 means "unknown", not "free"
+    cache_read_tokens: int | None = Field(None, ge=0)
+    """Of `tokens_in`, those the provider read from its prompt cache; None: it did not say."""
+    cache_write_tokens: int | None = Field(None, ge=0)
+    """Of `tokens_in`, those it wrote to its prompt cache at a write rate; None: it did not say."""
+    cache_read_usd: float = 0.0
+    """Of `cost_usd`, what the cache reads cost."""
+    cache_write_usd: float = 0.0
+    """Of `cost_usd`, what the cache writes cost."""
 
 
 class LLMCall(LLMCallRecord):

@@ -30,7 +30,7 @@ ATTEMPT_COLUMNS = (
 EDIT_COLUMNS = "id, search_id, op, node_id, payload, author, round, reason, created_at"
 LLM_COLUMNS = (
     "id, search_id, phase, provider, model, tokens_in, tokens_out, cost_usd, latency_s, request, "
-    "response, error, created_at, priced"
+    "response, error, created_at, priced, cache_read_tokens, cache_write_tokens, cache_read_usd, cache_write_usd"
 )
 
 

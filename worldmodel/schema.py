@@ -273,7 +273,16 @@ _V8: tuple[str, ...] = (
         BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once (restating its baselines aside)'); END""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+# v9: what a model call's provider read from and wrote to its prompt cache, and what that cost (of `cost_usd`). NULL
+# tokens: the provider did not say (every call before this step: unknown, not zero).
+_V9: tuple[str, ...] = (
+    """ALTER TABLE llm_calls ADD COLUMN cache_read_tokens INTEGER CHECK (cache_read_tokens >= 0)""",
+    """ALTER TABLE llm_calls ADD COLUMN cache_write_tokens INTEGER CHECK (cache_write_tokens >= 0)""",
+    """ALTER TABLE llm_calls ADD COLUMN cache_read_usd REAL NOT NULL DEFAULT 0""",
+    """ALTER TABLE llm_calls ADD COLUMN cache_write_usd REAL NOT NULL DEFAULT 0""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

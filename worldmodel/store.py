@@ -71,6 +71,15 @@ class LLMTotals(BaseModel):
     tokens_out: int
     usd: float
     unpriced_calls: int = 0  # calls to models without a known price: `usd` leaves them out
+    # The prompt cache, over the calls whose provider said what it read from it (`cache_unreported_calls`: those with
+    # input tokens that did not; their input is in none of these figures)
+    cache_read_tokens: int = 0  # input read from the cache
+    cache_write_tokens: int = 0  # input written to it at a write rate (by the calls that said so)
+    cache_write_unreported_calls: int = 0  # calls that said what they read but not what they wrote
+    uncached_tokens_in: int = 0  # input billed at the full input rate
+    cache_read_usd: float = 0.0
+    cache_write_usd: float = 0.0
+    cache_unreported_calls: int = 0
 
 
 class Store:
@@ -621,6 +630,10 @@ class Store:
         response: str = "",
         error: str | None = None,
         priced: bool = True,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        cache_read_usd: float = 0.0,
+        cache_write_usd: float = 0.0,
     ) -> LLMCall:
         """Account one LLM call (also failed ones: pass `error`)."""
         fields = {
@@ -636,6 +649,10 @@ class Store:
             "response": response,
             "error": error,
             "priced": priced,
+            "cache_read_tokens": cache_read_tokens,
+            "cache_write_tokens": cache_write_tokens,
+            "cache_read_usd": cache_read_usd,
+            "cache_write_usd": cache_write_usd,
         }
         try:
             LLMCall.model_validate({"id": 0, **fields})
@@ -667,7 +684,17 @@ class Store:
 
     async def llm_totals(self, search_id: int | None = None) -> LLMTotals:
         """Calls, tokens and dollars spent, for one search or overall."""
-        sql = "SELECT count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(cost_usd), 0), coalesce(sum(1 - priced), 0) FROM llm_calls"
+        reported = "cache_read_tokens IS NOT NULL"
+        sql = (
+            "SELECT count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(cost_usd), 0), "
+            "coalesce(sum(1 - priced), 0), coalesce(sum(cache_read_tokens), 0), "
+            f"coalesce(sum(CASE WHEN {reported} THEN cache_write_tokens END), 0), "
+            f"count(CASE WHEN {reported} AND cache_write_tokens IS NULL AND tokens_in > 0 THEN 1 END), "
+            f"coalesce(sum(CASE WHEN {reported} THEN "
+            "max(0, tokens_in - cache_read_tokens - coalesce(cache_write_tokens, 0)) END), 0), "
+            "coalesce(sum(cache_read_usd), 0), coalesce(sum(cache_write_usd), 0), "
+            f"count(CASE WHEN NOT ({reported}) AND tokens_in > 0 THEN 1 END) FROM llm_calls"
+        )
         params: tuple[int, ...] = ()
         if search_id is not None:
             sql += " WHERE search_id = ?"
@@ -675,7 +702,18 @@ class Store:
         async with self._lock:
             row = await rows.fetchone(self._db, sql, params)
         return LLMTotals(
-            calls=row[0], tokens_in=row[1], tokens_out=row[2], usd=float(row[3]), unpriced_calls=row[4]
+            calls=row[0],
+            tokens_in=row[1],
+            tokens_out=row[2],
+            usd=float(row[3]),
+            unpriced_calls=row[4],
+            cache_read_tokens=row[5],
+            cache_write_tokens=row[6],
+            cache_write_unreported_calls=row[7],
+            uncached_tokens_in=row[8],
+            cache_read_usd=float(row[9]),
+            cache_write_usd=float(row[10]),
+            cache_unreported_calls=row[11],
         )
 
     # ------------------------------------------------------------------ key-value cache

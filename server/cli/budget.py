@@ -52,6 +52,7 @@ def budget(
     Exit code 0 when done, 2 when the input was refused (nothing changed).
     """
     from ksearch.tools.budgets import BUDGET_NAMES, SetBudgetsIn, set_budgets
+    from ksearch.tools.llm_calls import usage_text
     from ksearch.tools.loop.state import budget_state
 
     changes = {
@@ -81,6 +82,7 @@ def budget(
             s = await ws.search(search)
             b = await budget_state(ws, s)
             cfg = s.config.budgets
+            usage = usage_text(await ws.records.llm_totals(s.id))
             return [
                 f"{s.name}: budgets (used / limit)",
                 f"  rounds: {b.rounds_used} / {_v(cfg.rounds)}",
@@ -89,6 +91,7 @@ def budget(
                 f"  tokens: {b.tokens_used} / {_v(cfg.tokens)}",
                 f"  usd: {b.usd_used:.2f} / {_v(cfg.usd)}",
                 f"  target_speedup: {_v(cfg.target_speedup)}",
+                *([f"  {usage}"] if usage else []),
                 f"spent: {b.exhausted}" if b.exhausted else "none is spent",
             ]
 

@@ -22,6 +22,7 @@ from ksearch.server.web.pages import document
 from ksearch.server.web.parts import attempt_status, notes_label, speed, status_badge, table, text_block
 from ksearch.server.web.search_html import chart, node_detail, summary, tree
 from ksearch.server.web.snapshot import SearchView, base_of, view_of
+from ksearch.tools.llm_calls import cache_text
 from ksearch.tools.read_search import AttemptRecord, LLMTotals, read_attempt, read_search
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
@@ -112,13 +113,41 @@ def _phase_table(calls: list[LLMCall]) -> Markup:
                 model,
                 str(len(cs)),
                 f"{sum(c.tokens_in for c in cs):,}",
+                _cache_cell(cs),
                 f"{sum(c.tokens_out for c in cs):,}",
                 f"${sum(c.cost_usd for c in cs):.2f}",
                 f"{sum(c.latency_s for c in cs):.0f}s",
                 str(sum(1 for c in cs if c.error)),
             ]
         )
-    return table(["phase", "model", "calls", "tokens in", "tokens out", "cost", "latency", "errors"], rows)
+    return table(
+        [
+            "phase",
+            "model",
+            "calls",
+            "tokens in",
+            "cache read / written",
+            "tokens out",
+            "cost",
+            "latency",
+            "errors",
+        ],
+        rows,
+    )
+
+
+def _cache_cell(calls: list[LLMCall]) -> str:
+    """The input tokens the prompt cache served and took, over the calls that said; those that did not, counted."""
+    with_input = [c for c in calls if c.tokens_in]
+    if not with_input:
+        return "–"
+    read = [c.cache_read_tokens for c in with_input if c.cache_read_tokens is not None]
+    wrote = [c.cache_write_tokens for c in with_input if c.cache_write_tokens is not None]
+    if not read and not wrote:
+        return "not reported"
+    cell = f"{sum(read):,} / " + (f"{sum(wrote):,}" if wrote else "not reported")
+    unsaid = len(with_input) - len(read)
+    return cell + (f" ({unsaid} calls did not say)" if unsaid else "")
 
 
 def _attempts_table(view: SearchView) -> Markup:
@@ -266,6 +295,7 @@ async def export_html(ws: Workspace, ref: int | str, attempt_id: int | None = No
                     f"{view.llm.calls} calls · {view.llm.tokens_in:,} tokens in · {view.llm.tokens_out:,} "
                     f"tokens out · ${view.llm.usd:.2f}",
                 ),
+                h("p", None, f"prompt cache: {cache}") if (cache := cache_text(view.llm)) else None,
                 _phase_table(calls) if calls else None,
             ),
             h("section", None, h("h2", {"class": "panel"}, "Nodes"), nodes_html),

@@ -28,6 +28,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from ksearch.tools.llm_calls import call_cache_text, usage_text
 from ksearch.worldmodel.models import Attempt, Evaluation, LLMCallRecord, Node, Search
 from ksearch.worldmodel.render import fmt_speedup, no_best
 
@@ -310,9 +311,12 @@ class Display:
         self.usd += rec.cost_usd
         if self._quiet_call(rec):
             return
+        cache = call_cache_text(rec)
         self.event(
-            f"{rec.provider} {rec.phase}: {rec.tokens_in}+{rec.tokens_out} tokens, ${rec.cost_usd:.4f}, "
-            f"{rec.latency_s:.1f}s" + (f" — {rec.error}" if rec.error else "")
+            f"{rec.provider} {rec.phase}: {rec.tokens_in}+{rec.tokens_out} tokens"
+            + (f" ({cache})" if cache else "")
+            + f", ${rec.cost_usd:.4f}, {rec.latency_s:.1f}s"
+            + (f" — {rec.error}" if rec.error else "")
         )
 
     def _quiet_call(self, rec: LLMCallRecord) -> bool:
@@ -353,6 +357,9 @@ class Display:
             f"stopped: {res.stop_reason}. {res.rounds_run} rounds, {res.attempts} attempts, "
             f"{best}; {res.tokens} tokens, ${res.usd:.2f}{unpriced}, {res.wall_s:.0f}s"
         ]
+        usage = usage_text(res.llm) if res.llm is not None else ""
+        if usage:  # the model's tokens and dollars by what the prompt cache did with them
+            out.append(usage)
         for r in res.final:
             if r.device == "cpu-interpreter" and r.status == "ok":  # a CPU number is no speed: say so
                 out.append(

@@ -39,6 +39,7 @@ from ksearch.tools.loop.runs import hold_run, keep_run_result, mark_running, rel
 from ksearch.tools.prompting import contexts
 from ksearch.tools.prompting.phases import init_context
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
+from ksearch.tools.records import LLMTotals
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
@@ -69,6 +70,7 @@ class DriverResult(BaseModel):
     tokens: int = 0
     usd: float = 0.0
     unpriced_calls: int = 0  # calls to models without a known price: `usd` leaves them out
+    llm: LLMTotals | None = None  # the search's model calls: tokens and dollars, with the prompt cache's part
     wall_s: float = 0.0
 
 
@@ -102,10 +104,6 @@ class Driver:
     async def _store_call(self, rec: CallRecord) -> None:
         await record_llm_call(self.ws, self._search_id, rec)
         self.display.llm_call(rec)
-
-    async def _spent(self, search_id: int) -> tuple[int, float]:
-        t = await self.ws.records.llm_totals(search_id)
-        return t.tokens_in + t.tokens_out, t.usd
 
     # ------------------------------------------------------------------ the loop
 
@@ -493,7 +491,7 @@ class Driver:
             stopped = stop.startswith("policy stopped")  # the policy could not go on: resumable, not done
             await end_search(self.ws, s, "stopped" if stopped else None)
         best = await self.ws.records.best_attempt(s.id)
-        tokens, usd = await self._spent(s.id)
+        llm = await self.ws.records.llm_totals(s.id)
         res = DriverResult(
             search_id=s.id,
             stop_reason=stop,
@@ -505,9 +503,10 @@ class Driver:
             if best and best.evaluation and best.evaluation.timings
             else None,
             final=final,
-            unpriced_calls=(await self.ws.records.llm_totals(s.id)).unpriced_calls,
-            tokens=tokens,
-            usd=usd,
+            unpriced_calls=llm.unpriced_calls,
+            tokens=llm.tokens_in + llm.tokens_out,
+            usd=llm.usd,
+            llm=llm,
             wall_s=time.monotonic() - b.started,
         )
         await keep_run_result(self.ws, s.id, res)

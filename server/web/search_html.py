@@ -22,6 +22,7 @@ from ksearch.server.web.parts import (
     text_block,
 )
 from ksearch.server.web.snapshot import SearchView
+from ksearch.tools.llm_calls import cache_text
 from ksearch.tools.loop.protocols import protocol_line
 from ksearch.worldmodel.models import Attempt, Edit, Node
 from ksearch.worldmodel.render import no_best
@@ -93,6 +94,9 @@ def summary(view: SearchView) -> Markup:
             f"{view.llm.tokens_in + view.llm.tokens_out:,} tokens · ${view.llm.usd:.2f} · {view.llm.calls} LLM calls",
         ),
     ]
+    cache = cache_text(view.llm)
+    if cache:  # what the model's prompt cache served of its input, and what that cost
+        items.append(("prompt cache", cache))
     return stats(items)
 
 

@@ -53,15 +53,17 @@ async def test_init_structured_output_and_accounting(init_ctx: InitContext) -> N
     body = req.json()
     assert body["model"] == "claude-sonnet-4-5"
     assert body["tool_choice"] == {"type": "tool", "name": "submit_analysis"}
-    (tool,) = body["tools"]
-    assert tool["name"] == "submit_analysis"
-    schema = tool["input_schema"]
+    # every phase's tool in every request (the cached prefix starts with them), the phase's own forced
+    assert [t["name"] for t in body["tools"]] == ["submit_analysis", "submit_code", "submit_tree_update"]
+    schema = body["tools"][0]["input_schema"]
     assert set(schema["required"]) == {"analysis", "intents"}
     assert "$defs" not in str(schema) and "$ref" not in str(schema)  # nested models are inlined
     assert schema["properties"]["intents"]["items"]["properties"]["priority"]["maximum"] == 1.0
-    assert "ModelNew" in body["system"] and "@triton.jit" in body["system"]  # rules + language rules
-    user = body["messages"][0]["content"]
-    assert "Row softmax" in user and "BLOCK_SIZE = 512" in user and "NVIDIA H200" in user
+    rules, task = (b["text"] for b in body["system"])  # the rules, then the task brief
+    assert "ModelNew" in rules and "@triton.jit" in rules  # rules + language rules
+    assert "Row softmax" in task and "NVIDIA H200" in task
+    user = "".join(b["text"] for b in body["messages"][0]["content"])
+    assert "BLOCK_SIZE = 512" in user
 
     (rec,) = records
     assert rec.phase == "init" and rec.provider == "anthropic" and rec.model == "claude-sonnet-4-5"
@@ -91,7 +93,7 @@ async def test_update_parses_edits(update_ctx: UpdateContext) -> None:
         upd = await policy.update(update_ctx)
     assert upd.edits[0].node_id == 3 and upd.edits[0].priority == 0.7
     assert upd.new_intents[0].parent_id == 2
-    user = s.requests[0].json()["messages"][0]["content"]
+    user = "".join(b["text"] for b in s.requests[0].json()["messages"][0]["content"])
     assert "attempt 5 (intent #2): ok; vs eager 1.300x" in user and "#3 vectorise loads" in user
 
 

@@ -126,10 +126,11 @@ def test_schemas_are_plain_and_complete() -> None:
 
 
 def test_prices() -> None:
-    assert price_for("claude-sonnet-4-5-20250929") == (3.0, 15.0)
-    assert price_for("claude-opus-4-5") == (5.0, 25.0)
-    assert price_for("claude-opus-4-1-20250805") == (15.0, 75.0)
-    assert price_for("openai/gpt-4o-mini") == (0.15, 0.6)
+    assert price_for("claude-sonnet-4-5-20250929") == pytest.approx((3.0, 15.0, 3.75, 0.3))
+    assert price_for("claude-opus-4-5") == pytest.approx((5.0, 25.0, 6.25, 0.5))
+    assert price_for("claude-opus-4-1-20250805") == pytest.approx((15.0, 75.0, 18.75, 1.5))
+    # OpenAI: a write costs the input price, a read the listed cached-input price
+    assert price_for("openai/gpt-4o-mini") == (0.15, 0.6, 0.15, 0.075)
     assert price_for("claude-opus-4-7") is None  # a version not listed is not guessed from a neighbour
     assert price_for("llama3.1:70b") is None
 

@@ -32,7 +32,16 @@ def message(
     tokens_out: int = 50,
     stop_reason: str = "end_turn",
     model: str = "claude-sonnet-4-5",
+    cache_read: int | None = None,
+    cache_write: int | None = None,
 ) -> dict[str, Any]:
+    """A Messages API response; `cache_read` / `cache_write` fill the usage's cache fields (None: left out, as a
+    proxy that does not report them would)."""
+    usage: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+    if cache_read is not None:
+        usage["cache_read_input_tokens"] = cache_read
+    if cache_write is not None:
+        usage["cache_creation_input_tokens"] = cache_write
     return {
         "id": f"msg_stub{next(_ids)}",
         "type": "message",
@@ -41,7 +50,7 @@ def message(
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+        "usage": usage,
     }
 
 
@@ -54,8 +63,11 @@ class StubAnthropic(StubServer):
         tokens_in: int = 1200,
         tokens_out: int = 300,
         stop_reason: str = "tool_use",
+        cache_read: int | None = None,
+        cache_write: int | None = None,
     ) -> Callable[[Recorded], Reply]:
-        """A tool_use answer; the tool's name is the one the request forced, unless `name` is given."""
+        """A tool_use answer; the tool's name is the one the request forced, unless `name` is given. `tokens_in` is
+        the usage's `input_tokens`: the input after the last cache breakpoint, the cache's own apart."""
 
         def reply(req: Recorded) -> Reply:
             forced = (req.json().get("tool_choice") or {}).get("name", "unknown_tool")
@@ -66,7 +78,15 @@ class StubAnthropic(StubServer):
                 "input": arguments,
             }
             return Reply(
-                200, message([block], tokens_in=tokens_in, tokens_out=tokens_out, stop_reason=stop_reason)
+                200,
+                message(
+                    [block],
+                    tokens_in=tokens_in,
+                    tokens_out=tokens_out,
+                    stop_reason=stop_reason,
+                    cache_read=cache_read,
+                    cache_write=cache_write,
+                ),
             )
 
         return reply

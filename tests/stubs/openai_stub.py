@@ -27,7 +27,10 @@ class StubOpenAI(StubServer):
         tokens_out: int = 250,
         finish_reason: str = "stop",
         model: str = "stub-model",
+        details: dict[str, Any] | None = None,
     ) -> Reply:
+        """A chat completion; `details` is the usage's `prompt_tokens_details` (None: left out), e.g.
+        {"cached_tokens": 800}."""
         body: dict[str, Any] = {
             "id": f"chatcmpl-stub{next(_ids)}",
             "object": "chat.completion",
@@ -45,6 +48,8 @@ class StubOpenAI(StubServer):
                 "total_tokens": tokens_in + tokens_out,
             },
         }
+        if details is not None:
+            body["usage"]["prompt_tokens_details"] = details
         return Reply(200, body)
 
     @staticmethod

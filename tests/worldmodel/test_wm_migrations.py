@@ -88,6 +88,10 @@ async def test_v1_database_is_migrated_with_its_data(tmp_path: Path) -> None:
         assert best is not None and best.speedup == 1.7 and best.candidate_id == "cabc"
         assert (await store.list_edits(search.id))[0].payload == {"title": "warp per row"}
         assert (await store.llm_totals(search.id)).usd == 0.5
+        # New in v9: what the prompt cache served; a call recorded before is unknown there, not zero
+        (call,) = await store.list_llm_calls(search.id)
+        assert (call.cache_read_tokens, call.cache_write_tokens, call.cache_read_usd) == (None, None, 0.0)
+        assert (await store.llm_totals(search.id)).cache_unreported_calls == 1
         # New in v2: the cache table, and each intent's branch backfilled from the tree.
         await store.cache_put("k", [1, 2])
         assert await store.cache_get("k") == [1, 2]

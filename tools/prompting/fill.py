@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -214,15 +215,58 @@ def fields_for(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) ->
     return f
 
 
-def render_prompt(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) -> tuple[str, str]:
-    """The (system, user) prompt for one phase. The user text asks for the answer's content; how to
-    deliver it (a tool call, a JSON object) is added by the caller."""
+# A line of its own in a phase's template that ends a stable part: what comes before it (and after the previous one)
+# is the same for the next calls of the phase (the bank's kernels, the intent and its base code), what follows the
+# last one is this call's own.
+STABLE_END = "{{=}}"
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """One phase's prompt, its stable part first so that consecutive calls share a byte-identical prefix (what
+    providers' prompt caches reuse): `system` (the rules) and `task` (the task brief) are the same for every call
+    of a search, each `context` part for the next calls of the same phase (on the same intent), `ask` is this
+    call's. The user text is `task`, the context and `ask` in that order."""
+
+    system: str
+    task: str
+    context: tuple[str, ...]
+    ask: str
+
+    @property
+    def user(self) -> str:
+        return "\n".join((self.task, *self.context, self.ask))
+
+
+def prompt_parts(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) -> PromptParts:
+    """The prompt for one phase, in parts. The ask is for the answer's content; how to deliver it (a tool
+    call, a JSON object) is added by the caller."""
     if phase not in _CONTEXTS:
         raise ValueError(f"unknown phase {phase!r}; phases are: {', '.join(PHASES)}")
     if not isinstance(ctx, _CONTEXTS[phase]):
         raise TypeError(f"phase {phase!r} takes a {_CONTEXTS[phase].__name__}, got {type(ctx).__name__}")
     fields = fields_for(phase, ctx)
-    system = fill(
+    # each part filled on its own: a section never spans a part's end, and filled-in text is never split
+    parts = [
+        fill(t, fields) for t in re.split(rf"^{re.escape(STABLE_END)}\n", load_template(phase), flags=re.M)
+    ]
+    *context, ask = parts
+    return PromptParts(
+        system=_system(ctx),
+        task=fill(load_template("task"), fields),
+        context=tuple(c for c in context if c.strip()),
+        ask=ask,
+    )
+
+
+def render_prompt(phase: Phase, ctx: InitContext | WriteContext | UpdateContext) -> tuple[str, str]:
+    """The (system, user) prompt for one phase (prompt_parts, the user text in one piece)."""
+    p = prompt_parts(phase, ctx)
+    return p.system, p.user
+
+
+def _system(ctx: InitContext | WriteContext | UpdateContext) -> str:
+    return fill(
         load_template("system"),
         {
             "language_rules": language_rules(ctx.task.language, ctx.task.entry_call_site).strip(),
@@ -233,4 +277,3 @@ def render_prompt(phase: Phase, ctx: InitContext | WriteContext | UpdateContext)
             "expected_speedup_means": EXPECTED_SPEEDUP,
         },
     )
-    return system, fill(load_template(phase), fields)

@@ -31,8 +31,8 @@ from ksearch.server.driver.policies.base import (
     UpdateResult,
     WriteContext,
 )
-from ksearch.server.driver.policies.pricing import cost_usd, price_for
-from ksearch.tools.prompting.fill import Phase, render_prompt
+from ksearch.server.driver.policies.pricing import Price, as_price, call_cost, price_for
+from ksearch.tools.prompting.fill import Phase, prompt_parts
 from ksearch.worldmodel.errors import KsearchError
 
 
@@ -51,15 +51,36 @@ class OutputSchema:
     model: type[BaseModel]
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request, its stable part first (tools/prompting/fill.py, PromptParts): `system` (the rules) and `task`
+    (the task brief) are the same for every call of a search, each `context` part for the next calls of the same
+    phase; `messages` are this call's turns, the first one's text (the ask, and how to answer) coming after the
+    context. A provider sends them in this order, so that consecutive requests share a byte-identical prefix."""
+
+    system: str
+    task: str
+    context: tuple[str, ...]
+    messages: list[Message]
+
+    def text_messages(self) -> list[Message]:
+        """The turns with the first one's text whole (task, context, ask), for a provider that takes text."""
+        first, *rest = self.messages
+        whole = "\n".join((self.task, *self.context, first["content"]))
+        return [{"role": first["role"], "content": whole}, *rest]
+
+
 @dataclass
 class Completion:
     """One successful provider response."""
 
     content: dict[str, Any] | str | None  # structured arguments when the provider returned them, else text
     text: str  # the response as text, for the record and for a corrective turn
-    tokens_in: int = 0
+    tokens_in: int = 0  # every input token, read from the prompt cache or not
     tokens_out: int = 0
     stop_reason: str | None = None  # "max_tokens" / "length" means the answer was cut off
+    cache_read: int | None = None  # of tokens_in, read from the provider's prompt cache (None: not said)
+    cache_write: int | None = None  # of tokens_in, written to it at a write rate (None: not said)
 
 
 class ProviderError(KsearchError):
@@ -260,6 +281,9 @@ class LLMPolicy(Policy):
     """A policy that asks a chat model. Subclasses: `complete` (one request) and `answer_hint`."""
 
     provider: str = "llm"
+    # A price given as (input, output) bills cache writes and reads at these multiples of its input rate
+    # (pricing.as_price): by default the most any listed provider charges, never an understated spend.
+    cache_multipliers: tuple[float, float] = (1.25, 1.0)
 
     def __init__(
         self,
@@ -269,7 +293,7 @@ class LLMPolicy(Policy):
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
         retry_after_limit_s: float = 300.0,
-        price: tuple[float, float] | None = None,
+        price: Price | tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         if max_retries < 0:
@@ -279,12 +303,16 @@ class LLMPolicy(Policy):
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.retry_after_limit_s = retry_after_limit_s
-        self.price = price if price is not None else price_for(model)
+        write, read = self.cache_multipliers
+        self.price = (
+            as_price(price, cache_write=write, cache_read=read) if price is not None else price_for(model)
+        )
         self._rng = random.Random()
 
     @abstractmethod
-    async def complete(self, system: str, messages: list[Message], schema: OutputSchema) -> Completion:
-        """Send one request. Raise ProviderError for any failure of the request itself."""
+    async def complete(self, request: Request, schema: OutputSchema) -> Completion:
+        """Send one request, in its order (stable part first). Raise ProviderError for any failure of the
+        request itself."""
 
     @abstractmethod
     def answer_hint(self, schema: OutputSchema) -> str:
@@ -304,12 +332,13 @@ class LLMPolicy(Policy):
     # -- machinery
 
     async def _structured(self, phase: Phase, ctx: InitContext | WriteContext | UpdateContext) -> BaseModel:
-        system, user = render_prompt(phase, ctx)
+        parts = prompt_parts(phase, ctx)
         schema = schema_for(phase)
-        messages: list[Message] = [{"role": "user", "content": f"{user}\n{self.answer_hint(schema)}"}]
+        messages: list[Message] = [{"role": "user", "content": f"{parts.ask}\n{self.answer_hint(schema)}"}]
         problems: list[str] = []
         for turn in range(2):  # the answer, then at most one corrective retry
-            completion, rec = await self._request(phase, system, messages, schema)
+            request = Request(parts.system, parts.task, parts.context, messages)
+            completion, rec = await self._request(phase, request, schema)
             try:
                 result = parse_answer(phase, completion.content, ctx)
             except OutputInvalid as e:
@@ -337,16 +366,16 @@ class LLMPolicy(Policy):
         return f"Your answer could not be used:\n{listed}\nAnswer again in full, fixing these.\n{self.answer_hint(schema)}"
 
     async def _request(
-        self, phase: Phase, system: str, messages: list[Message], schema: OutputSchema
+        self, phase: Phase, request: Request, schema: OutputSchema
     ) -> tuple[Completion, CallRecord]:
         """One completion, retried on transient failures. Failed tries are recorded here; the successful
         one's record is returned so the caller can add a validation error before storing it."""
-        request_text = _render_request(system, messages)
+        request_text = _render_request(request.system, request.text_messages())
         failures: list[str] = []
         for attempt in range(self.max_retries + 1):
             t0 = time.monotonic()
             try:
-                completion = await self.complete(system, messages, schema)
+                completion = await self.complete(request, schema)
             except ProviderError as e:
                 await self._record(
                     CallRecord(
@@ -366,17 +395,28 @@ class LLMPolicy(Policy):
                     backoff_delay(attempt, self.backoff_base_s, self.backoff_max_s, e.retry_after, self._rng)
                 )
                 continue
+            cost = call_cost(
+                completion.tokens_in,
+                completion.tokens_out,
+                self.price,
+                cache_read=completion.cache_read,
+                cache_write=completion.cache_write,
+            )
             rec = CallRecord(
                 phase=phase,
                 provider=self.provider,
                 model=self.model,
                 tokens_in=completion.tokens_in,
                 tokens_out=completion.tokens_out,
-                cost_usd=cost_usd(completion.tokens_in, completion.tokens_out, self.price),
+                cost_usd=cost.total,
                 latency_s=time.monotonic() - t0,
                 request=request_text,
                 response=completion.text,
                 priced=self.price is not None,
+                cache_read_tokens=completion.cache_read,
+                cache_write_tokens=completion.cache_write,
+                cache_read_usd=cost.cache_read,
+                cache_write_usd=cost.cache_write,
             )
             return completion, rec
         raise AssertionError("unreachable: the last failed try raises")

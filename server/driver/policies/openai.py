@@ -1,5 +1,12 @@
 """The OpenAI-compatible policy: any `/v1/chat/completions` endpoint (vLLM, Ollama, OpenRouter, OpenAI)
-through httpx, asking for one JSON object that matches the phase's result schema."""
+through httpx, asking for one JSON object that matches the phase's result schema.
+
+Prompt caching: OpenAI (and vLLM's prefix caching, and others) reuse the longest prefix a request shares with an
+earlier one, with no markers. A request is sent stable part first: the system message (the rules), then a user
+turn that starts with the task brief and the phase's context and ends with this call's ask and the answer's
+schema, so consecutive calls of a search share a byte-identical prefix. The usage's
+`prompt_tokens_details.cached_tokens` (and OpenRouter's `cache_write_tokens`) say what the cache served.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +21,13 @@ import httpx
 from ksearch.server.driver.policies.llm import (
     Completion,
     LLMPolicy,
-    Message,
     OutputSchema,
     ProviderError,
+    Request,
     classify_status,
     parse_retry_after,
 )
+from ksearch.server.driver.policies.pricing import Price
 
 
 def chat_url(base_url: str) -> str:
@@ -49,7 +57,7 @@ class OpenAIPolicy(LLMPolicy):
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
         retry_after_limit_s: float = 300.0,
-        price: tuple[float, float] | None = None,
+        price: Price | tuple[float, float] | None = None,
     ) -> None:
         super().__init__(
             model=model,
@@ -81,10 +89,10 @@ class OpenAIPolicy(LLMPolicy):
             f"matching this JSON schema:\n{json.dumps(schema.json_schema, separators=(',', ':'))}"
         )
 
-    async def complete(self, system: str, messages: list[Message], schema: OutputSchema) -> Completion:
+    async def complete(self, request: Request, schema: OutputSchema) -> Completion:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": "system", "content": system}, *messages],
+            "messages": [{"role": "system", "content": request.system}, *request.text_messages()],
         }
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
@@ -137,12 +145,16 @@ class OpenAIPolicy(LLMPolicy):
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         text = content if isinstance(content, str) else ""
         reason = choice.get("finish_reason")
+        tokens_in = _count(usage.get("prompt_tokens"))
+        read, write = _cache_counts(usage, tokens_in)
         return Completion(
             content=text or None,
             text=text,
-            tokens_in=_count(usage.get("prompt_tokens")),
+            tokens_in=tokens_in,
             tokens_out=_count(usage.get("completion_tokens")),
             stop_reason=reason if isinstance(reason, str) else None,
+            cache_read=read,
+            cache_write=write,
         )
 
     async def aclose(self) -> None:
@@ -159,6 +171,26 @@ def _count(value: object) -> int:
     ):
         return 0
     return int(value)
+
+
+def _cache_counts(usage: dict[str, Any], tokens_in: int) -> tuple[int | None, int | None]:
+    """(read, written) of the prompt tokens, from `prompt_tokens_details`: `cached_tokens` (OpenAI, vLLM, xAI,
+    OpenRouter), `cache_write_tokens` (OpenRouter, for providers that bill writes). None where the server does not
+    say, or says something no count can be (not a number, more than the prompt)."""
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        return None, None
+
+    def part(key: str) -> int | None:
+        value = details.get(key)
+        if value is None or _count(value) != value:  # absent, or not a plain count
+            return None
+        return int(value) if value <= tokens_in else None
+
+    read, write = part("cached_tokens"), part("cache_write_tokens")
+    if read is not None and write is not None and read + write > tokens_in:
+        return None, None
+    return read, write
 
 
 def _error_message(text: str) -> str:
