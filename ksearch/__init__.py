@@ -101,6 +101,13 @@ _EXPORTS: dict[str, str] = {
     "export_kernel": "ksearch.tools.export_kernel",
     "ExportKernelIn": "ksearch.tools.export_kernel",
     "ExportedKernel": "ksearch.tools.export_kernel",
+    # a whole model: its hot operators as tasks, the winning kernels plugged back
+    "profile_model": "ksearch.tools.model",
+    "ProfileModelIn": "ksearch.tools.model",
+    "ModelProfileOut": "ksearch.tools.model",
+    "plug_back": "ksearch.tools.model",
+    "PlugBackIn": "ksearch.tools.model",
+    "PlugBackOut": "ksearch.tools.model",
     # tasks
     "list_tasks": "ksearch.tools.tasks",
     "TaskSummary": "ksearch.tools.tasks",
