@@ -360,6 +360,14 @@ def group(cap: Capture) -> list[Item]:
         else:
             continue
         taken |= {p.index, s.index}
+    # a module's forward is replaced for every call with the same tensors: fuse its activation in only where every
+    # such call of it is followed by its activation
+    alone = {(s.path, json.dumps(s.specs)) for s in cap.sites if s.kind == "module" and s.index not in taken}
+    for i, (kind, follower) in list(pairs.items()):
+        entry = cap.sites[i]
+        if kind == "linear_act" and entry.kind == "module" and (entry.path, json.dumps(entry.specs)) in alone:
+            del pairs[i]
+            taken -= {i, follower.index}
     for s in cap.sites:
         if s.index in pairs:
             kind, follower = pairs[s.index]
@@ -390,6 +398,7 @@ class Timed:
 
 def profile_sites(loaded: Loaded, inputs: list[Any], iters: int, warmup: int = 3) -> Timed:
     """Each site's time per forward over `iters` profiled forwards (after `warmup` plain ones)."""
+    from torch.autograd import DeviceType
     from torch.autograd.profiler import record_function
     from torch.profiler import ProfilerActivity, profile
 
@@ -435,6 +444,8 @@ def profile_sites(loaded: Loaded, inputs: list[Any], iters: int, warmup: int = 3
         (lambda e: float(e.device_time_total)) if cuda else (lambda e: float(e.cpu_time_total))
     )
     for e in prof.events():
+        if e.device_type != DeviceType.CPU:
+            continue  # a range's copy on the GPU's timeline (gpu_user_annotation): its CPU event counts its kernels
         if e.name == "ksearch.forward":
             total += metric(e)
         elif e.name.startswith("ksearch@"):

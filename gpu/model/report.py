@@ -120,8 +120,10 @@ class Timing(_Doc):
     ci_high_us: float
     n: int
     clock: str
-    """cuda-events (a GPU: L2 flushed and the launch covered before each call) or cpu-wall (perf_counter on the
-    host: a CPU figure, with Triton kernels in the interpreter where there is no GPU)."""
+    """cuda-events (a GPU: L2 flushed before each call) or cpu-wall (perf_counter on the host: a CPU figure, with
+    Triton kernels in the interpreter where there is no GPU)."""
+    flags: list[str] = Field(default_factory=list)
+    """What the GPU timing noticed (a launch-bound call: its time is the host's)."""
 
 
 class Ratio(_Doc):
