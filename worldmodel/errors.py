@@ -27,7 +27,7 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── NotLiteral                     ksearch.gpu.tasks.literals
     ├── CandidateFailure               ksearch.gpu.worker.core
     ├── SandboxError                   ksearch.gpu.sandbox.api    (RuntimeError)
-    ├── WorkerError                    ksearch.gpu.sandbox.pool
+    ├── WorkerError                    ksearch.gpu.sandbox.process
     │   └── WorkerBusy                 ksearch.gpu.sandbox.pool
     ├── LeaseTimeout                   ksearch.gpu.sandbox.lease
     ├── ZygoteUnavailable              ksearch.gpu.sandbox.zygote_client

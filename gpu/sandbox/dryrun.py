@@ -17,7 +17,8 @@ from typing import Any
 from ksearch.gpu.build import occupancy
 from ksearch.gpu.jail import view as jail_view
 from ksearch.gpu.jail.limits import Limits
-from ksearch.gpu.sandbox.pool import WorkerError, WorkerPool, WorkerProcess
+from ksearch.gpu.sandbox.pool import WorkerPool, WorkerProcess
+from ksearch.gpu.sandbox.process import WorkerError
 from ksearch.gpu.sandbox.run import diag, params_text, smoke_name, task_json
 from ksearch.gpu.task import Task
 from ksearch.worldmodel.models import Candidate, CompileReport, Diagnostic, KernelResources

@@ -42,7 +42,8 @@ from ksearch.gpu.sandbox.machine import (
     sweep_dead_sessions,
     visible_gpus,
 )
-from ksearch.gpu.sandbox.pool import WorkerBusy, WorkerError, WorkerPool, WorkerProcess
+from ksearch.gpu.sandbox.pool import WorkerBusy, WorkerPool, WorkerProcess
+from ksearch.gpu.sandbox.process import WorkerError
 from ksearch.gpu.sandbox.profile import profile_on
 from ksearch.gpu.sandbox.run import Run, finish, merge_compile, smoke_name, timed_names
 from ksearch.gpu.sandbox.steps import BASELINE_VERSION, EvalSteps, baseline_reading, stat_of

@@ -18,7 +18,8 @@ from typing import Any
 
 from ksearch.gpu.sandbox.api import SandboxError
 from ksearch.gpu.sandbox.kvcache import KVCache
-from ksearch.gpu.sandbox.pool import WorkerError, WorkerProcess
+from ksearch.gpu.sandbox.pool import WorkerProcess
+from ksearch.gpu.sandbox.process import WorkerError
 from ksearch.gpu.sandbox.run import Run, params_text, task_json, timed_names
 from ksearch.gpu.task import Task, TaskError
 from ksearch.gpu.tasks import facts
