@@ -196,7 +196,7 @@ async def child(task_ref: str, scratch: Path, smoke: bool, compile_baseline: boo
             if ev.status != "ok":
                 raise RuntimeError(f"the reference as a candidate: {ev.status}: {(ev.error or '')[:500]}")
             out["times_us"] = {
-                t.workload: {"eager": t.eager_median_us, "compile": t.compile_median_us} for t in ev.timings
+                t.workload: {"eager": t.eager_us, "compile": t.compile_us} for t in ev.timings
             }
             out["how"] = "the baselines of an evaluation (the reference as a candidate) on the smoke workload"
         out["env"] = (await sb.hardware()).model_dump(mode="json")

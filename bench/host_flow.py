@@ -244,8 +244,8 @@ class Runner:
         ev = structured.get("evaluation") or {}
         for t in ev.get("timings") or []:
             got = BaselineReading(
-                eager_us=t.get("eager_median_us"),
-                compile_us=t.get("compile_median_us"),
+                eager_us=t.get("eager_us", t.get("eager_median_us")),
+                compile_us=t.get("compile_us", t.get("compile_median_us")),
                 compile_mode=t.get("compile_mode"),
                 protocol=t.get("protocol"),
                 device=str(t.get("device")),

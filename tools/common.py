@@ -452,19 +452,19 @@ def summarize(ev: Evaluation, call: CallClock | None = None) -> str:
     for tm in ev.timings:
         parts = [f"{tm.workload} on {tm.device}: {timing_text(tm)}"]
         if tm.device == "cpu-interpreter":  # an interpreted call's time is no speed: no ratio is stated
-            base = [f"eager {tm.eager_median_us:.1f} us"] if tm.eager_median_us is not None else []
-            if tm.compile_median_us is not None:
+            base = [f"eager {tm.eager_us:.1f} us"] if tm.eager_us is not None else []
+            if tm.compile_us is not None:
                 how = compile_baseline_how(tm.compile_mode)
-                base.append(f"torch.compile ({how + '; ' if how else ''}{tm.compile_median_us:.1f} us)")
+                base.append(f"torch.compile ({how + '; ' if how else ''}{tm.compile_us:.1f} us)")
             said = f"; baselines on the CPU: {', '.join(base)}" if base else ""
             lines.append(parts[0] + "; speed not measured (CPU interpreter)" + said)
             lines.extend(f"  flag: {f}" for f in tm.flags)
             continue
         if tm.speedup_vs_eager is not None:
-            parts.append(f"{tm.speedup_vs_eager:.3f}x vs eager ({tm.eager_median_us:.1f} us)")
+            parts.append(f"{tm.speedup_vs_eager:.3f}x vs eager ({tm.eager_us:.1f} us)")
         if tm.speedup_vs_compile is not None:
             how = compile_baseline_how(tm.compile_mode)
-            us = f"{how}; {tm.compile_median_us:.1f} us" if how else f"{tm.compile_median_us:.1f} us"
+            us = f"{how}; {tm.compile_us:.1f} us" if how else f"{tm.compile_us:.1f} us"
             parts.append(f"{tm.speedup_vs_compile:.3f}x vs torch.compile ({us})")
         if tm.roofline_fraction is not None:
             parts.append(f"{100 * tm.roofline_fraction:.0f}% of roofline (at this GPU's measured ceilings)")

@@ -350,32 +350,48 @@ class WorkloadTiming(Strict):
     """Timed calls."""
     host_median_us: float | None = None
     """Host-clock cross-check."""
-    eager_median_us: float | None = None
-    """The reference in eager PyTorch, timed by the same protocol: its statistic (the median under ksearch's)."""
-    compile_median_us: float | None = None
-    """The torch.compile baseline, timed by the same protocol: its statistic."""
+    eager_us: float | None = None
+    """The reference in eager PyTorch, timed by the same protocol: its statistic (`statistic`: the median under
+    ksearch's protocol, the mean under GPU MODE's and KernelBench's). Records written before it was named so call it
+    `eager_median_us`, whatever it held."""
+    compile_us: float | None = None
+    """The torch.compile baseline, timed by the same protocol: its statistic, as `eager_us` (formerly
+    `compile_median_us`)."""
     compile_mode: CompileMode | None = None
     """How that baseline was compiled (None: not recorded)."""
     eager_baseline: BaselineReading | None = None
-    """The eager reading `eager_median_us` is: in a search, the search's pinned baseline (when and on which GPU it
+    """The eager reading `eager_us` is: in a search, the search's pinned baseline (when and on which GPU it
     was measured, its spread)."""
     compile_baseline: BaselineReading | None = None
-    """The torch.compile reading `compile_median_us` is, as `eager_baseline`."""
+    """The torch.compile reading `compile_us` is, as `eager_baseline`."""
     baseline_generation: int | None = None
     """In a search: which of its pinned baselines the speedups divide by (1 the first, one more per
     re-measurement); None outside a search or before baselines were pinned."""
     gpu_uuid: str | None = None
     """The UUID of the GPU it was timed on, where the worker could read it."""
     speedup_vs_eager: float | None = None
-    """eager_median_us / time_us."""
+    """eager_us / time_us."""
     speedup_vs_compile: float | None = None
-    """compile_median_us / time_us."""
+    """compile_us / time_us."""
     roofline_fraction: float | None = None
     """Attainable / measured time: the attainable time is the larger of the task's bytes at this GPU's measured
     bandwidth (the best of its copy, read and write runs) and its FLOPs at its measured matmul rate for the
     dtype; not the data sheet's figures."""
     flags: list[str] = Field(default_factory=list)
     """Plausibility notes on this timing (e.g. a launch-bound call)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _former_names(cls, data: Any) -> Any:
+        """Timings written before the baselines were named for what they hold call them `eager_median_us` and
+        `compile_median_us`: read as `eager_us` and `compile_us`."""
+        if isinstance(data, dict) and ("eager_median_us" in data or "compile_median_us" in data):
+            data = dict(data)
+            for old in ("eager_median_us", "compile_median_us"):
+                if old in data:
+                    value = data.pop(old)
+                    data.setdefault(old.replace("_median", ""), value)
+        return data
 
     @property
     def time_us(self) -> float:

@@ -282,7 +282,27 @@ _V9: tuple[str, ...] = (
     """ALTER TABLE llm_calls ADD COLUMN cache_write_usd REAL NOT NULL DEFAULT 0""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+# v10: a timing's baselines are `eager_us` and `compile_us` (the protocol's statistic: a mean under GPU MODE's and
+# KernelBench's protocols), formerly `eager_median_us` and `compile_median_us`; evaluations written before keep the
+# old names. Restating may change either, so the trigger of v8 sets both aside.
+_MEASURED_V10 = _MEASURED.replace(
+    "'$.eager_median_us', '$.compile_median_us',",
+    "'$.eager_median_us', '$.compile_median_us', '$.eager_us', '$.compile_us',",
+)
+_V10: tuple[str, ...] = (
+    """DROP TRIGGER attempts_evaluation_immutable""",
+    f"""CREATE TRIGGER attempts_evaluation_immutable BEFORE UPDATE OF evaluation, status, speedup ON attempts
+        WHEN OLD.evaluation IS NOT NULL AND (
+            NEW.evaluation IS NULL
+            OR NEW.status IS NOT OLD.status
+            OR {_MEASURED_V10.format(e="NEW.evaluation")} IS NOT {_MEASURED_V10.format(e="OLD.evaluation")}
+            OR (NEW.speedup IS NULL) IS NOT (NEW.status IS NOT 'ok' OR {_SPEEDUP} IS NULL)
+            OR abs(coalesce(NEW.speedup - {_SPEEDUP}, 0)) > 1e-9 * abs(coalesce(NEW.speedup, 0))
+        )
+        BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once (restating its baselines aside)'); END""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

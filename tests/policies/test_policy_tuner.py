@@ -459,7 +459,7 @@ def gpu_eval(speedup: float) -> Evaluation:
                 ci_low_us=med * 0.99,
                 ci_high_us=med * 1.01,
                 n=100,
-                eager_median_us=50.0,
+                eager_us=50.0,
                 speedup_vs_eager=speedup,
             )
         ],

@@ -14,7 +14,7 @@ async def test_triton_candidate_on_the_gpu(sandbox, affine, cand, st) -> None:
     assert ev.status == "ok", ev.error
     t = ev.timings[0]
     assert t.device != "cpu-interpreter" and t.n >= 3 and t.host_median_us is not None
-    assert t.eager_median_us and t.compile_median_us  # both baselines measured
+    assert t.eager_us and t.compile_us  # both baselines measured
     (k,) = [k for k in ev.compile.kernels if k.name == "_affine"]
     assert k.registers and k.num_warps
 

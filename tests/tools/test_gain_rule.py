@@ -56,7 +56,7 @@ def timed(speedup: float, spread: float) -> Evaluation:
                 ci_low_us=t * (1 - spread),
                 ci_high_us=t * (1 + spread),
                 n=100,
-                eager_median_us=EAGER_US,
+                eager_us=EAGER_US,
                 speedup_vs_eager=speedup,
             )
         ],

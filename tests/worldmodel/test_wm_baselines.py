@@ -56,8 +56,8 @@ def timed(time_us: float, eager_us: float, compile_us: float, uuid: str = UUID_A
         ci_low_us=time_us - 0.5,
         ci_high_us=time_us + 0.5,
         n=100,
-        eager_median_us=eager_us,
-        compile_median_us=compile_us,
+        eager_us=eager_us,
+        compile_us=compile_us,
         compile_mode="default",
         eager_baseline=reading("eager", eager_us, uuid),
         compile_baseline=reading("compile", compile_us, uuid),
@@ -89,7 +89,7 @@ async def test_a_later_attempt_divides_by_the_pinned_baseline(store: Store, sear
     a, b = await store.get_attempt(first), await store.get_attempt(second)
     assert a.evaluation is not None and b.evaluation is not None
     tb = b.evaluation.timings[0]
-    assert tb.compile_median_us == 320.3 and tb.eager_median_us == 1000.0
+    assert tb.compile_us == 320.3 and tb.eager_us == 1000.0
     assert tb.speedup_vs_compile == pytest.approx(320.3 / 386.9)  # 0.83x, not 1.21x
     assert b.evaluation.speedup_vs_compile == pytest.approx(320.3 / 386.9)
     assert b.speedup == pytest.approx(1000.0 / 386.9)
@@ -134,7 +134,7 @@ async def test_a_remeasurement_restates_every_attempt(store: Store, search: Sear
         ev = a.evaluation
         assert ev is not None
         t, old = ev.timings[0], before[i].timings[0]  # type: ignore[union-attr]
-        assert t.baseline_generation == 2 and t.compile_median_us == 400.0 and t.eager_median_us == 900.0
+        assert t.baseline_generation == 2 and t.compile_us == 400.0 and t.eager_us == 900.0
         assert t.speedup_vs_compile == pytest.approx(400.0 / t.time_us)
         assert a.speedup == pytest.approx(900.0 / t.time_us)
         # what was measured stays as it was written
@@ -144,7 +144,7 @@ async def test_a_remeasurement_restates_every_attempt(store: Store, search: Sear
     assert speedups[ids[0]] == pytest.approx(900.0 / 395.8)
     # a later attempt divides by the new generation
     c = await store.get_attempt(await _record(store, search, timed(380.0, 1000.0, 320.3)))
-    assert c.evaluation is not None and c.evaluation.timings[0].compile_median_us == 400.0
+    assert c.evaluation is not None and c.evaluation.timings[0].compile_us == 400.0
 
 
 async def test_the_trigger_still_refuses_any_other_change(store: Store, search: Search) -> None:
@@ -169,5 +169,50 @@ async def test_the_trigger_still_refuses_any_other_change(store: Store, search: 
         )
         with pytest.raises(sqlite3.IntegrityError, match="kept"):
             raw.execute("DELETE FROM search_baselines")
+    finally:
+        raw.close()
+
+
+async def test_an_attempt_written_under_the_former_field_names_loads_and_is_restated(
+    store: Store, search: Search
+) -> None:
+    """Evaluations stored before the baselines were named for what they hold (a mean under GPU MODE's protocol) say
+    `eager_median_us` / `compile_median_us`: they read as `eager_us` / `compile_us`, and a re-measurement restates
+    them under the names they have (the trigger sets either aside, nothing else)."""
+    aid = await _record(store, search, timed(395.8, 1000.0, 320.3))
+    raw = sqlite3.connect(store.path)
+    try:  # what an older ksearch wrote: the same record under the former names (the trigger sets both aside)
+        raw.execute(
+            "UPDATE attempts SET evaluation = json_set(json_remove(evaluation, '$.timings[0].eager_us', "
+            "'$.timings[0].compile_us'), '$.timings[0].eager_median_us', 1000.0, '$.timings[0].compile_median_us', "
+            "320.3) WHERE id = ?",
+            (aid,),
+        )
+        raw.commit()
+    finally:
+        raw.close()
+    t = (await store.get_attempt(aid)).evaluation.timings[0]  # type: ignore[union-attr]
+    assert (t.eager_us, t.compile_us) == (1000.0, 320.3)
+    new = {
+        "w": {"eager": reading("eager", 900.0, UUID_B, 20), "compile": reading("compile", 400.0, UUID_B, 20)}
+    }
+    out = await baselines.repin(store, search.id, new, reason="re-measured on request")
+    assert out.attempts_restated == 1
+    t = (await store.get_attempt(aid)).evaluation.timings[0]  # type: ignore[union-attr]
+    assert (t.eager_us, t.compile_us, t.baseline_generation) == (900.0, 400.0, 2)
+    raw = sqlite3.connect(store.path)
+    try:
+        stored = raw.execute(
+            "SELECT json_extract(evaluation, '$.timings[0]') FROM attempts WHERE id = ?", (aid,)
+        )
+        text = stored.fetchone()[0]
+        assert (
+            '"compile_median_us":400.0' in text and '"compile_us"' not in text
+        )  # restated under its own name
+        with pytest.raises(sqlite3.DatabaseError, match="written once"):
+            raw.execute(
+                "UPDATE attempts SET evaluation = json_set(evaluation, '$.timings[0].median_us', 1.0) WHERE id = ?",
+                (aid,),
+            )
     finally:
         raw.close()

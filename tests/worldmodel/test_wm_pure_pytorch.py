@@ -22,7 +22,7 @@ def timed(speedup: float, *, pure: bool = False, device: str = "NVIDIA H200") ->
         ci_low_us=med * 0.99,
         ci_high_us=med * 1.01,
         n=50,
-        eager_median_us=100.0,
+        eager_us=100.0,
         speedup_vs_eager=speedup,
     )
     return Evaluation(
