@@ -33,6 +33,8 @@ READS = {
     "list_attempts",
     "attempt_speedups",
     "get_candidate",
+    "final_verdict",
+    "best_figure",  # a read: the best's figures from attempt_speedups and final_verdict
 }
 # every method of the store that changes the database (or closes it): none is reachable through records
 WRITES = {
