@@ -39,7 +39,9 @@ def test_builtins_load_fast() -> None:
     for name in NAMES:
         start = time.perf_counter()
         task = load_task(name)
-        assert time.perf_counter() - start < 0.05, name
+        # no probe subprocess, no torch import (seconds each): a bound a loaded 2-core machine's scheduling cannot
+        # cross (0.05 s was crossed by 0.0503 s under the full suite)
+        assert time.perf_counter() - start < 0.5, name
         assert task.builtin and task.name == name
 
 
