@@ -45,7 +45,8 @@ def test_in_a_fresh_process_dynamo_s_own_wrappers_are_no_change_and_a_plain_repl
         before = guard.fingerprint()
         import torch._dynamo.mutation_guard as mg  # replaces torch.manual_seed
         mg.install_generation_tagging_init()  # replaces Module.__init__ and __setstate__
-        changed = [k for k, v in before.items() if guard.fingerprint().get(k) != v]
+        now = guard.fingerprint()
+        changed = [k for k, v in before.items() if now.get(k) != v]
         print("changed", sorted(changed))
         print("replaced", guard.replaced(before, guard.fingerprint()))
         torch.nn.Module.__setstate__ = lambda self, state: None
