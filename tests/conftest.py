@@ -1,5 +1,6 @@
-"""Shared test setup: run Triton kernels under the interpreter when no GPU is present, skip `gpu` tests, and keep
-a module's tests on one xdist worker where they share a module-scoped fixture (a sandbox, a kill loop, npm ci)."""
+"""Shared test setup: run Triton kernels under the interpreter when no GPU is present, skip `gpu` tests, keep
+a module's tests on one xdist worker where they share a module-scoped fixture (a sandbox, a kill loop, npm ci), and
+hand the costliest modules out first (a long test started last would leave the other workers idle at the end)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,47 @@ if not _HAS_CUDA:
 
 _SHARED_SCOPES = ("class", "module", "package")  # a session fixture is set up once per worker anyway
 
+# The modules that cost the most on a 2-core machine (the durations list at the end of a run shows them): handed
+# out first, then every other module with a `slow` test, then the rest, each module's tests together and in order.
+# tests/test_test_grouping.py checks that each of these files exists.
+HEAVY_FIRST = (
+    "tests/sandbox/test_cpp_ext_build.py",  # two C++ builds against torch's headers
+    "tests/tasks/test_fib_solution.py",  # a C++ build
+    "tests/faults/test_fault_driver_kill.py",  # twenty-odd `ksearch run` processes killed
+    "tests/driver/test_live_replay.py",  # three recorded searches replayed
+    "tests/driver/test_ray_cluster.py",  # a Ray cluster of two nodes
+    "tests/sandbox/test_compile_baseline.py",  # torch.compile with inductor, in and out of process
+    "tests/tasks/test_export_runs.py",  # exported kernels run by their owners' evaluators
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist would otherwise hand out its work units largest first by their number of tests (`--loadscope-reorder`),
+    # which puts a long single test anywhere; the order below is by cost
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def _costliest_first(items: list[pytest.Item]) -> None:
+    """Sort whole modules, stably: HEAVY_FIRST in its order, then modules with a `slow` test, then the rest."""
+    slow = {_module(item) for item in items if "slow" in item.keywords}
+
+    def rank(module: str) -> tuple[int, int]:
+        if module in HEAVY_FIRST:
+            return (0, HEAVY_FIRST.index(module))
+        return (1, 0) if module in slow else (2, 0)
+
+    first_seen = {m: i for i, m in reversed(list(enumerate(_module(item) for item in items)))}
+    items.sort(key=lambda item: (rank(_module(item)), first_seen[_module(item)]))
+
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _costliest_first(items)
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         defs = info.name2fixturedefs.values() if info is not None else ()

@@ -75,3 +75,10 @@ def test_a_module_fixture_is_built_once_and_other_tests_spread(tmp_path: Path) -
     assert len((tmp_path / "setups").read_text().split()) == 1
     # the ungrouped tests went to more than one worker
     assert len(set((tmp_path / "ran_on").read_text().split())) > 1
+
+
+def test_the_modules_handed_out_first_exist() -> None:
+    from tests.conftest import HEAVY_FIRST
+
+    missing = [m for m in HEAVY_FIRST if not (ROOT / m).is_file()]
+    assert not missing, f"tests/conftest.py's HEAVY_FIRST names files that are gone: {missing}"
