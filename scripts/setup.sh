@@ -17,7 +17,14 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
     "$PY" -m pip install -q torch==2.13.0
   fi
 fi
-"$PY" -m pip install -q -e ".[$extras]"
+# The editable install again only when what it installs from changed (pyproject.toml, the extras): a stamp in the
+# environment records what it last installed, and a rerun on an unchanged checkout skips pip (~15 s).
+stamp="$VENV/.ksearch-setup"
+want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16) $extras $(pwd)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$PY" -I -c "import ksearch" 2>/dev/null; then
+  "$PY" -m pip install -q -e ".[$extras]"
+  echo "$want" > "$stamp"
+fi
 # An editable install leaves ksearch's own modules uncompiled, and sandbox workers (read-only view, no bytecode
 # written) would compile the ones they import at every start: compile them once here, as pip does for packages.
 "$PY" -m compileall -q -j 0 gpu tools server worldmodel >/dev/null

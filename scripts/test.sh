@@ -9,8 +9,14 @@ PY="${KSEARCH_VENV:-.venv}/bin/python"
 # data. Its declared dependencies (flashinfer-python and the CUDA stack, hundreds of MB) serve its GPU runner; what
 # ksearch uses of it is 146 KB of pure Python importing torch, pydantic, safetensors, filelock and
 # docstring-parser (the last three installed here if missing).
-"$PY" -m pip install -q --no-deps "flashinfer-bench==0.1.2"
-"$PY" -m pip install -q "safetensors>=0.5" filelock "docstring-parser>=0.16"
+# (pip only where something is missing or older: each call costs seconds even when all is there)
+if ! "$PY" -c "import importlib.metadata as m, filelock
+v = lambda name: tuple(int(x) for x in m.version(name).split('.')[:2])
+assert m.version('flashinfer-bench') == '0.1.2' and v('safetensors') >= (0, 5) and v('docstring-parser') >= (0, 16)
+" 2>/dev/null; then
+  "$PY" -m pip install -q --no-deps "flashinfer-bench==0.1.2"
+  "$PY" -m pip install -q "safetensors>=0.5" filelock "docstring-parser>=0.16"
+fi
 # The web UI's browser tests drive Debian's Chromium; install it where we can (CI runs as root).
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
