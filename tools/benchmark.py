@@ -282,7 +282,7 @@ async def refinable(ws: Workspace, s: Search, node: Node) -> loop.RefineState | 
     if state.over:
         raise ToolFailure(
             f"the refine phase of intent #{node.id} is over ({state.why}); call finish_intent "
-            f"(node_id={node.id}) and reflect"
+            f"(search={s.name!r}, node_id={node.id}) and reflect"
         )
     return state
 

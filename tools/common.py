@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from ksearch.gpu.sandbox.api import Sandbox
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
-from ksearch.tools.errors import ToolFailure
+from ksearch.tools.errors import UNPARSED, ToolFailure
 from ksearch.tools.loop.call_clock import CallClock, part, took_text
 from ksearch.tools.loop.protocols import protocol_line
 from ksearch.tools.prompting.facts_wait import facts_for
@@ -149,9 +149,7 @@ def check_python_syntax(source: str, task: Task | None = None) -> None:
             else "Send a complete Python module that defines the task's entry point (ModelNew, "
             "custom_kernel or run)"
         )
-        raise ToolFailure(
-            f"the candidate source does not parse as Python: line {e.lineno}, column {e.offset}: {e.msg}. {want}."
-        ) from e
+        raise ToolFailure(f"{UNPARSED}: line {e.lineno}, column {e.offset}: {e.msg}. {want}.") from e
 
 
 async def gpu_lacking(ws: Workspace, task: Task) -> str | None:
@@ -387,9 +385,7 @@ def compile_fact_lines(report: CompileReport) -> list[str]:
         lines.append(f"  +{len(warned) - COMPILER_WARNINGS} more compiler warning(s) in the compile report")
     spilling = {k.name: k for k in report.kernels if k.spill_stores_bytes or k.spill_loads_bytes}
     if spilling:
-        said = ", ".join(
-            f"{n} {k.spill_stores_bytes or 0} B/thread" for n, k in list(spilling.items())[:3]
-        )
+        said = ", ".join(f"{n} {k.spill_stores_bytes or 0} B/thread" for n, k in list(spilling.items())[:3])
         # short: a benchmark's text stays under 800 bytes; the compile report's note says it whole (SPILL_MEANING:
         # ptxas's static spill stores per thread, not the run-time spill traffic a profiler counts)
         lines.append(f"spills: {said} (ptxas)")

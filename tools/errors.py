@@ -6,6 +6,10 @@ from pydantic import ValidationError
 
 from ksearch.worldmodel.errors import KsearchError
 
+UNPARSED = (
+    "the candidate source does not parse as Python"  # how a source that is not Python is refused or recorded
+)
+
 
 class ToolFailure(KsearchError):
     """A tool refused its input or could not do its work. `str(e)` is the whole user-facing message."""

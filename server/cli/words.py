@@ -46,6 +46,10 @@ _RULES: list[tuple[str, str]] = [
         "(`ksearch finish {s} --prompt` prints the reflect prompt a model would get)",
     ),
     (
+        r"Apply any more with edit_tree and propose_intents",
+        "Make any more with `ksearch intent add/edit`, `pin`, `veto`, `prune`, `reopen`",
+    ),
+    (
         r"apply your edits with edit_tree and propose_intents",
         "apply your changes with `ksearch intent add/edit`, `pin`, `veto`, `prune`, `reopen`",
     ),

@@ -77,10 +77,17 @@ def test_every_tool_name_the_loop_advises_has_its_command() -> None:
         "with edit_tree, then call select_action.",
         "node 4 is vetoed; only an open, unvetoed intent can be claimed (edit_tree op=reopen / unveto first)",
         "claimed intent #4: round 2 started; finish_intent (search='s', node_id=4) ends its refine phase",
+        # a submit refused when the phase is over (it said "call finish_intent (node_id=9)" on the CLI)
+        "the refine phase of intent #9 is over (the attempt cap was reached (2 of 2)); call finish_intent "
+        "(search='s', node_id=9) and reflect",
+        "Phase 3 (update) of round 2: applied since intent #4 ended: 1 edit(s), 0 new intent(s). Apply any more "
+        "with edit_tree and propose_intents; then call select_action for the next round.",
     ]
     for t in texts:
         out = cli_words(t, "s")
         assert "ksearch " in out, out
+    for t in texts[-2:]:  # a refusal and a next step said whole: no tool is left in them
+        _no_tool_names(cli_words(t, "s"))
     assert (
         cli_words(texts[0])
         == "Refine of intent #3 is over: cap. Run `ksearch finish s --node 3` to close it."

@@ -115,18 +115,32 @@ def test_unparsable_source_has_one_rule_on_the_cli_and_over_mcp(
     ks: Ks, rowsum: tuple[Path, dict[str, int]], tmp_path: Path
 ) -> None:
     """Refused and nothing recorded outside a refine phase (test_submit_refusals_record_nothing); within one, an
-    attempt like any compile error, as `benchmark` with node_id records it over MCP: it counts against the cap and
-    its error is the next attempt's feedback."""
-    db, ids = rowsum
-    good = tmp_path / "mine.py"
-    good.write_text(SEED)
-    assert ks("submit", "rs", good, "--node", ids["intent"], "--db", db).exit_code == 0  # claims the intent
+    attempt like any compile error, as `benchmark` with node_id records it over MCP: its error is the next attempt's
+    feedback and it counts toward the cap, but not the stagnation window, so a typo does not end a phase whose window
+    is 1 (the quickstart's: a newcomer's first typo on a pinned intent ended its phase)."""
+    db, _ = rowsum
+
+    async def build(store):  # type: ignore[no-untyped-def]
+        s = await store.create_search("q", "row_sum", SearchConfig(stagnation=1))
+        (a,) = await apply_intents(store, s.id, [IntentSpec(title="wider blocks")], author="human", round=0)
+        return s.id, a.id
+
+    sid, intent = with_store(db, build)
     broken = tmp_path / "broken.py"
     broken.write_text("import torch\n\nclass ModelNew(torch.nn.Module:\n    pass\n")
-    r = ks("submit", "rs", broken, "--node", ids["intent"], "--db", db)
+    r = ks("submit", "q", broken, "--node", intent, "--db", db)  # claims the intent, then records the typo
     assert r.exit_code == 1, (r.stdout, r.stderr)
     out = said(r.stdout + r.stderr)
     assert "compile_error" in out and "does not parse" in out, out
-    last = with_store(db, lambda s: s.list_attempts(ids["search"]))[-1]
-    assert (last.author, last.node_id, last.evaluation.status) == ("human", ids["intent"], "compile_error")
+    last = with_store(db, lambda s: s.list_attempts(sid))[-1]
+    assert (last.author, last.node_id, last.evaluation.status) == ("human", intent, "compile_error")
     assert with_store(db, lambda s: s.get_candidate(last.candidate_id)).source == broken.read_text()
+    # the phase goes on: the corrected kernel is the next attempt of the same intent
+    good = tmp_path / "mine.py"
+    good.write_text(SEED)
+    r = ks("submit", "q", good, "--node", intent, "--db", db)
+    assert r.exit_code == 0 and "recorded as attempt #" in r.stdout, (r.stdout, r.stderr)
+    assert [a.evaluation.status for a in with_store(db, lambda s: s.list_attempts(sid, intent))] == [
+        "compile_error",
+        "ok",
+    ]

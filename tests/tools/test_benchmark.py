@@ -88,14 +88,14 @@ async def test_a_refine_phase_records_each_attempt_and_says_what_next(ws: Worksp
     broken = await benchmark(ws, job(NO_MODELNEW))
     assert broken.evaluation.status == "compile_error" and broken.base_attempt_id == good.attempt_id
     assert "defines none of ModelNew" in broken.summary and "fix the compile error first" in broken.next
-    # so is one that does not parse (it never reaches the sandbox)
+    # so is one that does not parse (it never reaches the sandbox): toward the cap, not the stagnation window
     unparsed = await benchmark(ws, job(NOT_PYTHON))
     assert unparsed.evaluation.status == "compile_error"
     assert (
         unparsed.evaluation.error is not None
         and "does not parse as Python: line 3" in unparsed.evaluation.error
     )
-    assert unparsed.refine is not None and (unparsed.refine.attempts, unparsed.refine.stagnant) == (4, 2)
+    assert unparsed.refine is not None and (unparsed.refine.attempts, unparsed.refine.stagnant) == (4, 1)
 
     atts = await ws.store.list_attempts(s.id, intent.id)
     assert [(a.id, a.round, a.author, a.evaluation.status if a.evaluation else None) for a in atts] == [

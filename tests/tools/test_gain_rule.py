@@ -155,3 +155,27 @@ def test_with_no_base_the_first_correct_attempt_is_the_first_gain_as_the_rule_sa
     # no base (a seedless task's first intent): the first correct attempt resets the count, the same speed does not
     stagnant, best_i, over, _ = loop.refine_progress(None, [gpu_eval(2.0), gpu_eval(2.0)], cap=8, window=2)
     assert (stagnant, best_i, over) == (1, 0, False)
+
+
+def test_a_source_that_did_not_parse_counts_toward_the_cap_not_the_window() -> None:
+    """A typo is recorded (its error is the next attempt's feedback) but measured nothing: with a window of 1 (the
+    quickstart's) it must not end the phase; the cap still bounds a phase of typos."""
+    from ksearch.tools.errors import UNPARSED
+    from ksearch.worldmodel.models import CompileReport, Evaluation
+    from tests.fixtures.evals import gpu_eval
+
+    typo = Evaluation(
+        status="compile_error", error=f"{UNPARSED}: line 3, column 9: '(' was never closed. Send ..."
+    )
+    nvcc = Evaluation(
+        status="compile_error",
+        error="nvcc failed",
+        compile=CompileReport(ok=False, language="cuda", seconds=0.1),
+    )
+    assert loop.unparsed(typo) and not loop.unparsed(nvcc)
+    stagnant, best_i, over, _ = loop.refine_progress(gpu_eval(2.0), [typo], cap=8, window=1)
+    assert (stagnant, best_i, over) == (0, None, False)
+    # a compile error of a source that parsed is an attempt without a gain, as before
+    assert loop.refine_progress(gpu_eval(2.0), [typo, nvcc], cap=8, window=1)[2] is True
+    stagnant, _, over, why = loop.refine_progress(gpu_eval(2.0), [typo, typo], cap=2, window=1)
+    assert (stagnant, over) == (0, True) and "cap" in why

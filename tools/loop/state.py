@@ -22,6 +22,7 @@ from pydantic import Field
 
 from ksearch.gpu.task import Task
 from ksearch.gpu.timing.compare import CONFIDENCE, MIN_GAIN, compare
+from ksearch.tools.errors import UNPARSED
 from ksearch.tools.export_kernel import FORMAT_OF_STYLE, cpu_correct
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
@@ -124,12 +125,21 @@ def improves(ev: Evaluation, best: Evaluation | None) -> bool:
     return compare(ev, best).faster
 
 
+def unparsed(ev: Evaluation) -> bool:
+    """An attempt whose source did not parse as Python: recorded with its error, never compiled or run."""
+    return ev.status == "compile_error" and ev.compile is None and (ev.error or "").startswith(UNPARSED)
+
+
 def refine_progress(
     base: Evaluation | None, evaluations: list[Evaluation], cap: int, window: int
 ) -> tuple[int, int | None, bool, str]:
-    """(stagnant, index of the phase's best among `evaluations` or None, over, why) for attempts in order."""
+    """(stagnant, index of the phase's best among `evaluations` or None, over, why) for attempts in order. A source
+    that did not even parse counts toward the cap but not the stagnation window: nothing was measured, and a typo
+    must not end a phase whose window is short (the quickstart's is 1)."""
     best, best_i, stagnant = base, None, 0
     for i, ev in enumerate(evaluations):
+        if unparsed(ev):
+            continue
         if improves(ev, best):
             best, best_i, stagnant = ev, i, 0
         else:
