@@ -1160,6 +1160,8 @@ HOME: dict[str, str] = {"headline": "README.md"}
 # Numbers outside the regions that are not measurements: each phrase, and why it may stand as written.
 ALLOWED: dict[str, str] = {
     "127.0.0.1": "an address",
+    "writes 1.25x the input price": "Anthropic's published prompt-cache write multiplier, a price rule",
+    "reads 0.1x": "Anthropic's published prompt-cache read multiplier, a price rule",
     "at least every 1.5 s": "the MCP server's heartbeat interval for progress notifications, a setting",
     "waits at most 0.8 s": "how long an MCP prompt reading waits for the task's facts (PROMPT_WAIT_S), a setting",
     "planned from, at most 5 s": "how long the analyse prompt waits for its facts (ANALYSE_WAIT_S), a setting",

@@ -100,6 +100,14 @@ def exported_status(a: Attempt, final: tuple[float, int] | None = None) -> str:
     return said
 
 
+def some_ids(ids: list[int], n: int = 8, *, newest_first: bool = False) -> str:
+    """`#3, #4, #9` for attempt ids, the latest `n` of them where there are more, saying so (a count of 10 beside 8
+    ids read as a mistake)."""
+    shown = ids[-n:][::-1] if newest_first else ids[-n:]
+    listed = ", ".join(f"#{i}" for i in shown)
+    return listed if len(ids) <= n else f"{listed} (the latest {n} of {len(ids)})"
+
+
 def cpu_correct(attempts: list[Attempt]) -> list[int]:
     """The attempts correct on the CPU interpreter (never timed, so never a best; each can be exported)."""
     return [
@@ -141,7 +149,7 @@ async def exported_attempt(
     attempts = await store.list_attempts(s.id)
     cpu = cpu_correct(attempts)
     if cpu:
-        listed = ", ".join(f"#{i}" for i in cpu[-8:])
+        listed = some_ids(cpu)
         raise error(
             f"search {s.name!r} has no best kernel to export yet: {no_best(len(cpu))}; pick one with "
             f"--attempt N (attempt=N over MCP), and it goes out marked {CPU_STATUS}: {listed}"
@@ -149,7 +157,7 @@ async def exported_attempt(
     pure = [a.id for a in attempts if _pure(a)]
     if pure:
         raise error(
-            f"search {s.name!r} has no best kernel to export yet: attempt(s) {', '.join(f'#{i}' for i in pure[-8:])} "
+            f"search {s.name!r} has no best kernel to export yet: attempt(s) {some_ids(pure)} "
             "are correct but pure PyTorch (no kernel of their own ran), which is never a best kernel; --attempt N "
             "(attempt=N over MCP) writes one out anyway, marked so"
         )

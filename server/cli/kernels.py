@@ -128,6 +128,8 @@ def best(
         check_output(output)
 
     async def pick(ws: Workspace, s: Search) -> Attempt:
+        from ksearch.tools.export_kernel import some_ids
+
         a = await ws.records.best_attempt(s.id)
         if a is None:
             pure = [
@@ -143,7 +145,7 @@ def best(
                 if pure
                 else f"search {s.name!r} has no best kernel yet: {no_best(cpu)} (CPU-interpreter timings "
                 f"never rank candidates); `--attempt N` shows one of them, correct on the CPU interpreter: "
-                f"{', '.join(f'#{i}' for i in cpu_ids[-8:])} (`ksearch export {s.name} {_format(ws, s)} --attempt N` "
+                f"{some_ids(cpu_ids)} (`ksearch export {s.name} {_format(ws, s)} --attempt N` "
                 "writes one out for its task's own evaluator)"
                 if cpu
                 else f"search {s.name!r} has no correct, timed attempt yet",
@@ -158,7 +160,7 @@ def best(
 
 def attempt(
     search: SearchArg,
-    attempt_id: Annotated[int, typer.Argument(min=1, help="Attempt id (`ksearch tree SEARCH` names them)")],
+    attempt_id: Annotated[int, typer.Argument(min=1, help="Attempt id (a submit says it; `ksearch tree SEARCH --json` lists each node's best)")],
     output: OutputOpt = None,
     source_only: SourceOnlyOpt = False,
     as_json: JsonOpt = False,

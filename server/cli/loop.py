@@ -57,6 +57,10 @@ def status(search: SearchArg, as_json: JsonOpt = False, db: DbOption = DEFAULT_D
         return
     b = st.budget
     rounds = f"{b.rounds_used}/{b.rounds}" if b.rounds is not None else str(b.rounds_used)
+    if b.rounds is not None and b.rounds_used > b.rounds:  # "round 5/2" read as a bug
+        rounds = (
+            f"{b.rounds_used} (past its budget of {b.rounds}: a person's submissions claim rounds beyond it)"
+        )
     say(f"search {st.search!r}: {shown}, phase {st.phase}, round {rounds}, {b.attempts_used} attempts")
     say(f"now: {doing}")
     say(f"timed: {protocol_line(st.timing_protocol)}")

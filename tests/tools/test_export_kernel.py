@@ -471,3 +471,14 @@ async def test_a_finished_search_with_a_best_points_at_the_export_in_its_owners_
         state.next
     )
     assert "`ksearch export gm --submission`" in cli_words(state.next)
+
+
+def test_a_list_of_attempt_ids_says_when_it_shows_only_the_latest() -> None:
+    from ksearch.tools.export_kernel import some_ids
+
+    assert some_ids([3, 4, 9]) == "#3, #4, #9"
+    ten = list(range(1, 11))
+    assert (
+        some_ids(ten) == "#3, #4, #5, #6, #7, #8, #9, #10 (the latest 8 of 10)"
+    )  # "10 correct" beside 8 ids
+    assert some_ids(ten, 3, newest_first=True) == "#10, #9, #8 (the latest 3 of 10)"

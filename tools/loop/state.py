@@ -23,7 +23,7 @@ from pydantic import Field
 from ksearch.gpu.task import Task
 from ksearch.gpu.timing.compare import CONFIDENCE, MIN_GAIN, compare
 from ksearch.tools.errors import UNPARSED
-from ksearch.tools.export_kernel import FORMAT_OF_STYLE, cpu_correct
+from ksearch.tools.export_kernel import FORMAT_OF_STYLE, cpu_correct, some_ids
 from ksearch.tools.schema import ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel import runs
@@ -152,7 +152,7 @@ def refine_progress(
             stagnant,
             best_i,
             True,
-            f"{stagnant} attempts in a row without a significant gain (window {window})",
+            f"{stagnant} attempt{'s' if stagnant != 1 else ''} in a row without a significant gain (window {window})",
         )
     return stagnant, best_i, False, ""
 
@@ -531,7 +531,7 @@ async def take_out(ws: Workspace, s: Search) -> str:
     if not cpu:
         return ""
     fmt = FORMAT_OF_STYLE[ws.search_task(s).style]
-    shown = ", ".join(f"#{i}" for i in reversed(cpu[-8:]))
+    shown = some_ids(cpu, newest_first=True)
     return (
         f"its attempts correct on the CPU interpreter ({shown}) can be taken out with export_kernel "
         f"(search={s.name!r}, format={fmt!r}, attempt={cpu[-1]})"
