@@ -5,15 +5,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${KSEARCH_VENV:-.venv}
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+# what it does, said before each slow step (pip itself is quiet: minutes of silence read as a hang)
+say() { echo "setup: $*" >&2; }
+[ -x "$VENV/bin/python" ] || { say "creating $VENV"; python3 -m venv "$VENV"; }
 PY="$VENV/bin/python"
 extras="dev"
 if ! "$PY" -c "import torch" 2>/dev/null; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    say "installing torch with CUDA into $VENV (a few GB: several minutes)"
     "$PY" -m pip install -q torch
     extras="dev,cuda"
   else
     # never let a dependency pull a multi-GB CUDA torch onto a machine without a GPU
+    say "installing torch's CPU build into $VENV (a few hundred MB: a few minutes)"
     "$PY" -m pip install -q torch==2.13.0
   fi
 fi
@@ -22,6 +26,7 @@ fi
 stamp="$VENV/.ksearch-setup"
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16) $extras $(pwd)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$PY" -I -c "import ksearch" 2>/dev/null; then
+  say "installing ksearch and its dependencies into $VENV"
   "$PY" -m pip install -q -e ".[$extras]"
   echo "$want" > "$stamp"
 fi
