@@ -1,7 +1,7 @@
 """A candidate must be a kernel: one that computes with PyTorch ops is labelled, keeps its numbers and never
 becomes a best. The loop as a host drives it (seed on the root, claim an intent, benchmark on it), through
 the real tools, store and sandbox (CPU interpreter), then `ksearch best`. The task is the built-in softmax with a
-9-row smoke workload (tests/fixtures/softmax): an evaluation takes a second."""
+9-row smoke workload (tests.fixtures.SOFTMAX): an evaluation takes a second."""
 
 from __future__ import annotations
 
