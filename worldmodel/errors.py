@@ -10,40 +10,40 @@ RuntimeError, sqlite3.OperationalError), so code catching those still works.
 The tree (tests/test_errors.py checks it against the classes):
 
     KsearchError
-    ├── NotFound                       ksearch.worldmodel.errors  (LookupError)
-    ├── Conflict                       ksearch.worldmodel.errors  (ValueError)
-    │   └── RunInProgress              ksearch.worldmodel.runs
-    ├── InvalidTransition              ksearch.worldmodel.errors  (ValueError)
-    ├── EditRejected                   ksearch.worldmodel.errors  (ValueError)
-    ├── StoreBusy                      ksearch.worldmodel.errors  (sqlite3.OperationalError)
-    ├── SchemaError                    ksearch.worldmodel.errors  (RuntimeError)
-    ├── BankError                      ksearch.worldmodel.bank    (ValueError)
-    ├── TaskError                      ksearch.gpu.task           (ValueError)
-    │   └── ProbeFailed                ksearch.gpu.tasks.probe
-    ├── TunableError                   ksearch.gpu.tasks.tunables (ValueError)
-    ├── SolutionError                  ksearch.gpu.tasks.flashinfer.solution (ValueError)
-    ├── CandidateError                 ksearch.gpu.tasks.rt.common (ValueError)
-    ├── StandaloneError                ksearch.gpu.export.standalone     (ValueError)
-    ├── NotLiteral                     ksearch.gpu.tasks.literals
-    ├── CandidateFailure               ksearch.gpu.worker.core
-    ├── SandboxError                   ksearch.gpu.sandbox.api    (RuntimeError)
-    ├── WorkerError                    ksearch.gpu.sandbox.process
-    │   └── WorkerBusy                 ksearch.gpu.sandbox.pool
-    ├── LeaseTimeout                   ksearch.gpu.sandbox.lease
-    ├── ZygoteUnavailable              ksearch.gpu.sandbox.zygote_client
-    ├── ProfileError                   ksearch.gpu.timing.ncu            (RuntimeError)
-    ├── ExtensionBuildError            ksearch.gpu.cpp_ext        (RuntimeError)
-    ├── NvrtcError                     ksearch.gpu.nvrtc          (RuntimeError)
-    ├── ProfilerReplaced               ksearch.gpu.worker.protocol_flashinfer (RuntimeError)
-    ├── TimedCallFailed                ksearch.gpu.worker.protocol_flashinfer
-    ├── ToolFailure                    ksearch.tools.errors
-    ├── PolicyError                    ksearch.server.driver.policies.base (RuntimeError)
-    │   └── IntentDeclined             ksearch.server.driver.policies.base
-    ├── ProviderError                  ksearch.server.driver.policies.llm
-    ├── OutputInvalid                  ksearch.server.driver.policies.llm
-    ├── HttpError                      ksearch.server.web.app
-    ├── CallRefused                    ksearch.server.mcp.server
-    └── Interrupted                    ksearch.server.cli.interrupt
+    ├── NotFound             ksearch.worldmodel.errors               (LookupError)
+    ├── Conflict             ksearch.worldmodel.errors               (ValueError)
+    │   └── RunInProgress    ksearch.worldmodel.runs
+    ├── InvalidTransition    ksearch.worldmodel.errors               (ValueError)
+    ├── EditRejected         ksearch.worldmodel.errors               (ValueError)
+    ├── StoreBusy            ksearch.worldmodel.errors               (sqlite3.OperationalError)
+    ├── SchemaError          ksearch.worldmodel.errors               (RuntimeError)
+    ├── BankError            ksearch.worldmodel.bank                 (ValueError)
+    ├── TaskError            ksearch.gpu.task                        (ValueError)
+    │   └── ProbeFailed      ksearch.gpu.tasks.probe
+    ├── TunableError         ksearch.gpu.tasks.tunables              (ValueError)
+    ├── SolutionError        ksearch.gpu.tasks.flashinfer.solution   (ValueError)
+    ├── CandidateError       ksearch.gpu.tasks.rt.common             (ValueError)
+    ├── StandaloneError      ksearch.gpu.export.standalone           (ValueError)
+    ├── NotLiteral           ksearch.gpu.tasks.literals
+    ├── CandidateFailure     ksearch.gpu.worker.core
+    ├── SandboxError         ksearch.gpu.sandbox.api                 (RuntimeError)
+    ├── WorkerError          ksearch.gpu.sandbox.process
+    │   └── WorkerBusy       ksearch.gpu.sandbox.pool
+    ├── LeaseTimeout         ksearch.gpu.sandbox.lease
+    ├── ZygoteUnavailable    ksearch.gpu.sandbox.zygote_client
+    ├── ProfileError         ksearch.gpu.timing.ncu                  (RuntimeError)
+    ├── ExtensionBuildError  ksearch.gpu.cpp_ext                     (RuntimeError)
+    ├── NvrtcError           ksearch.gpu.nvrtc                       (RuntimeError)
+    ├── ProfilerReplaced     ksearch.gpu.worker.protocol_flashinfer  (RuntimeError)
+    ├── TimedCallFailed      ksearch.gpu.worker.protocol_flashinfer
+    ├── ToolFailure          ksearch.tools.errors
+    ├── PolicyError          ksearch.server.driver.policies.base     (RuntimeError)
+    │   └── IntentDeclined   ksearch.server.driver.policies.base
+    ├── ProviderError        ksearch.server.driver.policies.llm
+    ├── OutputInvalid        ksearch.server.driver.policies.llm
+    ├── HttpError            ksearch.server.web.app
+    ├── CallRefused          ksearch.server.mcp.server
+    └── Interrupted          ksearch.server.cli.interrupt
 
 One class stays outside on purpose: `ksearch.gpu.worker.dryrun.DryRunTimeout` derives from BaseException so that a
 candidate's own `except Exception` cannot swallow the dry run's deadline.
