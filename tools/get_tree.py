@@ -64,7 +64,7 @@ async def get_tree(ws: Workspace, inp: GetTreeIn) -> TreeOut:
             attempts,
             budget_chars=budget,
             best_attempt_id=s.best_attempt_id,
-            no_result=verdict is not None and s.best_attempt_id is None,
+            no_result=verdict is not None and s.best_attempt_id is None and verdict.current(s.round),
             final=verdict.final_figure(s.best_attempt_id) if verdict is not None else None,
         )
         if note:

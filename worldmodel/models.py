@@ -798,6 +798,12 @@ class FinalVerdict(Strict):
     beaten_because: str = ""
     """Why `best_after` replaced a `best_before` that passed: the final evaluation measured it faster beyond
     noise; "" when the best kept its place."""
+    round: int | None = None
+    """The search's round when it was made (None: not recorded): rounds started after it call for another."""
+
+    def current(self, search_round: int) -> bool:
+        """Whether it speaks for the search as it stands: no round started since (or its round unknown)."""
+        return self.round is None or self.round == search_round
 
     def final_figure(self, attempt_id: int | None) -> tuple[float, int] | None:
         """(speedup vs eager, workloads) the final evaluation measured of `attempt_id`; None where it did not."""

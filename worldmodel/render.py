@@ -553,7 +553,7 @@ async def render_search(store: Store, search_id: int, budget_chars: int = 6000) 
         speedups,
         budget_chars - len(title) - 1,
         best_attempt_id=search.best_attempt_id,
-        no_result=verdict is not None and search.best_attempt_id is None,
+        no_result=verdict is not None and search.best_attempt_id is None and verdict.current(search.round),
         final=verdict.final_figure(search.best_attempt_id) if verdict is not None else None,
     )
     return f"{title}\n{text}"

@@ -581,7 +581,7 @@ class Store:
         got = await self.cache_get(f"final:{search_id}")
         if not got or "verdict" not in got:
             return None
-        return FinalVerdict.model_validate(got["verdict"])
+        return FinalVerdict.model_validate({**got["verdict"], "round": got.get("round")})
 
     async def attempt_speedups(self, search_id: int) -> AttemptSpeedups:
         """attempt id → speedup vs eager (None unless ok and GPU-timed): cheap input for rendering.

@@ -200,6 +200,12 @@ async def test_when_no_re_measured_attempt_passes_the_search_has_no_best(
         assert tree.text is not None
         assert "no result: the final evaluation left the search without a best" in tree.text
         assert "best 3." not in tree.text.split("\n")[1]
+        # once a round starts after it, that final evaluation no longer speaks for the search: the header says
+        # what the tree holds (the node's own best), the note of what the final evaluation did stays
+        await store.bump_round((await store.get_search("only")).id)
+        tree = await get_tree(ws, GetTreeIn(search="only"))
+        assert tree.text is not None and "no result: the final evaluation" not in tree.text, tree.text
+        assert "the search's best, failed it" in tree.text.split("\n")[0]
 
 
 async def test_a_best_that_passes_keeps_its_place(

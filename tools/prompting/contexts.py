@@ -173,7 +173,7 @@ async def tree_view(ws: Workspace, search_id: int, budget: int = TREE_BUDGET) ->
         attempts,
         budget_chars=budget,
         best_attempt_id=s.best_attempt_id,
-        no_result=s.best_attempt_id is None and verdict is not None,
+        no_result=s.best_attempt_id is None and verdict is not None and verdict.current(s.round),
         final=verdict.final_figure(s.best_attempt_id) if verdict is not None else None,
     )
 
