@@ -12,6 +12,7 @@ from uihelp import REPO, with_store
 
 from ksearch.worldmodel.edits import apply_edits, apply_intents
 from ksearch.worldmodel.models import IntentSpec, SearchConfig
+from tests.fixtures import ROW_SUM
 
 Ks = Callable[..., Result]  # the `ks` fixture: run a ksearch command
 SEED = (REPO / "gpu" / "tasks" / "builtin" / "row_sum" / "seed_triton.py").read_text()
@@ -23,11 +24,12 @@ def said(text: str) -> str:
 
 @pytest.fixture
 def rowsum(tmp_path: Path) -> tuple[Path, dict[str, int]]:
-    """A search on the built-in row_sum task with two intents, one of them pruned."""
+    """A search on the built-in row_sum task (with a 9-row smoke workload, tests/fixtures) with two intents, one
+    of them pruned."""
     db = tmp_path / "submit.db"
 
     async def build(store):  # type: ignore[no-untyped-def]
-        s = await store.create_search("rs", "row_sum", SearchConfig())
+        s = await store.create_search("rs", ROW_SUM, SearchConfig())
         a, b = await apply_intents(
             store,
             s.id,
@@ -36,7 +38,7 @@ def rowsum(tmp_path: Path) -> tuple[Path, dict[str, int]]:
             round=0,
         )
         await apply_edits(store, s.id, [{"op": "prune", "node_id": b.id}], author="human", round=0)
-        other = await store.create_search("other", "row_sum", SearchConfig())
+        other = await store.create_search("other", ROW_SUM, SearchConfig())
         return {"search": s.id, "intent": a.id, "pruned": b.id, "other_root": (await store.root(other.id)).id}
 
     return db, with_store(db, build)
@@ -121,7 +123,7 @@ def test_unparsable_source_has_one_rule_on_the_cli_and_over_mcp(
     db, _ = rowsum
 
     async def build(store):  # type: ignore[no-untyped-def]
-        s = await store.create_search("q", "row_sum", SearchConfig(stagnation=1))
+        s = await store.create_search("q", ROW_SUM, SearchConfig(stagnation=1))
         (a,) = await apply_intents(store, s.id, [IntentSpec(title="wider blocks")], author="human", round=0)
         return s.id, a.id
 
