@@ -267,6 +267,7 @@ def softmax_decisions() -> list[dict[str, Any]]:
     w4 = seed.replace("num_warps = 8", "num_warps = 4")
     w2 = seed.replace("num_warps = 8", "num_warps = 2")
     b1 = seed.replace("BLOCK_N = 2048", "BLOCK_N = 1024")
+    b4 = seed.replace("BLOCK_N = 2048", "BLOCK_N = 4096")
     return [
         {"phase": "init", "result": {"analysis": "memory-bound row softmax", "intents": [
             {"title": "fewer warps per row", "priority": 0.8, "difficulty": 1},
@@ -277,6 +278,7 @@ def softmax_decisions() -> list[dict[str, Any]]:
         {"phase": "update", "result": {"reflection": "", "edits": [], "new_intents": []}},
         {"phase": "write_code", "result": {"source": b1}},
         {"phase": "write_code", "result": {"source": "def broken(:\n"}},
+        {"phase": "write_code", "result": {"source": b4}},
         {"phase": "update", "result": {"reflection": "", "edits": [], "new_intents": []}},
     ]  # fmt: skip
 
@@ -288,8 +290,10 @@ async def test_softmax_with_its_seed_host_and_driver_run_the_same_loop(tmp_path:
     atts = host["attempts"]
     # the seed on the root first (round 0), then two attempts per round against the seed's correct base
     assert atts[0][1] == 1 and atts[0][4] == 0 and atts[0][5] == "ok"
-    assert [a[4] for a in atts[1:]] == [1, 1, 2, 2]
-    assert atts[-1][5] == "compile_error"  # an unparseable attempt is an attempt: it counts in the window
+    assert [a[4] for a in atts[1:]] == [1, 1, 2, 2, 2]
+    # an unparseable attempt is an attempt (recorded, toward the cap) but not in the stagnation window: round 2 took
+    # a third attempt to fill its window of 2
+    assert [a[5] for a in atts[3:]] == ["ok", "compile_error", "ok"]
     assert host["search"][0][:2] == ("done", 2)  # both intents closed: nothing left open
 
 
