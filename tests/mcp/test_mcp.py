@@ -18,7 +18,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from ksearch.gpu.tasks import load_task
-from tests.fixtures import SOFTMAX
+from tests.fixtures import ROW_SUM, SOFTMAX
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.anyio
@@ -279,7 +279,8 @@ async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
 @pytest.mark.slow
 async def test_run_search_starts_the_driver_and_reports_progress(tmp_path: Path) -> None:
     async with stdio_client(tmp_path / "k.db") as c:
-        await call(c, "create_search", {"task": "row_sum", "name": "bg", "seed": 3})
+        # the built-in row_sum with a 9-row smoke workload: the driver's evaluations take a second each
+        await call(c, "create_search", {"task": ROW_SUM, "name": "bg", "seed": 3})
         seen: list[str] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
