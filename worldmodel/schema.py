@@ -248,6 +248,22 @@ _MEASURED = (
     "FROM json_each({e}, '$.timings'))"
 )
 _SPEEDUP = "json_extract(NEW.evaluation, '$.speedup_vs_eager')"
+
+
+def _evaluation_trigger(measured: str) -> str:
+    """The trigger that keeps an attempt's evaluation written once: `measured` ({e}: the evaluation) is what must
+    not change; the status and the speedup column follow the evaluation."""
+    return f"""CREATE TRIGGER attempts_evaluation_immutable BEFORE UPDATE OF evaluation, status, speedup ON attempts
+        WHEN OLD.evaluation IS NOT NULL AND (
+            NEW.evaluation IS NULL
+            OR NEW.status IS NOT OLD.status
+            OR {measured.format(e="NEW.evaluation")} IS NOT {measured.format(e="OLD.evaluation")}
+            OR (NEW.speedup IS NULL) IS NOT (NEW.status IS NOT 'ok' OR {_SPEEDUP} IS NULL)
+            OR abs(coalesce(NEW.speedup - {_SPEEDUP}, 0)) > 1e-9 * abs(coalesce(NEW.speedup, 0))
+        )
+        BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once (restating its baselines aside)'); END"""
+
+
 _V8: tuple[str, ...] = (
     """CREATE TABLE search_baselines (
         search_id INTEGER NOT NULL REFERENCES searches(id),
@@ -262,15 +278,7 @@ _V8: tuple[str, ...] = (
     """CREATE TRIGGER search_baselines_no_delete BEFORE DELETE ON search_baselines
         BEGIN SELECT RAISE(ABORT, 'a pinned baseline is kept: a re-measurement pins a new generation'); END""",
     """DROP TRIGGER attempts_evaluation_immutable""",
-    f"""CREATE TRIGGER attempts_evaluation_immutable BEFORE UPDATE OF evaluation, status, speedup ON attempts
-        WHEN OLD.evaluation IS NOT NULL AND (
-            NEW.evaluation IS NULL
-            OR NEW.status IS NOT OLD.status
-            OR {_MEASURED.format(e="NEW.evaluation")} IS NOT {_MEASURED.format(e="OLD.evaluation")}
-            OR (NEW.speedup IS NULL) IS NOT (NEW.status IS NOT 'ok' OR {_SPEEDUP} IS NULL)
-            OR abs(coalesce(NEW.speedup - {_SPEEDUP}, 0)) > 1e-9 * abs(coalesce(NEW.speedup, 0))
-        )
-        BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once (restating its baselines aside)'); END""",
+    _evaluation_trigger(_MEASURED),
 )
 
 # v9: what a model call's provider read from and wrote to its prompt cache, and what that cost (of `cost_usd`). NULL
@@ -291,15 +299,7 @@ _MEASURED_V10 = _MEASURED.replace(
 )
 _V10: tuple[str, ...] = (
     """DROP TRIGGER attempts_evaluation_immutable""",
-    f"""CREATE TRIGGER attempts_evaluation_immutable BEFORE UPDATE OF evaluation, status, speedup ON attempts
-        WHEN OLD.evaluation IS NOT NULL AND (
-            NEW.evaluation IS NULL
-            OR NEW.status IS NOT OLD.status
-            OR {_MEASURED_V10.format(e="NEW.evaluation")} IS NOT {_MEASURED_V10.format(e="OLD.evaluation")}
-            OR (NEW.speedup IS NULL) IS NOT (NEW.status IS NOT 'ok' OR {_SPEEDUP} IS NULL)
-            OR abs(coalesce(NEW.speedup - {_SPEEDUP}, 0)) > 1e-9 * abs(coalesce(NEW.speedup, 0))
-        )
-        BEGIN SELECT RAISE(ABORT, 'an attempt''s evaluation is written once (restating its baselines aside)'); END""",
+    _evaluation_trigger(_MEASURED_V10),
 )
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
