@@ -563,6 +563,7 @@ class Store:
                 best_after=after,
                 lost_because=lost,
                 beaten_because=beaten,
+                round=search.round,
             )
             # the round it speaks for: rounds started after it (budgets raised) call for another
             value = rows.dumps(
