@@ -14,12 +14,14 @@ from ksearch.tools.errors import ToolFailure
 from ksearch.tools.run_search import RunSearchIn, run_search
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
+from tests.fixtures import ROW_SUM
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 async def test_the_driver_runs_a_round_and_the_final_evaluation(bare_ws: Workspace, tmp_path: Path) -> None:
-    s = await create_search(bare_ws, CreateSearchIn(task="row_sum", name="run", rounds=1, stagnation=1))
+    # the built-in row_sum with a 9-row smoke workload (tests.fixtures.ROW_SUM): its evaluations take a second
+    s = await create_search(bare_ws, CreateSearchIn(task=ROW_SUM, name="run", rounds=1, stagnation=1))
     progress: list[str] = []
 
     async def said(msg: str, frac: float) -> None:

@@ -15,6 +15,7 @@ from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.submit_kernel import MAX_SOURCE_BYTES, SubmitKernelIn, check_submission, submit_kernel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import EditSpec, IntentSpec
+from tests.fixtures import ROW_SUM
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
@@ -23,7 +24,8 @@ SMALLER = ROW_SUM_SEED.replace("BLOCK_N = 1024", "BLOCK_N = 512")
 
 @pytest.mark.slow
 async def test_an_open_intent_is_claimed_after_the_seed_and_the_kernel_recorded(ws: Workspace) -> None:
-    s = await create_search(ws, CreateSearchIn(task="row_sum", name="rs", rounds=1))
+    # the built-in row_sum with a 9-row smoke workload (tests.fixtures.ROW_SUM): its evaluations take a second
+    s = await create_search(ws, CreateSearchIn(task=ROW_SUM, name="rs", rounds=1))
     [intent] = await propose_intents(
         ws, ProposeIntentsIn(search="rs", intents=[IntentSpec(title="smaller blocks")])
     )
