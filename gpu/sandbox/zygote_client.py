@@ -235,8 +235,10 @@ class Zygote:
         threading.Thread(target=self._read, args=(mine,), name="ksearch-zygote", daemon=True).start()
 
     def _err_tail(self) -> str:
-        err = self.home / "zygote.err"
-        return err.read_text(errors="replace")[-2000:].strip() if err.exists() else ""
+        try:
+            return (self.home / "zygote.err").read_text(errors="replace")[-2000:].strip()
+        except OSError:  # never written, or its folder removed meanwhile (the zygote closed as it exited)
+            return ""
 
     def _read(self, sock: socket.socket) -> None:
         while True:
