@@ -30,12 +30,15 @@ _SHARED_SCOPES = ("class", "module", "package")  # a session fixture is set up o
 # out first, then every other module with a `slow` test, then the rest, each module's tests together and in order.
 # tests/test_test_grouping.py checks that each of these files exists.
 HEAVY_FIRST = (
+    "tests/tools/test_model.py",  # a model profiled in its own process, nine tasks written, derived and checked
+    "tests/driver/test_ray_cluster.py",  # a Ray cluster of two nodes
+    "tests/driver/test_live_replay.py",  # three recorded searches replayed
+    "tests/faults/test_fault_driver_kill.py",  # twenty-odd `ksearch run` processes killed
+    "tests/test_bench_host_flow.py",  # the benchmark scripts' smoke runs
+    "tests/sandbox/test_compile_baseline.py",  # torch.compile with inductor, in and out of process
     "tests/sandbox/test_cpp_ext_build.py",  # two C++ builds against torch's headers
     "tests/tasks/test_fib_solution.py",  # a C++ build
-    "tests/faults/test_fault_driver_kill.py",  # twenty-odd `ksearch run` processes killed
-    "tests/driver/test_live_replay.py",  # three recorded searches replayed
-    "tests/driver/test_ray_cluster.py",  # a Ray cluster of two nodes
-    "tests/sandbox/test_compile_baseline.py",  # torch.compile with inductor, in and out of process
+    "tests/tasks/test_lean_check.py",  # `task show --check` four times
     "tests/tasks/test_export_runs.py",  # exported kernels run by their owners' evaluators
 )
 
