@@ -39,13 +39,14 @@ from ksearch.worldmodel.models import (
     EvalSettings,
     Evaluation,
     Node,
+    NodeRef,
     Search,
 )
 
 
 class BenchmarkIn(MeasuredJob):
-    node_id: int | None = Field(
-        None, ge=1, description="Intent this candidate implements: records the attempt there"
+    node_id: NodeRef | None = Field(
+        None, description="Intent this candidate implements (its id or handle): records the attempt there"
     )
     base_attempt_id: int | None = Field(
         None,
@@ -167,7 +168,8 @@ async def finish(ws: Workspace, job: Prepared, ev: Evaluation) -> EvaluationOut:
     if refine is not None:
         return await _recorded(ws, s, refine, cand.id, ev, job.base_attempt_id, job.author, job.assumed)
     with part("recording", "recording the attempt"):
-        att = await record(ws, s.id, inp.node_id, cand.id, ev, job.base_attempt_id, s.round, job.author)
+        node_id = job.node.id if job.node is not None else None
+        att = await record(ws, s.id, node_id, cand.id, ev, job.base_attempt_id, s.round, job.author)
     return EvaluationOut(
         candidate_id=cand.id,
         summary=summarize(ev),

@@ -23,7 +23,7 @@ from ksearch.tools.run_correctness import EvaluationOut
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
-from ksearch.worldmodel.models import Evaluation
+from ksearch.worldmodel.models import Evaluation, NodeRef
 
 MAX_ITEMS = 8
 
@@ -33,8 +33,8 @@ class BatchItem(ToolIn):
         description="The candidate: exactly one of its `source`, a `candidate_id`, `seed: true` or `solution_json`, "
         "with its `language`"
     )
-    node_id: int | None = Field(
-        None, ge=1, description="Intent this candidate implements: records the attempt there"
+    node_id: NodeRef | None = Field(
+        None, description="Intent this candidate implements (its id or handle): records the attempt there"
     )
     base_attempt_id: int | None = Field(
         None, ge=1, description="Attempt whose code this one modifies (default as in benchmark)"

@@ -17,6 +17,7 @@ from ksearch.tools.loop.protocols import protocol_line
 from ksearch.tools.prompting.facts_wait import facts_for
 from ksearch.tools.schema import ToolIn
 from ksearch.tools.workspace import Workspace
+from ksearch.worldmodel import handles
 from ksearch.worldmodel.baselines import baselines_line
 from ksearch.worldmodel.errors import NotFound
 from ksearch.worldmodel.models import (
@@ -224,8 +225,30 @@ async def task_for(ws: Workspace, search: int | str | None, task: str | None) ->
         return None, ws.task(task)
 
 
-async def node_in(ws: Workspace, s: Search, node_id: int) -> Node:
+async def node_ids_of(ws: Workspace, s: Search, refs: list[int | str]) -> list[int]:
+    """The ids `refs` name in the search: ids as given (their search is checked where the node is read), handles
+    looked up; a handle the search lacks is refused, naming those it has."""
+    out: list[int] = []
+    async with ws.store.reading() as db:
+        for ref in refs:
+            nid = await handles.resolve(db, s.id, ref)
+            if nid is None:
+                why = await handles.unknown_handle(db, s.id, str(ref))
+                raise ToolFailure(
+                    f"{why}; accepted: a node id from the tree, or a handle given in propose_intents"
+                )
+            out.append(nid)
+    return out
+
+
+async def node_id_of(ws: Workspace, s: Search, ref: int | str) -> int:
+    """The id `ref` (an id, "#12", or a handle of this search) names; see `node_ids_of`."""
+    return (await node_ids_of(ws, s, [ref]))[0]
+
+
+async def node_in(ws: Workspace, s: Search, ref: int | str) -> Node:
     """The node, checked to belong to the search (node ids are global: a typo can hit another search)."""
+    node_id = await node_id_of(ws, s, ref)
     node = await ws.store.get_node(node_id)
     if node.search_id != s.id:
         raise ToolFailure(f"node {node_id} belongs to another search (id {node.search_id}), not {s.name!r}")

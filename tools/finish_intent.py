@@ -27,13 +27,14 @@ from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.claims import finish_record
 from ksearch.worldmodel.errors import EditRejected, InvalidTransition, KsearchError
 from ksearch.worldmodel.finish import Finished, finish_refine
-from ksearch.worldmodel.models import EditSpec, IntentSpec, Node, NodeStatus, Search
+from ksearch.worldmodel.models import EditSpec, IntentSpec, Node, NodeRef, NodeStatus, Search
 
 
 class FinishIntentIn(ToolIn):
     search: int | str = Field(description="Search id or name")
-    node_id: int | None = Field(
-        None, ge=1, description="The intent being refined; default: the search's one active intent"
+    node_id: NodeRef | None = Field(
+        None,
+        description="The intent being refined (its id or handle); default: the search's one active intent",
     )
     edits: list[EditSpec] = Field(default_factory=list, max_length=100)
     """Your reflection's changes to existing nodes, as edit_tree takes them (update, move, prune, reopen, pin,
@@ -186,7 +187,7 @@ async def finish_intent(ws: Workspace, inp: FinishIntentIn) -> FinishOut:
     )
 
 
-async def _active(ws: Workspace, s: Search, node_id: int | None) -> Node:
+async def _active(ws: Workspace, s: Search, node_id: NodeRef | None) -> Node:
     if node_id is None:
         active = [n for n in await ws.store.list_nodes(s.id) if n.kind == "intent" and n.status == "active"]
         if len(active) != 1:
@@ -198,5 +199,5 @@ async def _active(ws: Workspace, s: Search, node_id: int | None) -> Node:
         return active[0]
     node = await node_in(ws, s, node_id)
     if node.status != "active":
-        raise await not_being_refined(ws, s, node_id)
+        raise await not_being_refined(ws, s, node.id)
     return node

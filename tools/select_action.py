@@ -11,26 +11,25 @@ from typing import NamedTuple
 
 from pydantic import Field
 
-from ksearch.tools.common import node_in
+from ksearch.tools.common import node_ids_of, node_in
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.loop import state as loop
 from ksearch.tools.loop.state import LoopState
 from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.claims import ClaimRefused, claim_intent
-from ksearch.worldmodel.models import Attempt, Node, Search
+from ksearch.worldmodel.models import Attempt, Node, NodeRef, Search
 from ksearch.worldmodel.select import select_action as _select
 
 
 class SelectActionIn(ToolIn):
     search: int | str = Field(description="Search id or name")
-    node_id: int | None = Field(
+    node_id: NodeRef | None = Field(
         None,
-        ge=1,
-        description="Claim this open intent instead of the selection rule's choice (a person or host "
-        "picking the idea to work on)",
+        description="Claim this open intent (its id, or the handle given in propose_intents) instead of the "
+        "selection rule's choice (a person or host picking the idea to work on)",
     )
-    skip: list[int] = Field(
+    skip: list[NodeRef] = Field(
         default_factory=list,
         max_length=1000,
         description="Open intents the rule passes over this time (e.g. ones your policy cannot implement); they "
@@ -82,13 +81,12 @@ async def select_action(
         return await _look(ws, s, inp, blocked)
     if blocked is not None:
         raise ToolFailure(blocked.why)
-    if inp.node_id is not None:
-        await _named(ws, s, inp.node_id)
+    named = await _named(ws, s, inp.node_id) if inp.node_id is not None else None
     got = await claim_intent(
         ws.store,
         s.id,
-        node_id=inp.node_id,
-        skip=frozenset(inp.skip),
+        node_id=named,
+        skip=frozenset(await node_ids_of(ws, s, inp.skip)),
         lanes=lanes,
         keep_round_budget=round_budget,
     )
@@ -116,7 +114,8 @@ async def _look(ws: Workspace, s: Search, inp: SelectActionIn, blocked: _Refusal
     if inp.node_id is not None:
         node_id, reason = await _named(ws, s, inp.node_id), "chosen by the caller"
     else:
-        sel = await _select(ws.store, s.id, claim=False, skip=frozenset(inp.skip))
+        skip = frozenset(await node_ids_of(ws, s, inp.skip))
+        sel = await _select(ws.store, s.id, claim=False, skip=skip)
         node_id, reason = sel.node_id, sel.reason
     if node_id is None:
         state = await loop.loop_state(ws, s.id)
@@ -209,15 +208,15 @@ def _look_next(node: Node, blocked: _Refusal | None) -> str:
     return f"Nothing was claimed (claim=false), and a claim now would be refused: {blocked.why}"
 
 
-async def _named(ws: Workspace, s: Search, node_id: int) -> int:
-    node = await node_in(ws, s, node_id)
+async def _named(ws: Workspace, s: Search, ref: NodeRef) -> int:
+    node = await node_in(ws, s, ref)
     if node.kind != "intent" or node.status != "open" or node.vetoed:
         what = "the root" if node.kind == "root" else ("vetoed" if node.vetoed else node.status.value)
         raise ToolFailure(
-            f"node {node_id} is {what}; only an open, unvetoed intent can be claimed "
+            f"node {node.id} is {what}; only an open, unvetoed intent can be claimed "
             "(edit_tree op=reopen / unveto first)"
         )
-    return node_id
+    return node.id
 
 
 async def base_attempt(ws: Workspace, node: Node) -> Attempt | None:

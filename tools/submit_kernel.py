@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pydantic import Field, field_validator
 
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
-from ksearch.tools.common import MAX_SOURCE_CHARS, CandidateRef, Progress
+from ksearch.tools.common import MAX_SOURCE_CHARS, CandidateRef, Progress, node_id_of
 from ksearch.tools.errors import ToolFailure
 from ksearch.tools.files.candidate import LanguageChoice, detect_language
 from ksearch.tools.files.solutions import entry_missing, is_solution, submitted_candidate
@@ -29,7 +29,7 @@ from ksearch.tools.schema import ToolIn, ToolModel
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import NotFound
-from ksearch.worldmodel.models import LANGUAGES, Evaluation, Node, Search
+from ksearch.worldmodel.models import LANGUAGES, Evaluation, Node, NodeRef, Search
 
 __all__ = [
     "MAX_SOURCE_BYTES",
@@ -62,11 +62,10 @@ class SubmitKernelIn(ToolIn):
         max_length=300,
         description="What to call the source in messages (its file name)",
     )
-    node_id: int | None = Field(
+    node_id: NodeRef | None = Field(
         None,
-        ge=1,
-        description="The root, or the intent it implements (an open one is claimed: a new round); None: the "
-        "attempt belongs to the search but to no node",
+        description="The root, or the intent it implements (its id or handle; an open one is claimed: a new "
+        "round); None: the attempt belongs to the search but to no node",
     )
     language: LanguageChoice | None = Field(
         None,
@@ -177,8 +176,9 @@ async def check_submission(ws: Workspace, inp: SubmitKernelIn) -> Submission:
     return Submission(s, node, base_id, why if base_id is not None else "", candidate, shown)
 
 
-async def _node(ws: Workspace, s: Search, node_id: int) -> Node:
+async def _node(ws: Workspace, s: Search, ref: NodeRef) -> Node:
     """The node, checked to belong to the search and to take an attempt now."""
+    node_id = await node_id_of(ws, s, ref)
     try:
         n = await ws.store.get_node(node_id)
     except NotFound as e:

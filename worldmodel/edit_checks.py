@@ -46,13 +46,16 @@ _ACCEPTED: dict[str, str] = {
     "priority": "a number from 0 (least) to 1 (most promising)",
     "difficulty": "an integer from 1 (a parameter change) to 5 (a rewrite)",
     "expected_speedup": "a number above 0 and at most 1000, or null",
-    "parent_id": "the id of a node of this search (the root when omitted)",
+    "parent_id": "the id or handle of a node of this search, or the handle of an earlier item of the request "
+    "(the root when omitted)",
+    "handle": "a name not yet used in this search: a letter, then up to 39 letters, digits, '_', '.' or '-'",
     "params": "a JSON object of concrete settings",
     "base_attempt_id": "the id of an attempt of this search",
     "edit.base_attempt_id": "the id of a correct attempt (status ok) of this search, or null to clear it",
-    "edit.parent_id": "the id of a node of this search that is not pruned, not vetoed and not inside the moved subtree",
+    "edit.parent_id": "the id or handle of a node of this search that is not pruned, not vetoed and not inside the "
+    "moved subtree",
     "op": "one of update, move, prune, reopen, pin, unpin, veto, unveto",
-    "node_id": "the id of a node of this search",
+    "node_id": "the id (12 or '#12') or handle of a node of this search",
     "reason": "text up to 2000 characters",
 }
 # ---------------------------------------------------------------------- item validation

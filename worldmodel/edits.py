@@ -16,7 +16,7 @@ from typing import Any
 
 import aiosqlite
 
-from ksearch.worldmodel import rows
+from ksearch.worldmodel import handles, rows
 from ksearch.worldmodel.edit_checks import (
     _ACCEPTED,
     RESULT_KEYS,
@@ -71,7 +71,9 @@ def _shape_problem(index: int, spec: EditSpec) -> EditProblem | None:
     extra = [f for f in given if f not in allowed]
 
     def problem(text: str, accepted: str, field: str | None = None) -> EditProblem:
-        return EditProblem(index=index, node_id=spec.node_id, field=field, problem=text, accepted=accepted)
+        return EditProblem(
+            index=index, node_id=handles.resolved(spec.node_id), field=field, problem=text, accepted=accepted
+        )
 
     if spec.op == "update" and "parent_id" in extra:
         return problem(
@@ -110,6 +112,7 @@ class _Plan:
         regroup: tuple[Node, list[int]] | None = None,
     ):
         self.spec = spec
+        self.node_id = handles.resolved(spec.node_id)
         self.changes = changes  # column → value, applied to every id in node_ids
         self.payload = payload
         self.node_ids = node_ids
@@ -220,6 +223,7 @@ async def apply_edits_in(
     _check_author(author)
     _check_round(round)
     validated, problems = _validate_items(EditSpec, specs)
+    await handles.resolve_edits(db, search_id, validated, problems)
     for index, spec in enumerate(validated):
         if spec is None:
             continue
@@ -228,8 +232,8 @@ async def apply_edits_in(
             problems.append(shape)
             validated[index] = None
     await rows.search_row(db, search_id)
-    wanted = {s.node_id for s in validated if s is not None}
-    wanted |= {s.parent_id for s in validated if s is not None and s.parent_id is not None}
+    wanted = {handles.resolved(s.node_id) for s in validated if s is not None}
+    wanted |= {handles.resolved(s.parent_id) for s in validated if s is not None and s.parent_id is not None}
     view = _View(db, search_id, await rows.nodes_by_id(db, wanted))
     bases = await _attempts_by_id(
         db, {s.base_attempt_id for s in validated if s is not None and s.base_attempt_id is not None}
@@ -239,15 +243,15 @@ async def apply_edits_in(
     for index, spec in enumerate(validated):
         if spec is None:
             continue
-        node = await view.node(spec.node_id)
+        node = await view.node(handles.resolved(spec.node_id))
         if node is None or node.search_id != search_id:
             where = "does not exist" if node is None else f"belongs to search {node.search_id}"
             problems.append(
                 EditProblem(
                     index=index,
-                    node_id=spec.node_id,
+                    node_id=handles.resolved(spec.node_id),
                     field="node_id",
-                    problem=f"node #{spec.node_id} {where}",
+                    problem=f"node #{handles.resolved(spec.node_id)} {where}",
                     accepted=_ACCEPTED["node_id"],
                 )
             )
@@ -263,14 +267,14 @@ async def apply_edits_in(
             db,
             search_id=search_id,
             op=plan.spec.op,
-            node_id=plan.spec.node_id,
+            node_id=plan.node_id,
             payload=plan.payload,
             author=author,
             round=round,
             reason=plan.spec.reason,
         )
-    final = await rows.nodes_by_id(db, {p.spec.node_id for p in plans})
-    return [final[p.spec.node_id] for p in plans]
+    final = await rows.nodes_by_id(db, {p.node_id for p in plans})
+    return [final[p.node_id] for p in plans]
 
 
 async def _write(db: aiosqlite.Connection, plan: _Plan) -> None:
@@ -285,7 +289,7 @@ async def _write(db: aiosqlite.Connection, plan: _Plan) -> None:
         # (a child of the root is a branch of its own).
         parent, subtree = plan.regroup
         if parent.kind == "root":
-            branch = plan.spec.node_id
+            branch = plan.node_id
         else:
             row = await rows.fetchone(db, "SELECT branch_id FROM nodes WHERE id = ?", (parent.id,))
             branch = row[0]
@@ -412,7 +416,7 @@ async def _check_edit(
         view.nodes[nid] = node.model_copy(update=fields)
     elif spec.op == "move":
         assert spec.parent_id is not None and node.parent_id is not None
-        pid = spec.parent_id
+        pid = handles.resolved(spec.parent_id)
         accepted = _ACCEPTED["edit.parent_id"]
         parent = await view.node(pid)
         if parent is None or parent.search_id != node.search_id:

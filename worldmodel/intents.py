@@ -8,7 +8,7 @@ from typing import Any
 
 import aiosqlite
 
-from ksearch.worldmodel import rows
+from ksearch.worldmodel import handles, rows
 from ksearch.worldmodel.edit_checks import (
     _ACCEPTED,
     _check_author,
@@ -72,8 +72,10 @@ async def apply_intents_in(
     if root_row is None:
         raise NotFound(f"search {search_id} has no root node (damaged database)")
     root_id = int(root_row[0])
-    wanted_parents = {s.parent_id or root_id for s in validated if s is not None}
-    parents = await rows.nodes_by_id(db, wanted_parents)
+    # a parent named by handle: one of the search's, or an earlier item's of this request (a negative key: -1 - its
+    # index, for a node not inserted yet)
+    parent_keys = await _parent_keys(db, search_id, validated, root_id, problems)
+    parents = await rows.nodes_by_id(db, {k for k in parent_keys.values() if k > 0})
     wanted_bases = {s.base_attempt_id for s in validated if s is not None and s.base_attempt_id is not None}
     bases = await _attempt_searches(db, wanted_bases)
     siblings = _Siblings(db)
@@ -87,8 +89,10 @@ async def apply_intents_in(
     for index, spec in enumerate(validated):
         if spec is None:
             continue
-        pid = spec.parent_id or root_id
-        refused = _parent_refused(parents.get(pid), pid, search_id)
+        if index not in parent_keys:  # its parent's handle named nothing (said above)
+            continue
+        pid = parent_keys[index]
+        refused = None if pid < 0 else _parent_refused(parents.get(pid), pid, search_id)
         if refused is not None:
             problems.append(
                 EditProblem(index=index, field="parent_id", problem=refused[0], accepted=refused[1])
@@ -126,9 +130,11 @@ async def apply_intents_in(
     if problems:
         raise EditRejected(sorted(problems, key=lambda p: p.index))
     new_ids: list[int] = []
-    for spec in validated:
+    inserted: dict[int, Node] = {}  # -1 - index → the item's node, for items named as a later item's parent
+    for index, spec in enumerate(validated):
         assert spec is not None
-        parent = parents[spec.parent_id or root_id]
+        pid = parent_keys[index]
+        parent = parents[pid] if pid > 0 else inserted[pid]
         title = spec.title.strip()
         nid = await rows.insert_node(
             db,
@@ -144,8 +150,13 @@ async def apply_intents_in(
             round=round,
             params=spec.params,
             base_attempt_id=spec.base_attempt_id,
+            handle=spec.handle,
         )
+        if -1 - index in parent_keys.values():
+            inserted[-1 - index] = await rows.node(db, nid)
         payload = spec.model_dump(mode="json")
+        if spec.handle is None:  # the edit log of an intent without a handle reads as it always did
+            del payload["handle"]
         payload.update(kind="intent", title=title, parent_id=parent.id)
         await rows.log_edit(
             db,
@@ -160,6 +171,63 @@ async def apply_intents_in(
         new_ids.append(nid)
     created = await rows.nodes_by_id(db, new_ids)
     return [created[i] for i in new_ids]
+
+
+async def _parent_keys(
+    db: aiosqlite.Connection,
+    search_id: int,
+    validated: Sequence[IntentSpec | None],
+    root_id: int,
+    problems: list[EditProblem],
+) -> dict[int, int]:
+    """item index → its parent's id, or -1 - the index of an earlier item whose handle names it; a parent handle
+    that names nothing, and a new handle the search or the request already has, are added to `problems`."""
+    named = [s.handle for s in validated if s is not None and s.handle is not None]
+    named += [s.parent_id for s in validated if s is not None and isinstance(s.parent_id, str)]
+    taken = await handles.handle_ids(db, search_id, named)
+    earlier: dict[str, int] = {}
+    keys: dict[int, int] = {}
+    for index, spec in enumerate(validated):
+        if spec is None:
+            continue
+        ref = spec.parent_id
+        nid = root_id if ref is None else handles.as_id(ref)
+        if nid is None:
+            assert isinstance(ref, str)
+            if ref in earlier:
+                nid = -1 - earlier[ref]
+            elif ref in taken:
+                nid = taken[ref]
+        if nid is None:
+            later = any(s is not None and s.handle == ref for s in validated[index:])
+            problems.append(
+                EditProblem(
+                    index=index,
+                    field="parent_id",
+                    problem=f"parent handle {ref!r} is given by a later item of this request"
+                    if later
+                    else await handles.unknown_handle(db, search_id, str(ref)),
+                    accepted=_ACCEPTED["parent_id"],
+                )
+            )
+        else:
+            keys[index] = nid
+        if spec.handle is not None:
+            if spec.handle in taken or spec.handle in earlier:
+                owner = (
+                    f"node #{taken[spec.handle]}" if spec.handle in taken else f"item {earlier[spec.handle]}"
+                )
+                problems.append(
+                    EditProblem(
+                        index=index,
+                        field="handle",
+                        problem=f"handle {spec.handle!r} is already {owner}'s in this search",
+                        accepted=_ACCEPTED["handle"],
+                    )
+                )
+            else:
+                earlier[spec.handle] = index
+    return keys
 
 
 def _parent_refused(parent: Node | None, pid: int, search_id: int) -> tuple[str, str] | None:

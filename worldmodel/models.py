@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
 
 def utcnow() -> datetime:
@@ -760,6 +761,8 @@ class Node(Strict):
     """Code the intent starts from, if the proposer named one."""
     params: dict[str, Any] = Field(default_factory=dict)
     """E.g. tuner settings for this intent."""
+    handle: str | None = None
+    """The name its proposer gave it, unique in its search; tools take it in place of the id."""
 
 
 class FinalOutcome(Strict):
@@ -955,6 +958,38 @@ EXPECTED_SPEEDUP = (
 The measurement it is checked against is the refine phase's "vs base" (a seed is measured as an attempt)."""
 
 
+HANDLE_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$"
+"""A handle: a name a caller gives an intent, unique in its search (a letter first, so it never reads as an id)."""
+NODE_REF_PATTERN = r"^(#?[0-9]{1,19}|[A-Za-z][A-Za-z0-9_.-]{0,39})$"
+HANDLE_HELP = (
+    "a letter, then up to 39 letters, digits, '_', '.' or '-'; unique in the search. Every tool that takes a node "
+    "of this search takes it in place of the id"
+)
+_NODE_REF_RE = re.compile(NODE_REF_PATTERN)
+
+
+def _node_ref(value: object) -> int | str:
+    """One check and one message for a node reference (a union would report each of its members apart)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if isinstance(value, str) and _NODE_REF_RE.fullmatch(value):
+        return value
+    raise ValueError(
+        "expected a node id (a positive integer, or '#12') or a handle (a letter, then up to 39 letters, digits, "
+        "'_', '.' or '-')"
+    )
+
+
+NodeRef = Annotated[
+    int | str,
+    PlainValidator(_node_ref),
+    WithJsonSchema(
+        {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": NODE_REF_PATTERN}]}
+    ),
+]
+"""A node of one search: its id (12, or "#12" as the tree writes it) or the handle its proposer gave it."""
+
+
 class IntentSpec(Strict):
     """A new open intent to insert under `parent_id` (the root when omitted)."""
 
@@ -968,9 +1003,19 @@ class IntentSpec(Strict):
         None, gt=0, le=1000, description=EXPECTED_SPEEDUP[0].upper() + EXPECTED_SPEEDUP[1:]
     )
     notes: str = Field("", max_length=4000, description="Beliefs to re-read later")
-    parent_id: int | None = Field(None, ge=1, description="Node to insert under; the root when omitted")
+    parent_id: NodeRef | None = Field(
+        None,
+        description="Node to insert under (its id or handle, or the handle of an earlier item of the same "
+        "request); the root when omitted",
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="Concrete settings, e.g. tunable values")
     base_attempt_id: int | None = Field(None, ge=1, description="Attempt whose code this intent starts from")
+    handle: str | None = Field(
+        None,
+        pattern=HANDLE_PATTERN,
+        description=f"A name for the new intent, chosen by the caller so later calls can name it before they "
+        f"know its id: {HANDLE_HELP}",
+    )
 
 
 class EditSpec(Strict):
@@ -987,7 +1032,9 @@ class EditSpec(Strict):
             "veto/unveto: a vetoed node is never selected and nothing grows under it"
         )
     )
-    node_id: int = Field(ge=1, description="The node to change (an id from the tree)")
+    node_id: NodeRef = Field(
+        description="The node to change: an id from the tree, or the handle it was proposed with"
+    )
     priority: float | None = Field(
         None, ge=0.0, le=1.0, description="update: 0 (least) to 1 (most promising)"
     )
@@ -1016,9 +1063,9 @@ class EditSpec(Strict):
             "null clears it (the intent then starts from the best attempt on its path)"
         ),
     )
-    parent_id: int | None = Field(
+    parent_id: NodeRef | None = Field(
         None,
-        ge=1,
-        description="move: the new parent, a node of this search that is not pruned and not inside the moved subtree",
+        description="move: the new parent (an id or handle), a node of this search that is not pruned and not "
+        "inside the moved subtree",
     )
     reason: str = Field("", max_length=2000, description="Why: kept in the tree's edit log")

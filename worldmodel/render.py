@@ -275,8 +275,8 @@ def render_tree(
 ) -> str:
     """The tree as compact text for a prompt, never longer than `budget_chars`.
 
-    Each line: `#id [status] p<priority> d<difficulty> best <speedup>x <flags> title`, indented by
-    depth; the node's rationale ("why:") and notes follow, indented. `best_attempt_id` is the
+    Each line: `#id (handle) [status] p<priority> d<difficulty> best <speedup>x <flags> title` (the handle
+    where its proposer gave one), indented by depth; the node's rationale ("why:") and notes follow, indented. `best_attempt_id` is the
     search's best (it marks the best path); when omitted, the highest speedup among the nodes is used, unless
     `no_result` (a final evaluation left the search without a best): then the header says so, not a node's best.
     The header names the workloads the best's speedup covers, and `final` (speedup, workloads: the final
@@ -296,7 +296,8 @@ def render_tree(
         if n.kind == "root":
             return f"{pad}#{nid} root: {_one_line(n.title)[:80]}"
         s = tree.speedup(nid)
-        parts = [f"{pad}#{nid} [{n.status}] p{n.priority:.2f} d{n.difficulty}"]
+        named = f" ({n.handle})" if n.handle else ""
+        parts = [f"{pad}#{nid}{named} [{n.status}] p{n.priority:.2f} d{n.difficulty}"]
         if s is not None:
             parts.append(f"best {fmt_speedup(s)}")
         elif tree.cpu_only(nid):

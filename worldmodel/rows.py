@@ -21,7 +21,7 @@ from ksearch.worldmodel.models import Attempt, Candidate, Edit, LLMCall, Node, N
 NODE_COLUMNS = (
     "id, search_id, parent_id, kind, title, rationale, priority, difficulty, expected_speedup, notes, "
     "author, status, pinned, vetoed, round_created, round_updated, visits, best_attempt_id, "
-    "base_attempt_id, params"
+    "base_attempt_id, params, handle"
 )
 SEARCH_COLUMNS = "id, name, task, config, status, round, best_attempt_id, created_at, updated_at"
 ATTEMPT_COLUMNS = (
@@ -78,6 +78,7 @@ def node_from_row(row: sqlite3.Row | Sequence[Any]) -> Node:
             "best_attempt_id": row[17],
             "base_attempt_id": row[18],
             "params": json.loads(row[19]),
+            "handle": row[20],
         }
     )
 
@@ -295,13 +296,14 @@ async def insert_node(
     round: int,
     params: dict[str, Any] | None = None,
     base_attempt_id: int | None = None,
+    handle: str | None = None,
 ) -> int:
     """Insert a root (parent None) or an intent; it inherits its parent's branch. Returns the new id."""
     kind = "root" if parent is None else "intent"
     cur = await db.execute(
         "INSERT INTO nodes (search_id, parent_id, kind, title, rationale, priority, difficulty, "
         "expected_speedup, notes, author, status, round_created, round_updated, params, "
-        "base_attempt_id, branch_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, "
+        "base_attempt_id, handle, branch_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, "
         "(SELECT branch_id FROM nodes WHERE id = ?))",
         (
             search_id,
@@ -318,6 +320,7 @@ async def insert_node(
             round,
             dumps(params or {}),
             base_attempt_id,
+            handle,
             parent.id if parent else None,
         ),
     )

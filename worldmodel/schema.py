@@ -302,19 +302,26 @@ _V10: tuple[str, ...] = (
     _evaluation_trigger(_MEASURED_V10),
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+# v11: an intent may carry a handle, a name its proposer chose, unique in its search (tools take it for the id).
+_V11: tuple[str, ...] = (
+    """ALTER TABLE nodes ADD COLUMN handle TEXT CHECK (handle IS NULL OR length(handle) BETWEEN 1 AND 40)""",
+    """CREATE UNIQUE INDEX nodes_by_handle ON nodes (search_id, handle) WHERE handle IS NOT NULL""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 async def read_version(db: aiosqlite.Connection) -> int:
     """The schema version of an open database; 0 for an empty file."""
+    # one statement, one snapshot: read apart, another process's first migration could commit between the two
+    # reads and its tables be seen without their schema_version table
     async with db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        "SELECT count(*), coalesce(max(name = 'schema_version'), 0) FROM sqlite_master WHERE type = 'table'"
     ) as cur:
-        if await cur.fetchone() is None:
-            async with db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'") as cur2:
-                row = await cur2.fetchone()
-            if row is not None and row[0] > 0:
+        tables, versioned = await cur.fetchone() or (0, 0)
+        if not versioned:
+            if tables > 0:
                 raise SchemaError(
                     "this SQLite file has tables but no ksearch schema_version table: it is not a "
                     "ksearch database; pass --db with a new or existing ksearch database path"

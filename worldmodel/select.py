@@ -4,6 +4,8 @@ score = priority
         − difficulty_penalty · max(0, difficulty − difficulty_cap)      (soft cap: a penalty, not a ban)
         + exploration · sqrt(ln(1 + N) / (1 + B))                      (UCB1 over the root's branches)
 
+The cap applies once the search has a correct kernel: before that every intent writes one from scratch (a task
+without a seed), so a rewrite is no harder than the rest and is not scored down.
 N is the number of attempts in the whole search (the root's visits, in UCB terms) and B the number in
 the intent's branch (the subtree of the root's child it descends from), so intents in rarely tried
 branches get a bonus that fades as the branch is tried. Pinned intents come first (by score among
@@ -46,6 +48,7 @@ class ScoreBreakdown(BaseModel):
     exploration: float
     pinned: bool
     score: float
+    cap_waived: bool = False  # nothing correct yet: no intent is scored down for its difficulty
 
 
 class Selection(BaseModel):
@@ -85,6 +88,17 @@ class NodeLike(Protocol):
 _Cand = tuple[int, float, int, bool, int]  # id, priority, difficulty, pinned, branch id
 
 
+MAX_DIFFICULTY = 5  # a cap at the top difficulty scores nothing down
+
+
+async def cap_now(db: aiosqlite.Connection, search_id: int, cap: int) -> int:
+    """The difficulty cap selection applies now: the search's, once it has a correct attempt; none before."""
+    found = await rows.fetchone(
+        db, "SELECT 1 FROM attempts WHERE search_id = ? AND status = 'ok' LIMIT 1", (search_id,)
+    )
+    return cap if found is not None else MAX_DIFFICULTY
+
+
 def _base(priority: float, difficulty: int, cap: int, w: SelectWeights) -> float:
     # Written exactly like the SQL in select_action so both give bit-identical floats.
     return priority - w.difficulty_penalty * max(0, difficulty - cap)
@@ -95,10 +109,16 @@ def _bonus(total: int, branch: int, w: SelectWeights) -> float:
 
 
 def _pick(
-    cands: Iterable[_Cand], cap: int, total: int, branch_visits: dict[int, int], w: SelectWeights
+    cands: Iterable[_Cand],
+    cap: int,
+    total: int,
+    branch_visits: dict[int, int],
+    w: SelectWeights,
+    waived: bool = False,
 ) -> ScoreBreakdown | None:
     best: tuple[bool, float, int] | None = None
     best_cand: _Cand | None = None
+    search_cap, cap = cap, MAX_DIFFICULTY if waived else cap
     for cand in cands:
         nid, priority, difficulty, pinned, branch = cand
         score = _base(priority, difficulty, cap, w) + _bonus(total, branch_visits.get(branch, 0), w)
@@ -112,7 +132,7 @@ def _pick(
         node_id=nid,
         priority=priority,
         difficulty=difficulty,
-        difficulty_cap=cap,
+        difficulty_cap=search_cap,
         difficulty_penalty=priority - _base(priority, difficulty, cap, w),
         branch_id=branch,
         branch_visits=branch_visits.get(branch, 0),
@@ -120,6 +140,7 @@ def _pick(
         exploration=_bonus(total, branch_visits.get(branch, 0), w),
         pinned=pinned,
         score=best[1],
+        cap_waived=waived,
     )
 
 
@@ -127,7 +148,9 @@ def _reason(s: ScoreBreakdown, considered: int) -> str:
     head = f"#{s.node_id}: pinned, " if s.pinned else f"#{s.node_id}: "
     over = s.difficulty - s.difficulty_cap
     diff = (
-        f"difficulty {s.difficulty} is {over} over the cap {s.difficulty_cap} (-{s.difficulty_penalty:.3f})"
+        f"difficulty {s.difficulty}, no cap before the search's first correct kernel (nothing to build on yet)"
+        if s.cap_waived
+        else f"difficulty {s.difficulty} is {over} over the cap {s.difficulty_cap} (-{s.difficulty_penalty:.3f})"
         if over > 0
         else f"difficulty {s.difficulty} within the cap {s.difficulty_cap}"
     )
@@ -180,11 +203,14 @@ def select_next(
     *,
     weights: SelectWeights = DEFAULT_WEIGHTS,
     skip: frozenset[int] = frozenset(),
+    nothing_correct: bool = False,
 ) -> Selection:
     """Pure selection over a search's nodes (all of them: visits of closed nodes count for exploration).
 
-    `round` is recorded in the result. Deterministic: the same nodes give the same answer.
+    `round` is recorded in the result; `nothing_correct`: the search has no correct attempt yet (no cap then).
+    Deterministic: the same nodes give the same answer.
     """
+    waived = nothing_correct and difficulty_cap < MAX_DIFFICULTY
     listed = list(nodes)
     branch = branch_ids(listed)
     total = 0
@@ -211,7 +237,7 @@ def select_next(
             vetoed_open += 1
         else:
             counts[status] = counts.get(status, 0) + 1
-    chosen = _pick(cands, difficulty_cap, total, branch_visits, weights)
+    chosen = _pick(cands, difficulty_cap, total, branch_visits, weights, waived)
     if chosen is None:
         return _nothing_open(counts, vetoed_open, round)
     return Selection(
@@ -280,8 +306,11 @@ async def select_in(
 
     The score depends only on (priority, difficulty, pinned, branch), so SQLite returns the highest
     priority of each (branch, pinned, difficulty) group from a partial index of open intents, Python
-    scores those few groups, and one more indexed read finds the lowest id among the winners.
+    scores those few groups, and one more indexed read finds the lowest id among the winners. `cap` applies once
+    the search has a correct attempt (`cap_now`).
     """
+    waived = await cap_now(db, search_id, cap) > cap
+    applied = MAX_DIFFICULTY if waived else cap
     visits = await rows.fetchall(
         db,
         "SELECT branch_id, sum(visits) FROM nodes WHERE search_id = ? GROUP BY branch_id",
@@ -295,7 +324,7 @@ async def select_in(
     best_key: tuple[bool, float] | None = None
     tied: list[tuple[int, bool, int, float]] = []
     for branch, pinned, difficulty, priority, _ in groups:
-        score = _base(priority, difficulty, cap, weights) + _bonus(
+        score = _base(priority, difficulty, applied, weights) + _bonus(
             total, branch_visits.get(branch, 0), weights
         )
         key = (bool(pinned), score)
@@ -335,7 +364,7 @@ async def select_in(
             (search_id, *sorted(skip), branch, int(pinned), difficulty, priority),
         )
         cands.append((int(row[0]), priority, difficulty, pinned, branch))
-    chosen = _pick(cands, cap, total, branch_visits, weights)
+    chosen = _pick(cands, cap, total, branch_visits, weights, waived)
     assert chosen is not None
     return Selection(
         node_id=chosen.node_id,

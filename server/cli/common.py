@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -14,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ksearch.server.access import TOKEN_HELP
+from ksearch.worldmodel.models import NODE_REF_PATTERN
 
 T = TypeVar("T")
 
@@ -160,3 +162,16 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     # The message quotes user input (names, paths): print it as plain text, never as markup.
     err_console.print(Text.assemble(("error:", "red"), " ", message))
     return typer.Exit(code)
+
+
+def node_ref(value: str) -> str:
+    """A node named on the command line: its id (12 or #12) or the handle it was proposed with."""
+    if not re.fullmatch(NODE_REF_PATTERN, value.strip()) or value.strip() in {"0", "#0"}:
+        raise typer.BadParameter(
+            f"{value!r} names no node; accepted: a node id (12 or #12, as `ksearch tree` shows it) or an intent's "
+            "handle (a letter, then up to 39 letters, digits, '_', '.' or '-')"
+        )
+    return value.strip()
+
+
+NODE_HELP = "Node id (12 or #12, see `ksearch tree SEARCH`) or the handle it was proposed with"

@@ -22,11 +22,11 @@ from typing import Annotated, Any
 
 import typer
 
-from ksearch.server.cli.common import DEFAULT_DB, DbOption, fail, run_async
+from ksearch.server.cli.common import DEFAULT_DB, NODE_HELP, DbOption, fail, node_ref, run_async
 from ksearch.server.cli.steer import SearchArg, say, tell, workspace
 from ksearch.server.cli.words import cli_words
 
-NodeOpt = Annotated[int | None, typer.Option("--node", min=1, help="Node id (see `ksearch tree SEARCH`)")]
+NodeOpt = Annotated[str | None, typer.Option("--node", parser=node_ref, help=NODE_HELP)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="The tool's whole result as JSON")]
 
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from ksearch.server.cli.common import DEFAULT_DB, DbOption, fail, run_async, say, tell
+from ksearch.server.cli.common import DEFAULT_DB, NODE_HELP, DbOption, fail, node_ref, run_async, say, tell
 from ksearch.server.cli.words import cli_words
-from ksearch.tools.errors import describe_validation
+from ksearch.tools.errors import ToolFailure, describe_validation
 from ksearch.worldmodel.errors import NotFound, SchemaError
 from ksearch.worldmodel.models import EditSpec, IntentSpec, Node, Search
 
@@ -83,8 +83,16 @@ async def workspace(db: Path) -> AsyncIterator[Workspace]:
         await ws.close()
 
 
-async def node_of(ws: Workspace, s: Search, node_id: int) -> Node:
-    """The node, checked to belong to the search (ids are global, so a typo can hit another search)."""
+async def node_of(ws: Workspace, s: Search, ref: int | str) -> Node:
+    """The node `ref` (an id, #id or handle) names, checked to belong to the search (ids are global, so a typo can
+    hit another search)."""
+    # the tools are imported on first use: `ksearch --help` stays quick
+    from ksearch.tools.common import node_id_of
+
+    try:
+        node_id = await node_id_of(ws, s, ref)
+    except ToolFailure as e:
+        raise fail(f"{cli_words(str(e))}; `ksearch tree {s.name}` lists its nodes") from e
     try:
         n = await ws.records.get_node(node_id)
     except NotFound as e:
@@ -107,7 +115,7 @@ def describe(n: Node) -> str:
 
 
 SearchArg = Annotated[str, typer.Argument(help="Search id or name")]
-NodeArg = Annotated[int, typer.Argument(min=1, help="Node id (see `ksearch tree SEARCH`)")]
+NodeArg = Annotated[str, typer.Argument(parser=node_ref, help=NODE_HELP)]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why; kept in the edit log")]
 
 
@@ -119,7 +127,15 @@ def intent_add(
     search: SearchArg,
     title: Annotated[str, typer.Argument(help="Short imperative idea, e.g. 'keep the row in registers'")],
     parent: Annotated[
-        int | None, typer.Option("--parent", min=1, help="Node to put it under (default: root)")
+        str | None,
+        typer.Option("--parent", parser=node_ref, help=f"Node to put it under (default: root): {NODE_HELP}"),
+    ] = None,
+    handle: Annotated[
+        str | None,
+        typer.Option(
+            "--handle",
+            help="A name for the intent, unique in the search, that commands and MCP calls take in place of its id",
+        ),
     ] = None,
     why: Annotated[str, typer.Option("--why", help="Rationale: why it should help")] = "",
     priority: Annotated[float, typer.Option(help="0 (least) to 1 (most promising)")] = 0.7,
@@ -143,8 +159,7 @@ def intent_add(
     async def go() -> list[Node]:
         async with workspace(db) as ws:
             s = await ws.search(search)
-            if parent is not None:
-                await node_of(ws, s, parent)
+            parent_id = (await node_of(ws, s, parent)).id if parent is not None else None
             try:
                 spec = IntentSpec(
                     title=title,
@@ -153,8 +168,9 @@ def intent_add(
                     difficulty=difficulty,
                     expected_speedup=expected,
                     notes=notes,
-                    parent_id=parent,
+                    parent_id=parent_id,
                     params=parse_params(param or []),
+                    handle=handle,
                 )
             except ValidationError as e:
                 raise fail(str(describe_validation(e, "intent"))) from e
@@ -214,7 +230,7 @@ def intent_edit(
 def _edit(
     db: Path,
     search: str,
-    node: int,
+    node: str,
     op: str,
     reason: str,
     done: str,
@@ -233,7 +249,7 @@ def _edit(
             if refusal:
                 raise fail(refusal)
             try:
-                spec = EditSpec(op=op, node_id=node, reason=reason, **fields)
+                spec = EditSpec(op=op, node_id=n.id, reason=reason, **fields)
             except ValidationError as e:
                 raise fail(str(describe_validation(e, "edit"))) from e
             return await edit_tree(ws, EditTreeIn(search=s.id, edits=[spec], author="human"))
@@ -332,11 +348,11 @@ def submit(
         ),
     ],
     node: Annotated[
-        int | None,
+        str | None,
         typer.Option(
             "--node",
-            min=1,
-            help="The root, or the intent it implements (recorded there; an open intent is claimed); "
+            parser=node_ref,
+            help="The root, or the intent it implements (its id, #id or handle) (recorded there; an open intent is claimed); "
             "without it the attempt belongs to the search but to no node",
         ),
     ] = None,

@@ -117,11 +117,11 @@ class HostRecorder:
                         self._init["analysis"] = e.notes
         elif tool == "benchmark" and args.get("node_id") is not None and getattr(out, "refine", None):
             cand = await ws.records.get_candidate(out.candidate_id)
-            node = await ws.records.get_node(args["node_id"])
+            node = await ws.records.get_node(out.refine.node_id)
             self._write("write_code", {"source": cand.source, "language": cand.language}, intent=node.title)
 
-    async def _titles(self, ws: Workspace, ids: Iterable[int | None]) -> None:
-        for i in ids:
-            if i is not None and i not in self._nodes:
+    async def _titles(self, ws: Workspace, ids: Iterable[int | str | None]) -> None:
+        for i in ids:  # a handle (a str) is the search's own name: a replay's search has it too
+            if isinstance(i, int) and i not in self._nodes:
                 node = await ws.records.get_node(i)
                 self._nodes[i] = ROOT_TITLE if node.kind == "root" else node.title

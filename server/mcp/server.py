@@ -126,6 +126,8 @@ three phases. Every tool result carries `next`: what the loop expects now; follo
 When the budget is spent, final_evaluation re-measures the best candidates on every workload (on a
 machine without a GPU: the smoke workload in Triton's interpreter, where timings never rank anything).
 Refer to candidates by the candidate_id returned on first submission instead of resending source.
+Node ids are global across searches; give intents a `handle` in propose_intents to name them in later
+calls (node_id, parent_id, skip) before you have read their ids.
 Calls that change records run one at a time in the order sent: finish_intent with your edits and the
 next select_action can go in one turn; the next implementation waits for benchmark's answer.
 """
@@ -348,8 +350,10 @@ class KsearchServer:
         t(
             "propose_intents",
             "Add open optimization intents under a node (the root by default). Each has a "
-            "title, rationale, priority 0-1, difficulty 1-5, optional expected speedup and params. "
-            "Near-duplicates of existing intents are refused; all-or-nothing.",
+            "title, rationale, priority 0-1, difficulty 1-5, optional expected speedup and params, and an "
+            "optional `handle` (a name of yours, unique in the search, that every later call takes in place of the "
+            "node id: plan a round before you know the ids; a later item's parent_id may name an earlier item's "
+            "handle). Near-duplicates of existing intents are refused; all-or-nothing.",
             ProposeIntentsIn,
             list[Node],
             propose_intents,

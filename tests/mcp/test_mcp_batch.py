@@ -55,3 +55,58 @@ async def test_a_host_benchmarks_two_implementations_in_one_call(tmp_path: Path)
         # bad input: named, nothing run
         msg = await call_error(c, "benchmark_batch", {"search": "b", "items": []})
         assert "items" in msg
+
+
+async def test_a_batched_host_names_its_intents_by_handle(tmp_path: Path) -> None:
+    """A host that plans a round before it reads ids: handles in propose_intents, then every later call names the
+    intents by them (claim, batch, finish with edits and new intents under a handle), over the real transport."""
+    async with stdio_client(tmp_path / "k.db") as c:
+        await call(c, "create_search", {"task": SOFTMAX, "name": "h", "seed": 7})
+        await call(c, "benchmark", {"search": "h", "node_id": "#1", "candidate": {"seed": True}, "trials": 1})
+        one, four = await call(
+            c,
+            "propose_intents",
+            {
+                "search": "h",
+                "intents": [
+                    {"title": "one pass over the row", "handle": "onepass"},
+                    {"title": "one pass with four warps", "parent_id": "onepass", "handle": "onepass.w4"},
+                ],
+            },
+        )
+        assert (one["handle"], four["parent_id"]) == ("onepass", one["id"])
+        sel = await call(c, "select_action", {"search": "h", "node_id": "onepass"})
+        assert sel["node"]["id"] == one["id"]
+        out = await call(
+            c,
+            "benchmark_batch",
+            {
+                "search": "h",
+                "items": [{"candidate": {"source": SEED + "\n# a\n"}, "node_id": "onepass"}],
+                "trials": 1,
+            },
+        )
+        assert out["results"][0]["recorded"] and out["results"][0]["result"]["evaluation"]["status"] == "ok"
+        await call(
+            c,
+            "finish_intent",
+            {
+                "search": "h",
+                "node_id": "onepass",
+                "edits": [{"op": "pin", "node_id": "onepass.w4"}],
+                "new_intents": [
+                    {"title": "keep the row in registers", "parent_id": "onepass", "handle": "regs"}
+                ],
+            },
+        )
+        nxt = await call(c, "select_action", {"search": "h", "claim": False})
+        assert nxt["node"]["handle"] == "onepass.w4" and nxt["node"]["pinned"]
+        tree = await call(c, "get_tree", {"search": "h"})
+        text = tree if isinstance(tree, str) else str(tree)
+        assert f"#{one['id']} (onepass) [closed]" in text and "(regs) [open]" in text, text
+        msg = await call_error(c, "select_action", {"search": "h", "node_id": "onepas"})
+        assert "no node of search" in msg and "goes by handle 'onepas'" in msg and "onepass.w4" in msg
+        msg = await call_error(
+            c, "propose_intents", {"search": "h", "intents": [{"title": "again", "handle": "regs"}]}
+        )
+        assert "handle 'regs' is already node #" in msg

@@ -111,6 +111,29 @@ def test_intent_add_refusals(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     assert len(with_store(db, lambda s: s.list_nodes(1))) == before
 
 
+def test_a_person_names_intents_by_handle(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
+    """Handles on the command line: given with `intent add --handle`, taken wherever a node is named (an id, #id or
+    handle); a malformed or unknown one is refused, saying what is accepted and which handles the search has."""
+    db, ids = demo
+    r = ks("intent", "add", "softmax-demo", "keep the row in shared memory", "--handle", "smem", "--db", db)
+    assert r.exit_code == 0, r.stderr
+    smem = next(n for n in with_store(db, lambda s: s.list_nodes(1)) if n.handle == "smem")
+    r = ks("intent", "add", "softmax-demo", "swizzle the smem tile", "--parent", "smem", "--db", db)
+    assert r.exit_code == 0 and f"under #{smem.id}" in r.stdout, r.stderr
+    assert ks("pin", "softmax-demo", "smem", "--db", db).exit_code == 0
+    assert with_store(db, lambda s: s.get_node(smem.id)).pinned
+    assert ks("unpin", "softmax-demo", f"#{smem.id}", "--db", db).exit_code == 0
+    assert not with_store(db, lambda s: s.get_node(smem.id)).pinned
+    r = ks("pin", "softmax-demo", "smme", "--db", db)
+    assert r.exit_code == 2 and "goes by handle 'smme'" in said(r.stderr) and "smem" in said(r.stderr), (
+        r.stderr
+    )
+    r = ks("pin", "softmax-demo", "not a handle", "--db", db)
+    assert r.exit_code == 2 and "names no node; accepted: a node id" in said(r.stderr), r.stderr
+    r = ks("intent", "add", "softmax-demo", "another idea entirely", "--handle", "smem", "--db", db)
+    assert r.exit_code == 2 and "handle 'smem' is already node #" in said(r.stderr), r.stderr
+
+
 @pytest.mark.slow
 def test_pin_veto_prune_reopen_roundtrip(ks: Ks, demo: tuple[Path, dict[str, int]]) -> None:
     db, ids = demo

@@ -90,9 +90,10 @@ async def test_an_invalid_batch_is_refused_whole_naming_each_problem(
         f"item 1 (node #{root.id}): op 'prune' does not apply to the root (it is not an intent); accepted: op "
         "'update' of the root's notes, rationale or title",
         f"item 2 (node #{a.id}) field 'parent_id': new parent #{a.id} is the node itself: the tree would have a "
-        "cycle; accepted: the id of a node of this search that is not pruned, not vetoed and not inside the "
-        "moved subtree",
-        "item 3 (node #999) field 'node_id': node #999 does not exist; accepted: the id of a node of this search",
+        "cycle; accepted: the id or handle of a node of this search that is not pruned, not vetoed and not inside "
+        "the moved subtree",
+        "item 3 (node #999) field 'node_id': node #999 does not exist; accepted: the id (12 or '#12') or handle of "
+        "a node of this search",
         f"item 4 (node #{b.id}): node #{b.id} is open; accepted: reopen of a closed, failed or pruned node",
     ]
     assert str(e.value).startswith("no edit was applied\n- item 1")

@@ -78,10 +78,11 @@ async def test_a_batch_with_bad_items_is_refused_whole_naming_each_problem(
         f"item 1 field 'title': title 'two rows per program!' is a near-duplicate of node #{a.id} "
         f"'two rows per program' (open) under the same parent; accepted: a distinct idea, or update #{a.id} "
         "(priority, notes) instead",
-        "item 2 field 'parent_id': parent node #999 does not exist; accepted: the id of a node of this search "
-        "(the root when omitted)",
+        "item 2 field 'parent_id': parent node #999 does not exist; accepted: the id or handle of a node of this "
+        "search, or the handle of an earlier item of the request (the root when omitted)",
         f"item 3 field 'parent_id': parent node #{foreign_root} belongs to search {other.id}; accepted: the id "
-        "of a node of this search (the root when omitted)",
+        "or handle of a node of this search, or the handle of an earlier item of the request (the root when "
+        "omitted)",
     ]
     assert str(e.value).startswith("no intent was added\n- item 1")
     assert await snapshot() == before

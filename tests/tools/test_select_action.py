@@ -213,8 +213,12 @@ async def test_with_nothing_open_nothing_is_selected(bare_ws: Workspace, tiny_ta
 
 
 def test_a_node_id_must_be_positive() -> None:
-    with pytest.raises(ValidationError, match="greater than or equal to 1"):
-        SelectActionIn(search="s", node_id=0)
+    for bad in (0, -3, True, "1st", "a b", "x" * 41):
+        with pytest.raises(
+            ValidationError, match=r"expected a node id \(a positive integer, or '#12'\) or a handle"
+        ):
+            SelectActionIn(search="s", node_id=bad)
+    assert SelectActionIn(search="s", node_id="#12").node_id == "#12"
 
 
 async def test_a_new_search_says_whether_its_task_has_a_seed_to_measure(

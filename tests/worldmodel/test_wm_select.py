@@ -179,6 +179,21 @@ async def test_select_action_uses_search_cap_and_round(store: Store) -> None:
         "human",
         0,
     )
+    # nothing correct yet: every intent writes a kernel from scratch, so the rewrite is not scored down
+    first = await select_action(store, search.id)
+    assert first.score is not None and first.score.cap_waived and first.score.difficulty_penalty == 0
+    assert (await store.get_node(first.node_id or 0)).title == "hard rewrite"
+    assert "no cap before the search's first correct kernel" in first.reason
+    nodes = await store.list_nodes(search.id)
+    assert select_next(nodes, 2, nothing_correct=True).node_id == first.node_id
+    cand = await store.put_candidate("src", "triton")
+    await store.record_attempt(search.id, None, cand.id, Evaluation(status="incorrect"))
+    assert (
+        await select_action(store, search.id)
+    ).node_id == first.node_id  # an incorrect one is nothing to build on
+    await store.record_attempt(search.id, None, cand.id, Evaluation(status="ok", speedup_vs_eager=1.0))
     sel = await select_action(store, search.id)
     assert sel.round == 1 and sel.score is not None and sel.score.difficulty_cap == 2
+    assert not sel.score.cap_waived and "difficulty 2 within the cap 2" in sel.reason
     assert (await store.get_node(sel.node_id or 0)).title == "easy tweak"
+    assert select_next(nodes, 2).node_id == sel.node_id

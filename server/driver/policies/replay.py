@@ -33,7 +33,7 @@ from ksearch.server.driver.policies.base import (
     WriteContext,
 )
 from ksearch.tools.prompting.fill import PHASES, Phase
-from ksearch.worldmodel.models import EditSpec
+from ksearch.worldmodel.models import EditSpec, NodeRef
 
 RESULT_MODELS: dict[str, type[BaseModel]] = {
     "init": InitResult,
@@ -52,10 +52,11 @@ class ReplayLine(BaseModel):
 
 
 def referenced(result: UpdateResult) -> set[int]:
-    """The node ids an update answer names: its edits' nodes and its new intents' parents."""
-    ids = {e.node_id for e in result.edits}
-    ids |= {e.parent_id for e in result.edits if e.parent_id is not None}
-    return ids | {i.parent_id for i in result.new_intents if i.parent_id is not None}
+    """The node ids an update answer names: its edits' nodes and its new intents' parents (handles are the
+    search's own names, kept as they are)."""
+    refs = [e.node_id for e in result.edits] + [e.parent_id for e in result.edits]
+    refs += [i.parent_id for i in result.new_intents]
+    return {r for r in refs if isinstance(r, int)}
 
 
 def node_map(result: UpdateResult, titles: dict[int, str]) -> dict[int, str]:
@@ -149,14 +150,15 @@ def _renumbered(
     """`result` with each node id replaced by `mapped(id)`: an edit whose node has none is left out (said in the
     reflection by `named(id)`); a new intent whose parent has none goes under the root."""
 
-    def opt(old: int | None) -> int | None:
-        return None if old is None else mapped(old)
+    def opt(old: NodeRef | None) -> NodeRef | None:
+        return old if old is None or isinstance(old, str) else mapped(old)
 
     edits: list[EditSpec] = []
     dropped: list[str] = []
     for e in result.edits:
-        new_id = mapped(e.node_id)
+        new_id = opt(e.node_id)
         if new_id is None:
+            assert isinstance(e.node_id, int)  # a handle is kept as it is: only an id maps to nothing
             dropped.append(named(e.node_id))
             continue
         update: dict[str, Any] = {"node_id": new_id}
