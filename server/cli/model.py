@@ -161,9 +161,9 @@ def _run_suite(
     name: str, tasks_list: str, db: Path, *, policy: str | None, rounds: int | None, attempts: int | None
 ) -> None:
     """The written tasks as a suite, run by the suite runner as `ksearch suite run TASKS.txt --name NAME` runs it."""
-    from ksearch.server.cli.interrupt import Interrupted, run_stoppable
-    from ksearch.server.driver.suite import SuiteRunArgs, run_suite
-    from ksearch.tools.suites.suite import SuiteBudgets, SuiteIn, report_text, suite_report
+    from ksearch.server.cli.suite import run_and_report
+    from ksearch.server.driver.suite import SuiteRunArgs
+    from ksearch.tools.suites.suite import SuiteBudgets, SuiteIn
 
     with refusals():
         new = SuiteIn(
@@ -173,21 +173,4 @@ def _run_suite(
             run={"policy": policy} if policy else {},
         )
         args = SuiteRunArgs(db=db, suite=new)
-    with refusals():
-        try:
-            done = run_stoppable(
-                run_suite(args, tell),
-                stopping="stopping: abandoning the attempts in flight and saving the suite",
-                hint=lambda: "",
-            )
-        except Interrupted as e:
-            say(f"stopped: interrupted ({e}); resume with `ksearch suite run --resume {name}`")
-            raise typer.Exit(e.code) from None
-
-    async def table() -> str:
-        from ksearch.server.cli.steer import workspace
-
-        async with workspace(db) as ws:
-            return report_text(await suite_report(ws, done.name))
-
-    say(run_async(table()))
+    run_and_report(args, db, name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,6 +28,9 @@ from ksearch.tools.suites.suite import (
     report_text,
     suite_report,
 )
+
+if TYPE_CHECKING:
+    from ksearch.server.driver.suite import SuiteRunArgs
 
 
 def register(app: typer.Typer) -> None:
@@ -99,8 +102,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a new suite, or resume one (`--resume NAME`): done tasks are not run again, a task left running
         continues its search, a failed one is tried again. Ctrl-C stops it; nothing committed is lost."""
-        from ksearch.server.cli.interrupt import Interrupted, run_stoppable
-        from ksearch.server.driver.suite import SuiteRunArgs, run_suite
+        from ksearch.server.driver.suite import SuiteRunArgs
 
         if (resume is None) == (not sources):
             raise fail("give the suite's sources (with --name), or --resume NAME to continue one; not both")
@@ -151,17 +153,7 @@ def register(app: typer.Typer) -> None:
                     run=run_opts,
                 )
             args = SuiteRunArgs(db=db, suite=new, resume=resume, ray=ray)
-        with refusals():  # a refusal (an unknown suite, a busy database) exits 2 (1) with its reason
-            try:
-                suite = run_stoppable(
-                    run_suite(args, tell),
-                    stopping="stopping: abandoning the attempts in flight and saving the suite",
-                    hint=lambda: "",
-                )
-            except Interrupted as e:
-                say(f"stopped: interrupted ({e}); resume with `ksearch suite run --resume {name or resume}`")
-                raise typer.Exit(e.code) from None
-        say(run_async(_report_text(db, suite.name)))
+        run_and_report(args, db, name or resume or "")
 
     @sub.command("status")
     def status(
@@ -220,6 +212,25 @@ def register(app: typer.Typer) -> None:
                 return "\n".join(out) or "no suite yet (`ksearch suite run --name NAME TASKS...` starts one)"
 
         say(run_async(go()))
+
+
+def run_and_report(args: SuiteRunArgs, db: Path, name: str) -> None:
+    """Run a suite (new or resumed) until it ends or Ctrl-C stops it, then print its report table. A refusal (an
+    unknown suite, a busy database) exits 2 (1) with its reason; an interrupt says how to resume."""
+    from ksearch.server.cli.interrupt import Interrupted, run_stoppable
+    from ksearch.server.driver.suite import run_suite
+
+    with refusals():
+        try:
+            suite = run_stoppable(
+                run_suite(args, tell),
+                stopping="stopping: abandoning the attempts in flight and saving the suite",
+                hint=lambda: "",
+            )
+        except Interrupted as e:
+            say(f"stopped: interrupted ({e}); resume with `ksearch suite run --resume {name}`")
+            raise typer.Exit(e.code) from None
+    say(run_async(_report_text(db, suite.name)))
 
 
 async def _report_text(db: Path, name: str) -> str:
