@@ -101,14 +101,7 @@ async def apply_intents_in(
         if spec.base_attempt_id is not None and bases.get(spec.base_attempt_id) != search_id:
             owner = bases.get(spec.base_attempt_id)
             where = "does not exist" if owner is None else f"belongs to search {owner}"
-            problems.append(
-                EditProblem(
-                    index=index,
-                    field="base_attempt_id",
-                    problem=f"attempt #{spec.base_attempt_id} {where}",
-                    accepted=_ACCEPTED["base_attempt_id"],
-                )
-            )
+            problems.append(_problem(index, "base_attempt_id", f"attempt #{spec.base_attempt_id} {where}"))
             continue
         key = TitleKey.of(spec.title, spec.params)
         veto = next(((nid, t) for nid, t, vkey in vetoed if near_duplicate(key, vkey)), None)
@@ -200,16 +193,12 @@ async def _parent_keys(
                 nid = taken[ref]
         if nid is None:
             later = any(s is not None and s.handle == ref for s in validated[index:])
-            problems.append(
-                EditProblem(
-                    index=index,
-                    field="parent_id",
-                    problem=f"parent handle {ref!r} is given by a later item of this request"
-                    if later
-                    else await handles.unknown_handle(db, search_id, str(ref)),
-                    accepted=_ACCEPTED["parent_id"],
-                )
+            why = (
+                f"parent handle {ref!r} is given by a later item of this request"
+                if later
+                else await handles.unknown_handle(db, search_id, str(ref))
             )
+            problems.append(_problem(index, "parent_id", why))
         else:
             keys[index] = nid
         if spec.handle is not None:
@@ -218,16 +207,15 @@ async def _parent_keys(
                     f"node #{taken[spec.handle]}" if spec.handle in taken else f"item {earlier[spec.handle]}"
                 )
                 problems.append(
-                    EditProblem(
-                        index=index,
-                        field="handle",
-                        problem=f"handle {spec.handle!r} is already {owner}'s in this search",
-                        accepted=_ACCEPTED["handle"],
-                    )
+                    _problem(index, "handle", f"handle {spec.handle!r} is already {owner}'s in this search")
                 )
             else:
                 earlier[spec.handle] = index
     return keys
+
+
+def _problem(index: int, field: str, problem: str) -> EditProblem:
+    return EditProblem(index=index, field=field, problem=problem, accepted=_ACCEPTED[field])
 
 
 def _parent_refused(parent: Node | None, pid: int, search_id: int) -> tuple[str, str] | None:

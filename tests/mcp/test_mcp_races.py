@@ -13,7 +13,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 from mcp.client import Client
 
 from tests.fixtures import SOFTMAX
+from tests.fixtures.dbwatch import DbWatch
 from tests.mcp.test_mcp import ROOT, call, stdio_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -34,35 +34,6 @@ HOSTS = 3
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-class Watch:
-    """Polls the file from a connection of its own: the most intents active at once, the highest round."""
-
-    def __init__(self, db: Path) -> None:
-        self._con = sqlite3.connect(db, timeout=30, check_same_thread=False)
-        self.most_active = self.most_round = self.polls = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            ((active,),) = self._con.execute(
-                "SELECT count(*) FROM nodes WHERE kind = 'intent' AND status = 'active'"
-            ).fetchall()
-            ((rnd,),) = self._con.execute("SELECT max(round) FROM searches").fetchall()
-            self.most_active, self.most_round = max(self.most_active, active), max(self.most_round, rnd)
-            self.polls += 1
-            time.sleep(0.005)
-
-    def __enter__(self) -> Watch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._con.close()
 
 
 async def _host(c: Client, author: str, seconds: float, log: list[dict[str, Any]]) -> None:
@@ -130,7 +101,14 @@ async def test_three_servers_and_a_driver_keep_one_lane_the_budget_and_one_finis
             text=True,
         )
         try:
-            with Watch(db) as watch:
+            with DbWatch(
+                db,
+                {
+                    "active": ("SELECT count(*) FROM nodes WHERE kind = 'intent' AND status = 'active'", ()),
+                    "round": ("SELECT max(round) FROM searches", ()),
+                },
+                interval_s=0.005,
+            ) as watch:
                 async with anyio.create_task_group() as tg:
                     for i, host in enumerate((a, b, c)):
                         tg.start_soon(_host, host, f"llm:host-{i}", 40.0, log)
@@ -142,9 +120,9 @@ async def test_three_servers_and_a_driver_keep_one_lane_the_budget_and_one_finis
         state = await call(a, "get_tree", {"search": "race", "format": "json"})
 
     # one lane: never two intents being refined, as the file showed them and as the driver's log says
-    assert watch.polls > 20 and watch.most_active <= 1, f"{watch.most_active} intents active at once"
+    assert watch.polls > 20 and watch.most["active"] <= 1, f"{watch.most['active']} intents active at once"
     # rounds: never more started than the budget, and the budget was used
-    assert watch.most_round <= ROUNDS and state["round"] == ROUNDS, (watch.most_round, state["round"])
+    assert watch.most["round"] <= ROUNDS and state["round"] == ROUNDS, (watch.most["round"], state["round"])
     host_rounds = [e["round"] for e in log if e["op"] == "claim" and e["ok"]]
     driver_rounds = [int(n) for n in re.findall(r"^round (\d+): intent #\d+", out, re.M)]
     claimed = host_rounds + driver_rounds

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import IntentSpec
 from tests.fixtures import SOFTMAX
+from tests.fixtures.dbwatch import DbWatch
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cpu, pytest.mark.timeout(300)]
 
@@ -41,36 +39,6 @@ IDEAS = [
     "autotune the number of warps",
     "fp32 accumulation with bf16 stores",
 ]
-
-
-class ActiveWatch:
-    """Polls the file for the intents being refined, from a connection of its own, while the racers run."""
-
-    def __init__(self, db: Path, search_id: int) -> None:
-        self._con = sqlite3.connect(db, timeout=30, check_same_thread=False)
-        self._search_id = search_id
-        self.most = 0
-        self.polls = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            (n,) = self._con.execute(
-                "SELECT count(*) FROM nodes WHERE search_id = ? AND kind = 'intent' AND status = 'active'",
-                (self._search_id,),
-            ).fetchone()
-            self.most, self.polls = max(self.most, n), self.polls + 1
-            time.sleep(0.001)
-
-    def __enter__(self) -> ActiveWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._con.close()
 
 
 def _lines(out: str) -> list[dict[str, Any]]:
@@ -109,7 +77,8 @@ async def test_claims_rounds_and_finishes_hold_across_processes(
     try:
         for p in procs:
             assert p.stdout is not None and json.loads(p.stdout.readline()) == {"ready": True}
-        with ActiveWatch(db, s.id) as watch:
+        active = "SELECT count(*) FROM nodes WHERE search_id = ? AND kind = 'intent' AND status = 'active'"
+        with DbWatch(db, {"active": (active, (s.id,))}, interval_s=0.001) as watch:
             for p in procs:  # released together: their first claims land at once
                 assert p.stdin is not None
                 p.stdin.write("go\n")
@@ -126,7 +95,7 @@ async def test_claims_rounds_and_finishes_hold_across_processes(
     finishes = [a for a in answers if a["op"] == "finish" and a["ok"]]
 
     # one lane: never two intents being refined, in the file or in any claim's answer
-    assert watch.polls > 10 and watch.most <= 1, f"{watch.most} intents were active at once"
+    assert watch.polls > 10 and watch.most["active"] <= 1, f"{watch.most['active']} intents were active at once"
     assert all(len(a["refining"]) <= 1 for a in claims), [a["refining"] for a in claims]
     # rounds: each claim started its own round, and no more were started than the budget allows
     after = await ws.search(s.id)
