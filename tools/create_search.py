@@ -53,6 +53,13 @@ class CreateSearchIn(ToolIn):
     stagnation: int = Field(
         5, ge=1, le=100, description="Attempts without a significant gain before refine stops"
     )
+    max_attempts_per_intent: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="The attempt cap of one refine phase, held for every driver (`ksearch run --max-attempts`); "
+        "default 8",
+    )
     seed: int | None = Field(None, ge=0, lt=2**31, description="Input seed; a secret random one by default")
     compile_mode: CompileMode = Field(
         "default",
@@ -113,6 +120,8 @@ async def create_search(ws: Workspace, inp: CreateSearchIn, driver: DriverSettin
         timing_protocol=protocol,
         precision=inp.precision,
     )
+    if inp.max_attempts_per_intent is not None:
+        config = config.model_copy(update={"max_attempts_per_intent": inp.max_attempts_per_intent})
     if driver is not None:
         config = config.model_copy(update=driver.model_dump())
     with part("recording", "recording the search"):

@@ -9,6 +9,7 @@ refusals do ("search: …, got …") rather than as the SDK's pydantic dump with
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -35,8 +36,9 @@ class RefuseUnknownArguments:
                 unknown = sorted(str(k) for k in args if k not in known)
                 if unknown:
                     listed = ", ".join(repr(k[:60]) for k in unknown[:10])
+                    meant = _meant(unknown[:10], known)
                     msg = (
-                        f"unknown argument(s) {listed} for tool {name!r}; accepted: "
+                        f"unknown argument(s) {listed} for tool {name!r}{meant}; accepted: "
                         f"{', '.join(sorted(known)) or '(none)'}. Nothing was done."
                     )
                     return CallToolResult(content=[TextContent(type="text", text=msg)], is_error=True)
@@ -48,3 +50,14 @@ class RefuseUnknownArguments:
                         text = str(describe_validation(e, f"arguments to {name}")) + "\nNothing was done."
                         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_next(ctx)
+
+
+def _meant(unknown: list[str], known: set[str]) -> str:
+    """ " (did you mean …?)" for the unknown names that one accepted name begins with or resembles, else ""."""
+    guesses: list[str] = []
+    for k in unknown:
+        starts = sorted(a for a in known if a.startswith(k) or k.startswith(a))
+        close = starts or difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.7)
+        if len(close) == 1:
+            guesses.append(f"{close[0]!r} for {k[:60]!r}")
+    return f" (did you mean {', '.join(guesses)}?)" if guesses else ""

@@ -268,7 +268,9 @@ async def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
             and "accepted: author, edits, reason, search" in msg
         )
         msg = await call_error(c, "propose_intents", {"search": "b", "intents": [], "parent": 1, "zz": 2})
-        assert "'parent', 'zz'" in msg
+        assert "'parent', 'zz'" in msg and "(did you mean 'parent_id' for 'parent'?)" not in msg  # not a field
+        msg = await call_error(c, "create_search", {"task": SOFTMAX, "max_attempts": 3})
+        assert "(did you mean 'max_attempts_per_intent' for 'max_attempts'?)" in msg, msg
 
         after = await call(c, "get_tree", {"search": "b", "format": "json"})
         assert after == before

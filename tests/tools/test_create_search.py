@@ -105,6 +105,8 @@ async def test_the_drivers_settings_are_set_in_the_same_write(bare_ws: Workspace
         CreateSearchIn(task="row_sum", name="driven", seed=3, policy="openai", model="local"),
         DriverSettings(max_attempts_per_intent=3, branching=2, base_url="http://localhost:8000/v1"),
     )
+    hosted = await create_search(bare_ws, CreateSearchIn(task="row_sum", name="hosted", max_attempts_per_intent=3))
+    assert hosted.config.max_attempts_per_intent == 3  # a host sets the cap it is held to
     c = driven.config
     assert (c.max_attempts_per_intent, c.branching, c.base_url, c.policy, c.model) == (
         3,
