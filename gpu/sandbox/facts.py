@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from ksearch.gpu.build.compiler import StaticCompiler
@@ -50,9 +51,12 @@ class MachineFacts:
         from the pool (a caller holding it never waits for this one, nor this one for that caller's work)."""
         if self._machine is None:
             seen = next((w.hello for w in self.pool.workers if w.hello is not None), None)
-            if seen is None:
-                w = self.pool.workers[0]
-                await asyncio.wait_for(w.ensure_started(), w.start_timeout_s + 10.0)
+            w = self.pool.workers[0]
+            deadline = time.monotonic() + w.start_timeout_s + 10.0
+            # the process that started may be replaced before its hello is read (a fresh one per candidate):
+            # wait for the next one's start rather than record an unknown device
+            while seen is None and time.monotonic() < deadline:
+                await asyncio.wait_for(w.ensure_started(), max(0.1, deadline - time.monotonic()))
                 seen = w.hello
             if seen is None:
                 return {}

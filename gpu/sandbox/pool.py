@@ -117,6 +117,7 @@ class WorkerProcess:
         self.closed = False
         self._serial = itertools.count(1)
         self._cur: Process | None = None
+        self._last_hello: dict[str, Any] | None = None  # the hello of the slot's last started process (see hello)
         self._spare: Process | None = None
         self._chores: set[asyncio.Task[None]] = set()  # processes being discarded in the background
         # with `fork`: the zygote the slot's processes are forked from (gpu/worker/zygote.py; this process's one for the
@@ -130,7 +131,11 @@ class WorkerProcess:
 
     @property
     def hello(self) -> dict[str, Any] | None:
-        return self._cur.hello if self._cur is not None else None
+        """The machine's facts (device, versions, GPU) as the slot's process said them at its start; between one
+        process and the next (a fresh one per candidate) the last one's: they are the same in every process, and
+        a reader in that gap (another batch item's evaluation) read none and recorded an unknown device."""
+        cur = self._cur.hello if self._cur is not None else None
+        return cur if cur is not None else self._last_hello
 
     @property
     def ran_candidate(self) -> bool:
@@ -286,6 +291,8 @@ class WorkerProcess:
         followed by the next one at once rather than when the slot is given back."""
         self.mode = mode
         old, sp = self._cur, self._spare
+        if old is not None and old.hello is not None:
+            self._last_hello = old.hello
         if sp is not None and (not sp.usable or not self.readable <= sp.readable):
             # it died waiting, or does not show the task files the slot now needs: no use
             self._spare = None

@@ -7,6 +7,7 @@ processes."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -64,5 +65,25 @@ async def test_without_fresh_per_candidate_a_worker_no_thread_was_left_in_is_kep
         ev = await sb.correctness(cand(GOOD + "\n# another candidate\n"), affine, st("small"))
         assert ev.status == "ok", ev.error
         assert w.hello["pid"] == pid and "fresh_worker" not in ev.seconds_by_step
+    finally:
+        await sb.close()
+
+
+async def test_the_machine_facts_outlive_the_process_that_said_them(
+    tmp_path: Path, affine: Task, cand: Any, st: Any
+) -> None:
+    """Between a candidate's process and the next one's start, the slot still says the machine's facts (device,
+    versions): an evaluation that read them in that gap (another item of a batch) once recorded an unknown device."""
+    sb = LocalSandbox(scratch_dir=tmp_path, n_workers=1, call_timeout_s=60.0, fresh_per_candidate=True)
+    w = sb.pool.workers[0]
+    try:
+        assert (await sb.correctness(cand(GOOD), affine, st("small"))).status == "ok"
+        first = w.hello
+        assert first is not None and first.get("device")
+        starting = asyncio.create_task(w.restart("candidate"))  # a fresh process, not started yet
+        await asyncio.sleep(0)
+        assert w.hello is not None and w.hello["device"] == first["device"]
+        await starting
+        assert w.hello["pid"] != first["pid"]  # the new process's own, once it has started
     finally:
         await sb.close()

@@ -53,6 +53,10 @@ async def test_a_batch_records_each_item_in_order_as_benchmark_would(ws: Workspa
     )
     statuses = [r.result.evaluation.status if r.result else None for r in out.results]
     assert statuses == ["incorrect", "ok", "compile_error"], out.summary
+    # each item ran in a fresh process: the machine each names is the one they ran on, never "unknown" (read
+    # between one item's process and the next, the device was once unknown and the baselines keyed apart)
+    ran = [r.result.evaluation for r in out.results[:2] if r.result]
+    assert [e.env.device if e.env else None for e in ran] == ["cpu-interpreter"] * 2, [e.env for e in ran]
     assert all(r.recorded and not r.refused for r in out.results), out.summary
     ids = [r.result.attempt_id for r in out.results if r.result]
     assert ids == sorted(ids) and len(set(ids)) == 3  # recorded in the batch's order
