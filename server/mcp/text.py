@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from ksearch.tools.bank.ops import QueryBankOut
+from ksearch.tools.benchmark_batch import BatchOut
 from ksearch.tools.common import (
     INSIDE_STEPS,
     compile_fact_lines,
@@ -30,7 +31,26 @@ def text_of(out: Any, structured: Any, took: str = "") -> str:
         return "\n".join(evaluation_lines(out, took))
     if isinstance(out, QueryBankOut):  # the entries in words; the records stay in the structured result
         return out.text
+    if isinstance(out, BatchOut):  # its took line follows as a block of its own, as other long calls' do
+        return "\n".join(batch_lines(out))
     return json_with_texts(structured)
+
+
+def batch_lines(out: BatchOut) -> list[str]:
+    """Each item as a benchmark's few lines, under its index (with why it was not evaluated or not recorded), then
+    the batch's summary; the records stay in the structured result."""
+    lines: list[str] = []
+    for r in out.results:
+        lines.append(
+            f"## item {r.index}" + ("" if r.recorded or not r.result else " (evaluated, not recorded)")
+        )
+        if r.result is not None:
+            lines += evaluation_lines(r.result)
+        if r.refused:
+            lines.append(f"not {'recorded' if r.result is not None else 'evaluated'}: {r.refused}")
+    summary = out.summary.splitlines()
+    tail = [x for x in summary if not x.startswith("item ")]  # the per-item lines are said above
+    return lines + tail
 
 
 LONG_TEXT = 300  # a one-line string field at least this long is read as text too
@@ -86,6 +106,16 @@ def took_of(out: Any, clock: CallClock) -> tuple[Any, str]:
         )
         outer = {k: v for k, v in steps.items() if k not in INSIDE_STEPS}
         return out, took_text(clock, outer, f"{inside} of them" if inside else "")
+    if isinstance(out, BatchOut):
+        # the items overlap (each waits for a worker while the ones before it run): their steps are said per item
+        # above; the batch's own line is its wall time and what its items waited
+        waited = sum(
+            r.result.evaluation.seconds_by_step.get("wait_for_worker", 0.0) for r in out.results if r.result
+        )
+        return out, (
+            f"took {clock.elapsed():.1f} s for {len(out.results)} item(s), side by side (each item's own line says "
+            f"where its seconds went; {waited:.1f} s of them in all were waits for a worker the items before held)"
+        )
     return out, took_text(clock)
 
 
