@@ -71,7 +71,8 @@ class CreateSearchIn(ToolIn):
         max_length=40,
         description="How candidates are timed: ksearch | gpumode | kernelbench | flashinfer. Default: the task's "
         "owner's (GPU MODE folder: gpumode, KernelBench problem: kernelbench, FlashInfer-Bench definition: "
-        "flashinfer, built-in or ksearch-native task: ksearch); fixed once the search exists",
+        "flashinfer, built-in task or a task file with ksearch's own WORKLOADS, TOLERANCE, META or COST (KernelBench "
+        "format or not): ksearch); fixed once the search exists",
     )
     precision: KernelBenchPrecision | None = Field(
         None,

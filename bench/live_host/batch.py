@@ -8,7 +8,7 @@ Python script, and this runner plays it on the GPU machine against a real server
 
 In the script, `info()`, `call(tool, args)`, `prompt(name, args)` and `read(uri)` do what `mcpc.py` does (and print
 the same text: a result's text blocks, then its structured content); `call` returns the structured content,
-or `{"error": message}` for an error result, so the script can use ids it only learns in the round.
+or `{"error": message}` for an error result (a refused `prompt` returns "error: …"), so the script can use ids it only learns in the round.
 A script that raises is stopped there, with its traceback in the output; what it did before is kept.
 """
 
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp.client import Client
+from mcp.shared.exceptions import MCPError
 from mcpc import info_text, texts_of  # the one-call client beside it: the same texts
 from pydantic import BaseModel
 
@@ -114,7 +115,11 @@ async def _run_job(job: Job) -> int:
             def prompt(name: str, args: dict[str, Any] | None = None) -> str:
                 print(f"\n>>> prompt {name} {json.dumps(args or {})}")
                 t0 = time.monotonic()
-                got = sync(client.get_prompt(name, {k: str(v) for k, v in (args or {}).items()}))
+                try:
+                    got = sync(client.get_prompt(name, {k: str(v) for k, v in (args or {}).items()}))
+                except MCPError as e:  # refused as a tool call's error is: said, and the round goes on
+                    print(f"ERROR ({time.monotonic() - t0:.1f} s): {e}")
+                    return f"error: {e}"
                 took = time.monotonic() - t0
                 text = "\n".join(m.content.text for m in got.messages)
                 print(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import urllib.parse
 from collections.abc import Awaitable, Callable
 
@@ -19,6 +20,7 @@ from ksearch.tools.get_tree import GetTreeIn, get_tree
 from ksearch.tools.prompting.facts_wait import bounded, facts_for
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError
+from ksearch.worldmodel.models import NODE_REF_PATTERN
 
 
 def register_resources(mcp: MCPServer, workspace: Callable[[], Awaitable[Workspace]]) -> None:
@@ -159,6 +161,13 @@ def register_resources(mcp: MCPServer, workspace: Callable[[], Awaitable[Workspa
 
 def ref_of(search: str) -> int | str:
     return int(search) if search.isdecimal() else search
+
+
+def node_ref_of(value: str) -> str:
+    """A prompt's node argument: an id (12 or #12) or a handle, resolved in the search by the prompt."""
+    if not re.fullmatch(NODE_REF_PATTERN, value.strip()):
+        raise ValueError(f"node_id must be a node's id (12 or #12) or its handle, got {value[:80]!r}")
+    return value.strip()
 
 
 def id_of(value: str, what: str) -> int:

@@ -33,7 +33,7 @@ from ksearch.server.mcp.calls import CallWatch, configure_log
 from ksearch.server.mcp.http import serve_http
 from ksearch.server.mcp.order import InOrder
 from ksearch.server.mcp.record import HostRecorder
-from ksearch.server.mcp.resources import id_of, ref_of, refusals, register_resources
+from ksearch.server.mcp.resources import node_ref_of, ref_of, refusals, register_resources
 from ksearch.server.mcp.stdio_input import HostLines
 from ksearch.server.mcp.text import text_of, took_of
 from ksearch.tools.bank.ops import QueryBankIn, QueryBankOut, query_bank
@@ -569,12 +569,12 @@ class KsearchServer:
                 return await analyse_kernel(await self.ws(), ref_of(search))
 
         async def p_implement(search: str, node_id: str = "") -> str:
-            nid = id_of(node_id, "node id") if node_id else None
+            nid = node_ref_of(node_id) if node_id else None
             with bounded():
                 return await implement_intent(await self.ws(), ref_of(search), nid)
 
         async def p_reflect(search: str, node_id: str = "") -> str:
-            nid = id_of(node_id, "node id") if node_id else None
+            nid = node_ref_of(node_id) if node_id else None
             with bounded():
                 return await reflect_and_edit(await self.ws(), ref_of(search), nid)
 

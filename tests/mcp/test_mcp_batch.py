@@ -79,6 +79,8 @@ async def test_a_batched_host_names_its_intents_by_handle(tmp_path: Path) -> Non
         assert (one["handle"], four["parent_id"]) == ("onepass", one["id"])
         sel = await call(c, "select_action", {"search": "h", "node_id": "onepass"})
         assert sel["node"]["id"] == one["id"]
+        got = await c.get_prompt("implement_intent", {"search": "h", "node_id": "onepass"})
+        assert f"# Implement intent #{one['id']}: one pass over the row" in got.messages[0].content.text
         out = await call(
             c,
             "benchmark_batch",

@@ -44,7 +44,10 @@ def anyio_backend() -> str:
 
 @pytest.mark.anyio
 @pytest.mark.slow
-async def test_a_prompt_reading_says_the_facts_are_being_derived_rather_than_wait(tmp_path: Path) -> None:
+async def test_a_prompt_reading_says_the_facts_are_being_derived_rather_than_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KSEARCH_ANALYSE_WAIT_S", "3")  # the server's bound, below one call of get_inputs
     task = tmp_path / "slow_facts.py"
     task.write_text(TASK.format(slow=SLOW_S, tag=f"(test run {time.time_ns()})"))  # never in the facts cache
     async with stdio_client(tmp_path / "k.db") as c:

@@ -12,6 +12,7 @@ from ksearch.tools.benchmark_batch import BatchItem, BenchmarkBatchIn, benchmark
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search
 from ksearch.tools.errors import ToolFailure
+from ksearch.tools.loop.state import loop_state
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.select_action import SelectActionIn, select_action
 from ksearch.tools.workspace import Workspace
@@ -138,3 +139,17 @@ def test_a_batch_is_one_to_eight_items() -> None:
         BenchmarkBatchIn(search="s", items=[])
     with pytest.raises(ValueError):
         BenchmarkBatchIn(search="s", items=[_item(ROW_SUM_SEED, None)] * 9)
+
+
+async def test_without_a_gpu_the_next_step_says_how_many_attempts_a_phase_can_still_record(
+    ws: Workspace, tiny_task: str
+) -> None:
+    """A batched host writes a phase's attempts before it reads any answer: without a GPU (no interpreter timing
+    is a gain) the loop says how many more the phase records, once it has correct code."""
+    node = await _claimed(ws, tiny_task, "counted", stagnation=3)
+    out = await benchmark_batch(
+        ws, BenchmarkBatchIn(search="counted", items=[_item(ROW_SUM_SEED, node)], trials=1)
+    )
+    assert out.results[0].recorded
+    state = await loop_state(ws, (await ws.search("counted")).id)
+    assert "Without a GPU no interpreter timing is ever a gain, so this phase records at most 3 more" in state.next

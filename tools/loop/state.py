@@ -55,6 +55,14 @@ class RefineState(ToolModel):
     )
     over: bool = Field(description="True when no further attempt is allowed: finish the intent")
     why: str = Field("", description="Why the phase is over (cap, stagnation window)")
+    interpreted: bool = Field(
+        False,
+        description="Its base or its attempts ran in the CPU interpreter (no GPU): no timing of it is ever a gain",
+    )
+    correct_code: bool = Field(
+        False,
+        description="The phase has correct code (its base or an attempt): a first correct one is no gain",
+    )
 
 
 class BudgetState(ToolModel):
@@ -249,6 +257,12 @@ async def refine_state(ws: Workspace, s: Search, node: Node) -> RefineState:
         best_attempt_id=atts[best_i].id if best_i is not None else None,
         over=over,
         why=why,
+        interpreted=any(
+            e.cpu_interpreted for e in [*evs, *([base.evaluation] if base and base.evaluation else [])]
+        ),
+        # a first correct attempt is a gain only where the phase has no correct code yet
+        correct_code=any(e.status == "ok" for e in evs)
+        or (base is not None and base.evaluation is not None and base.evaluation.status == "ok"),
     )
 
 
@@ -472,6 +486,15 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
                 f"Refine stops after {r.window} attempts in a row without a significant gain "
                 f"(now {r.stagnant}); call finish_intent early only if you have no further implementation."
             )
+            # said before the attempts are written: a batch of more would not all be recorded
+            if r.interpreted:
+                nxt += (
+                    " Without a GPU no interpreter timing is ever a gain, so this phase records at most "
+                    f"{min(r.window - r.stagnant, r.cap - r.attempts)} more attempt(s)."
+                    if r.correct_code
+                    else " Without a GPU no interpreter timing is ever a gain: only the phase's first correct "
+                    "attempt resets that count (it has no correct code to build on yet)."
+                )
     else:
         fin = await ws.store.cache_get(_FINISHED_KEY.format(search_id=s.id)) or {}
         if s.round > 0 and fin.get("round") == s.round and not fin.get("applied"):

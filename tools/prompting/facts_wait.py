@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import time
 from collections.abc import Awaitable, Iterator
 from typing import TypeVar
@@ -23,9 +24,21 @@ from ksearch.gpu.tasks.facts import TaskFacts, task_facts
 T = TypeVar("T")
 PROMPT_WAIT_S = 0.8
 """The longest an assistant's prompt reading waits for the task's facts."""
-ANALYSE_WAIT_S = 5.0
-"""The longest the analyse prompt (a search's first, whose facts the first intents are planned from) waits: on a GPU
-machine the ceilings' measurement and a task's first facts take seconds."""
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number of seconds; accepted: e.g. {default:g}") from None
+    if not 0 <= value <= 600:
+        raise ValueError(f"{name}={raw!r} is out of range; accepted: 0 to 600 seconds")
+    return value
+
+
+ANALYSE_WAIT_S = _seconds("KSEARCH_ANALYSE_WAIT_S", 15.0)
+"""The longest the analyse prompt (a search's first, whose facts the first intents are planned from) waits: a task's
+first facts take seconds (a subprocess runs its reference once), more on a loaded machine, and on a GPU machine the
+ceilings' measurement too; a host that reads it once per round of calls plans its first intents from it."""
 
 # the monotonic time by which a bounded reading must have its facts; None: wait for them
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(

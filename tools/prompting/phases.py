@@ -71,10 +71,10 @@ async def analyse_kernel(ws: Workspace, search: int | str) -> str:
     return prompt_text("init", await init_context(ws, search), INIT_HINT)
 
 
-async def _node(ws: Workspace, search_id: int, node_id: int) -> Node:
+async def _node(ws: Workspace, search_id: int, node_id: int | str) -> Node:
     node = await node_in(ws, await ws.search(search_id), node_id)
     if node.kind == "root":
-        raise ToolFailure(f"node {node_id} is the root, not an intent: give the id of an intent")
+        raise ToolFailure(f"node {node.id} is the root, not an intent: give the id or handle of an intent")
     return node
 
 
@@ -92,14 +92,14 @@ async def _default_node(ws: Workspace, search_id: int, status: str) -> Node:
     return chosen[0]
 
 
-async def implement_intent(ws: Workspace, search: int | str, node_id: int | None = None) -> str:
+async def implement_intent(ws: Workspace, search: int | str, node_id: int | str | None = None) -> str:
     s = await ws.search(search)
     node = await (_node(ws, s.id, node_id) if node_id is not None else _default_node(ws, s.id, "active"))
     ctx = await contexts.write_context(ws, s, node)
     return prompt_text("write_code", ctx, WRITE_HINT.format(node=node.id))
 
 
-async def reflect_and_edit(ws: Workspace, search: int | str, node_id: int | None = None) -> str:
+async def reflect_and_edit(ws: Workspace, search: int | str, node_id: int | str | None = None) -> str:
     s = await ws.search(search)
     node = await (_node(ws, s.id, node_id) if node_id is not None else _default_node(ws, s.id, "finished"))
     ctx = await contexts.update_context(ws, s, node)
