@@ -368,8 +368,8 @@ def submit(
         typer.Option(
             "--base",
             min=1,
-            help="Attempt this code was edited from (for the "
-            "diff; default: the node's best, else the search's best)",
+            help="Attempt this code was edited from (for the diff; default: the node's best, else the code the "
+            "intent starts from, else the search's best)",
         ),
     ] = None,
     trials: Annotated[int, typer.Option(min=1, max=20, help="Correctness trials per workload")] = 3,
