@@ -156,7 +156,7 @@ def intent_add(
     """Add an open intent under a node; the driver considers it at its next selection."""
     from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 
-    async def go() -> list[Node]:
+    async def go() -> tuple[list[Node], list[str]]:
         async with workspace(db) as ws:
             s = await ws.search(search)
             parent_id = (await node_of(ws, s, parent)).id if parent is not None else None
@@ -174,12 +174,50 @@ def intent_add(
                 )
             except ValidationError as e:
                 raise fail(str(describe_validation(e, "intent"))) from e
-            return await propose_intents(
+            added = await propose_intents(
                 ws, ProposeIntentsIn(search=s.id, intents=[spec], author="human", reason=reason)
             )
+            return added, await _untunable(ws, added[0]) if spec.params else []
 
-    for n in run_async(go()):
+    added, param_notes = run_async(go())
+    for n in added:
         say(f"added {describe(n)} under #{n.parent_id}")
+    for line in param_notes:
+        tell(line)
+
+
+async def _untunable(ws: Workspace, node: Node) -> list[str]:
+    """Notes on the intent's params that the code it starts from does not declare as TUNABLES (or with other
+    values): the tuner declines such an intent; a language-model policy reads them as settings."""
+    from ksearch.tools.prompting.contexts import tunables_of
+    from ksearch.tools.select_action import base_attempt
+
+    base = await base_attempt(ws, node)
+    if base is None:
+        return [
+            f"note: #{node.id} has params but no code to start from yet: the tuner tunes only a kernel that declares "
+            "TUNABLES; a language-model policy reads the params as settings"
+        ]
+    space = tunables_of((await ws.records.get_candidate(base.candidate_id)).source)
+    where = f"the code #{node.id} starts from (attempt #{base.id})"
+    if not space:
+        return [
+            f"note: {where} declares no TUNABLES: the tuner declines an intent with params "
+            f"({', '.join(node.params)}); a language-model policy reads them as settings"
+        ]
+    declared = ", ".join(sorted(space))
+    notes: list[str] = []
+    for key, value in node.params.items():
+        if key not in space:
+            notes.append(
+                f"note: {key} is not among the TUNABLES of {where} ({declared}): the tuner declines it"
+            )
+        elif value not in space[key]:
+            allowed = ", ".join(map(str, space[key]))
+            notes.append(
+                f"note: {key}={value} is not among {key}'s values in {where} ({allowed}): the tuner declines it"
+            )
+    return notes
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import uidata
 from click.testing import Result
 from uihelp import REPO, subprocess_env, with_store
 
-from ksearch.worldmodel.models import SearchConfig
+from ksearch.worldmodel.models import Evaluation, SearchConfig
 
 Ks = Callable[..., Result]  # the `ks` fixture: run a ksearch command
 
@@ -53,6 +53,10 @@ def test_intent_add_goes_through_the_tools(ks: Ks, demo: tuple[Path, dict[str, i
     )
     assert r.exit_code == 0, r.stderr
     assert "added #" in r.stdout and f"under #{ids['rows']}" in r.stdout
+    # the demo's code declares no TUNABLES: the person is told the tuner will decline it, and why
+    assert "declares no TUNABLES: the tuner declines an intent with params (BLOCK_N, layout)" in said(
+        r.stderr
+    )
     n = next(
         n for n in with_store(db, lambda s: s.list_nodes(1)) if n.title == "fuse max and sum into one pass"
     )
@@ -89,6 +93,41 @@ def test_intent_add_goes_through_the_tools(ks: Ks, demo: tuple[Path, dict[str, i
         n for n in with_store(db, lambda s: s.list_nodes(1)) if n.title == "persistent kernel over all rows"
     )
     assert n2.parent_id == ids["root"]
+
+
+def test_intent_add_says_which_params_the_code_s_tunables_do_not_declare(ks: Ks, tmp_path: Path) -> None:
+    db = tmp_path / "tuned.db"
+    seed = (REPO / "gpu" / "tasks" / "builtin" / "softmax" / "seed_triton.py").read_text()
+
+    async def fill(store):  # type: ignore[no-untyped-def]
+        s = await store.create_search("tuned", "softmax", SearchConfig())
+        root = await store.root(s.id)
+        cand = await store.put_candidate(seed, "triton")
+        await store.record_attempt(s.id, root.id, cand.id, Evaluation(status="ok", speedup_vs_eager=1.0))
+
+    with_store(db, fill)
+    r = ks(
+        "intent",
+        "add",
+        "tuned",
+        "bigger blocks, more stages",
+        "--param",
+        "BLOCK_N=16384",
+        "--param",
+        "num_stages=3",
+        "--param",
+        "num_warps=8",
+        "--db",
+        db,
+    )
+    assert r.exit_code == 0, r.stderr
+    err = said(r.stderr)
+    assert (
+        "BLOCK_N=16384 is not among BLOCK_N's values in the code" in err
+        and "(512, 1024, 2048, 4096, 8192)" in err
+    )
+    assert "num_stages is not among the TUNABLES of the code" in err and "(BLOCK_N, num_warps)" in err
+    assert "num_warps" not in err.replace("(BLOCK_N, num_warps)", "")  # a declared value: nothing to say
 
 
 @pytest.mark.slow
