@@ -247,6 +247,11 @@ async def export_kernel(ws: Workspace, inp: ExportKernelIn) -> ExportedKernel:
     cand = await ws.store.get_candidate(a.candidate_id)
     verdict = await ws.store.final_verdict(s.id)
     status = exported_status(a, verdict.final_figure(a.id) if verdict is not None else None)
+    rechecked = [o.attempt_id for o in verdict.outcomes] if verdict is not None else []
+    if (
+        rechecked and a.id not in rechecked
+    ):  # the final evaluation chose others: its figures say nothing of this one
+        status += f"; not among the attempts the final evaluation re-checked ({', '.join(f'#{i}' for i in rechecked)})"
     node = await ws.store.get_node(a.node_id) if a.node_id is not None else None
     what = f" ({node.title})" if node is not None and node.kind == "intent" else ""
     kind = "GPU MODE submission" if inp.format == "submission" else "KernelBench ModelNew file"

@@ -175,6 +175,10 @@ async def test_after_a_final_evaluation_every_view_names_which_workloads_each_fi
     assert (row.best_speedup_vs_eager, row.best_workloads) == (2.5, 1)
     assert (row.final_speedup_vs_eager, row.final_workloads) == (2.4, 7)
     assert row.best.startswith("2.400x over all 7 workloads (final evaluation;"), row.best
+    # an attempt the final evaluation did not re-check says so: its figures say nothing of that one
+    other = await _attempt(ws, s, TRITON + "\n# another\n", "triton", gpu_eval(2.1))
+    out = await export_kernel(ws, ExportKernelIn(search="fin", format="submission", attempt=other))
+    assert out.status.endswith(f"not among the attempts the final evaluation re-checked (#{best})"), out.status
 
 
 def _imports_ksearch(text: str) -> bool:
