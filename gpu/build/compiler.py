@@ -608,7 +608,8 @@ class StaticCompiler:
                     Diagnostic(
                         severity="note",
                         message=f"Triton kernels: {', '.join(names)} (registers, "
-                        "spills and shared memory are known after their first launch on a GPU)",
+                        "spills and shared memory are known after their first launch on a GPU; compile_kernel "
+                        "compiles them for sm_90 without one)",
                     )
                 )
             modes.append("python/AST checks (Triton kernels compile at first launch)")
