@@ -1164,7 +1164,7 @@ ALLOWED: dict[str, str] = {
     "reads 0.1x": "Anthropic's published prompt-cache read multiplier, a price rule",
     "at least every 1.5 s": "the MCP server's heartbeat interval for progress notifications, a setting",
     "waits at most 0.8 s": "how long an MCP prompt reading waits for the task's facts (PROMPT_WAIT_S), a setting",
-    "planned from, at most 5 s": "how long the analyse prompt waits for its facts (ANALYSE_WAIT_S), a setting",
+    "planned from, at most 15 s": "how long the analyse prompt waits for its facts (ANALYSE_WAIT_S), a setting",
     "on 2 cores with 30 s per file": "bench/kernelbench_cpu.py's limits, set by its command line",
     "more than 4 s": "the interrupt handler's cleanup limit, a setting",
     "answered within 30 s": "the bound tests/mcp/test_ts_client.py asserts",
