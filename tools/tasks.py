@@ -21,8 +21,10 @@ from ksearch.gpu.task import Bound, Split, Task, TaskError, TaskStyle
 from ksearch.gpu.tasks import builtin_tasks, load_task
 from ksearch.gpu.tasks.check import CheckReport
 from ksearch.gpu.tasks.facts import RoundingProbe, TaskFacts, apply_facts, task_facts
+from ksearch.tools.errors import ToolFailure
 from ksearch.tools.files.tunables import TunableError, TunableInfo, read_tunables
 from ksearch.tools.schema import ToolIn, ToolModel
+from ksearch.tools.workspace import Workspace
 
 CHECK_TIMEOUT_S = 300
 SPLITS: tuple[Split, ...] = ("search", "heldout", "smoke")
@@ -305,3 +307,23 @@ async def check_task(inp: CheckTaskIn) -> TaskCheck:
         return TaskCheck(task=task.name, error=f"the check process failed: {tail[0]}")
     # the subprocess's report (its wire format), turned into this tool's documented answer
     return TaskCheck.model_validate(CheckReport.model_validate_json(lines[-1]).model_dump())
+
+
+async def task_named(ws: Workspace, ref: str) -> Task:
+    """A built-in name or a task path (percent-encoded into one URI segment, as create_search takes it); else a
+    search's name, or the name a search's task file goes by (its file's name, as the prompts call the task)."""
+    try:
+        return ws.task(ref)
+    except TaskError as e:
+        searches = await ws.records.list_searches()
+        named = [s for s in searches if s.name == ref]
+        if not named:
+            named = [s for s in searches if Path(s.task).stem == ref or s.task == ref]
+        paths = sorted({s.task for s in named})
+        if len(paths) == 1:
+            return ws.search_task(named[0])
+        if len(paths) > 1:
+            raise ToolFailure(
+                f"task name {ref!r} is ambiguous: the searches run {', '.join(paths)}; give the path percent-encoded"
+            ) from e
+        raise ToolFailure(f"{e}; a search's name, or the name of a task a search runs, is taken too") from e

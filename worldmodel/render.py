@@ -369,7 +369,8 @@ def render_tree(
     if best_s is None and tree.best_node_id is not None and not no_result:
         best_s = tree.speedup(tree.best_node_id)
     if no_result and best_s is None:
-        best_text = "no result: the final evaluation left the search without a best (nodes show their own)"
+        # a best that failed the final evaluation, or none ever (nothing timed on a GPU): the same verdict
+        best_text = "no result: the final evaluation named no best: none passed it timed on a GPU (nodes show their own)"
     elif best_s is not None:
         att = best_attempt_id
         if att is None and tree.best_node_id is not None:

@@ -8,7 +8,7 @@ Python script, and this runner plays it on the GPU machine against a real server
 
 In the script, `info()`, `call(tool, args)`, `prompt(name, args)` and `read(uri)` do what `mcpc.py` does (and print
 the same text: a result's text blocks, then its structured content); `call` returns the structured content,
-or `{"error": message}` for an error result (a refused `prompt` returns "error: …"), so the script can use ids it only learns in the round.
+or `{"error": message}` for an error result (a refused `prompt` or `read` returns "error: …"), so the script can use ids it only learns in the round.
 A script that raises is stopped there, with its traceback in the output; what it did before is kept.
 """
 
@@ -128,7 +128,11 @@ async def _run_job(job: Job) -> int:
 
             def read(uri: str) -> str:
                 print(f"\n>>> read {uri}")
-                res = sync(client.read_resource(uri))
+                try:
+                    res = sync(client.read_resource(uri))
+                except MCPError as e:  # said, and the round goes on, as for a refused call
+                    print(f"ERROR: {e}")
+                    return f"error: {e}"
                 text = "\n".join(p.text for p in res.contents if hasattr(p, "text"))
                 print(text)
                 return text

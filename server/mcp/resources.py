@@ -18,6 +18,7 @@ from ksearch.tools.bank.ops import QueryBankIn, query_bank
 from ksearch.tools.common import gpu_lacking
 from ksearch.tools.get_tree import GetTreeIn, get_tree
 from ksearch.tools.prompting.facts_wait import bounded, facts_for
+from ksearch.tools.tasks import task_named
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.errors import KsearchError
 from ksearch.worldmodel.models import NODE_REF_PATTERN
@@ -66,8 +67,7 @@ def register_resources(mcp: MCPServer, workspace: Callable[[], Awaitable[Workspa
 
     async def _task(name: str) -> str:
         ws = await workspace()
-        # a built-in name, or a task path percent-encoded into one URI segment (as create_search takes)
-        task = ws.task(urllib.parse.unquote(name))
+        task = await task_named(ws, urllib.parse.unquote(name))
         ref = task.source_path
         src = ref.read_text() if ref.is_file() else ""
         # `task` holds what the task declares (op "" and bound "unknown" when it declares none); `facts` what
@@ -148,8 +148,9 @@ def register_resources(mcp: MCPServer, workspace: Callable[[], Awaitable[Workspa
             "ksearch://tasks/{name}",
             "task",
             json_type,
-            "A task: workloads, tolerance, reference source. {name}: a built-in task name, or a task "
-            "file's path percent-encoded (e.g. %2Fhome%2Fme%2Fproblem.py)",
+            "A task: workloads, tolerance, reference source. {name}: a built-in task name, a task "
+            "file's path percent-encoded (e.g. %2Fhome%2Fme%2Fproblem.py), a search's name or the name of a task a "
+            "search runs",
             _task,
         ),
     ):

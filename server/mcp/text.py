@@ -107,14 +107,14 @@ def took_of(out: Any, clock: CallClock) -> tuple[Any, str]:
         outer = {k: v for k, v in steps.items() if k not in INSIDE_STEPS}
         return out, took_text(clock, outer, f"{inside} of them" if inside else "")
     if isinstance(out, BatchOut):
-        # the items overlap (each waits for a worker while the ones before it run): their steps are said per item
-        # above; the batch's own line is its wall time and what its items waited
+        # the items' evaluations overlap where there are several workers, and wait for the one worker where there is
+        # one: their steps are said per item above; the batch's own line is its wall time and what its items waited
         waited = sum(
             r.result.evaluation.seconds_by_step.get("wait_for_worker", 0.0) for r in out.results if r.result
         )
         return out, (
-            f"took {clock.elapsed():.1f} s for {len(out.results)} item(s), side by side (each item's own line says "
-            f"where its seconds went; {waited:.1f} s of them in all were waits for a worker the items before held)"
+            f"took {clock.elapsed():.1f} s for {len(out.results)} item(s) (each item's own line says where its "
+            f"seconds went; {waited:.1f} s of them in all were waits for a worker other items held)"
         )
     return out, took_text(clock)
 

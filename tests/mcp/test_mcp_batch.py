@@ -52,7 +52,7 @@ async def test_a_host_benchmarks_two_implementations_in_one_call(tmp_path: Path)
         assert "## item 0\n" in text and "## item 1\n" in text and "2 of 2 evaluated in" in text, text
         assert "status: ok" in text and "status: compile_error" in text and '"results"' not in text, text
         assert f"recorded as attempt #{first}" in text and text.count("took ") == 3, text
-        assert "for 2 item(s), side by side" in text, text
+        assert "for 2 item(s) (each item's own line says where its seconds went" in text, text
         assert any(m.startswith("[1/2] ") for m in seen), seen
         # bad input: named, nothing run
         msg = await call_error(c, "benchmark_batch", {"search": "b", "items": []})

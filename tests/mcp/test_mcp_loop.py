@@ -52,5 +52,9 @@ async def test_results_carry_next_and_prompts_default_to_the_intent_in_play(tmp_
             # what the reference's run derived beside what the task declares (a host read op "" and bound
             # "unknown" there while the prompt said which op and bound): by now the prompts have derived them
             assert isinstance(got["facts"], dict) and got["facts"]["bound"] != "unknown", got["facts"]
+            # the prompts call it by its file's name; the search's name reaches it too
+            for name in (FIXTURE.stem, "s"):
+                same = json.loads((await c.read_resource(f"ksearch://tasks/{name}")).contents[0].text)
+                assert same["reference_source"] == got["reference_source"], name
     finally:
         await ks.close()

@@ -198,7 +198,7 @@ async def test_when_no_re_measured_attempt_passes_the_search_has_no_best(
         # the tree's header says the same: no result, not the node's own best (one best on every face)
         tree = await get_tree(ws, GetTreeIn(search="only"))
         assert tree.text is not None
-        assert "no result: the final evaluation left the search without a best" in tree.text
+        assert "no result: the final evaluation named no best: none passed it timed on a GPU" in tree.text
         assert "best 3." not in tree.text.split("\n")[1]
         # once a round starts after it, that final evaluation no longer speaks for the search: the header says
         # what the tree holds (the node's own best), the note of what the final evaluation did stays

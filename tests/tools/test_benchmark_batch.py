@@ -152,4 +152,4 @@ async def test_without_a_gpu_the_next_step_says_how_many_attempts_a_phase_can_st
     )
     assert out.results[0].recorded
     state = await loop_state(ws, (await ws.search("counted")).id)
-    assert "Without a GPU no interpreter timing is ever a gain, so this phase records at most 3 more" in state.next
+    assert "Without a GPU no interpreter timing is ever a gain, so this phase ends after at most 3 more" in state.next

@@ -139,3 +139,21 @@ async def test_a_reason_for_the_whole_batch_goes_with_each_edit_without_its_own(
         ("update", a.id, "round 1 showed rows in registers win"),
         ("move", b.id, "a variant of it"),
     ]
+
+
+async def test_once_the_root_holds_the_analysis_the_next_step_is_the_first_intents(ws: Workspace) -> None:
+    from pathlib import Path
+
+    from ksearch.tools.loop.state import loop_state
+
+    seedless = Path(__file__).parents[2] / "bench" / "live_host" / "tasks" / "l2_normalize.py"
+    s = await create_search(ws, CreateSearchIn(task=str(seedless), name="fresh"))
+    before = (await loop_state(ws, s.id)).next
+    assert "Read the prompt analyse_kernel" in before
+    root = await ws.store.root(s.id)
+    await edit_tree(
+        ws, EditTreeIn(search="fresh", edits=[{"op": "update", "node_id": root.id, "notes": "bw-bound"}])
+    )
+    after = (await loop_state(ws, s.id)).next
+    assert after.startswith("Phase 0 (init): the root holds your analysis; call propose_intents"), after
+    assert "no triton seed kernel" in after  # still said: the first attempt is written from scratch

@@ -459,13 +459,16 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
         )
     elif not intents:
         phase = "init"
+        root = await ws.store.root(s.id)
         nxt = (
-            "Phase 0 (init): the tree has only its root. Read the prompt analyse_kernel "
+            "Phase 0 (init): the root holds your analysis; call propose_intents with the first intents."
+            if root.notes.strip()
+            else "Phase 0 (init): the tree has only its root. Read the prompt analyse_kernel "
             f"(search={name!r}), then call propose_intents with the first intents and edit_tree "
             "(op=update on the root) with your analysis as its notes."
         )
         task = ws.search_task(s)
-        if s.config.language not in task.seeds and not (await ws.store.root(s.id)).best_attempt_id:
+        if s.config.language not in task.seeds and not root.best_attempt_id:
             # said here, not only in the prompt, so a host knows before reading it that there is nothing to measure
             nxt += (
                 f" The task has no {s.config.language} seed kernel: no seed step, and the first intent's first "
@@ -489,8 +492,9 @@ async def loop_state(ws: Workspace, ref: int | str) -> LoopState:
             # said before the attempts are written: a batch of more would not all be recorded
             if r.interpreted:
                 nxt += (
-                    " Without a GPU no interpreter timing is ever a gain, so this phase records at most "
-                    f"{min(r.window - r.stagnant, r.cap - r.attempts)} more attempt(s)."
+                    " Without a GPU no interpreter timing is ever a gain, so this phase ends after at most "
+                    f"{min(r.window - r.stagnant, r.cap - r.attempts)} more attempt(s) (a batch's items beyond "
+                    "them are evaluated, not recorded)."
                     if r.correct_code
                     else " Without a GPU no interpreter timing is ever a gain: only the phase's first correct "
                     "attempt resets that count (it has no correct code to build on yet)."
