@@ -138,8 +138,11 @@ def _summary(results: list[BatchResult], seconds: float) -> str:
         where = f"attempt #{r.result.attempt_id}" if r.recorded else r.refused
         speed = f", {ev.speedup_vs_eager:.2f}x vs eager" if ev.status == "ok" and ev.speedup_vs_eager else ""
         lines.append(f"item {r.index}: {ev.status}{speed}, candidate {r.result.candidate_id}; {where}")
-    done = sum(r.result is not None for r in results)
-    lines.append(
-        f"{done} of {len(results)} evaluated in {seconds:.1f} s ({60 * done / seconds:.1f} per minute)"
-    )
+    lines.append(pace_line(results, seconds))
     return "\n".join(lines)
+
+
+def pace_line(results: list[BatchResult], seconds: float) -> str:
+    """The batch's pace: how many of its items were evaluated, in what wall time."""
+    done = sum(r.result is not None for r in results)
+    return f"{done} of {len(results)} evaluated in {seconds:.1f} s ({60 * done / seconds:.1f} per minute)"

@@ -228,6 +228,9 @@ async def task_for(ws: Workspace, search: int | str | None, task: str | None) ->
 async def node_ids_of(ws: Workspace, s: Search, refs: list[int | str]) -> list[int]:
     """The ids `refs` name in the search: ids as given (their search is checked where the node is read), handles
     looked up; a handle the search lacks is refused, naming those it has."""
+    ids = [handles.as_id(ref) for ref in refs]
+    if all(i is not None for i in ids):  # ids alone (every call but a batched host's): nothing to read
+        return [i for i in ids if i is not None]
     out: list[int] = []
     async with ws.store.reading() as db:
         for ref in refs:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ksearch.tools.bank.ops import QueryBankOut
-from ksearch.tools.benchmark_batch import BatchOut
+from ksearch.tools.benchmark_batch import BatchOut, pace_line
 from ksearch.tools.common import (
     INSIDE_STEPS,
     compile_fact_lines,
@@ -38,7 +38,7 @@ def text_of(out: Any, structured: Any, took: str = "") -> str:
 
 def batch_lines(out: BatchOut) -> list[str]:
     """Each item as a benchmark's few lines, under its index (with why it was not evaluated or not recorded), then
-    the batch's summary; the records stay in the structured result."""
+    the batch's pace; the records stay in the structured result."""
     lines: list[str] = []
     for r in out.results:
         lines.append(
@@ -48,9 +48,7 @@ def batch_lines(out: BatchOut) -> list[str]:
             lines += evaluation_lines(r.result)
         if r.refused:
             lines.append(f"not {'recorded' if r.result is not None else 'evaluated'}: {r.refused}")
-    summary = out.summary.splitlines()
-    tail = [x for x in summary if not x.startswith("item ")]  # the per-item lines are said above
-    return lines + tail
+    return [*lines, pace_line(out.results, out.seconds)]
 
 
 LONG_TEXT = 300  # a one-line string field at least this long is read as text too

@@ -32,7 +32,7 @@ from ksearch.server.driver.policies.base import (
     WriteContext,
 )
 from ksearch.server.driver.policies.pricing import Price, as_price, call_cost, price_for
-from ksearch.tools.prompting.fill import Phase, prompt_parts
+from ksearch.tools.prompting.fill import Phase, PromptParts, prompt_parts
 from ksearch.worldmodel.errors import KsearchError
 
 
@@ -53,15 +53,25 @@ class OutputSchema:
 
 @dataclass(frozen=True)
 class Request:
-    """One request, its stable part first (tools/prompting/fill.py, PromptParts): `system` (the rules) and `task`
-    (the task brief) are the same for every call of a search, each `context` part for the next calls of the same
-    phase; `messages` are this call's turns, the first one's text (the ask, and how to answer) coming after the
-    context. A provider sends them in this order, so that consecutive requests share a byte-identical prefix."""
+    """One request, its stable part first: the prompt's parts (tools/prompting/fill.py, PromptParts: the rules and
+    the task brief the same for every call of a search, each context part for the next calls of the same phase),
+    then `messages`, this call's turns, the first one's text (the ask, and how to answer) coming after the context.
+    A provider sends them in this order, so that consecutive requests share a byte-identical prefix."""
 
-    system: str
-    task: str
-    context: tuple[str, ...]
+    parts: PromptParts
     messages: list[Message]
+
+    @property
+    def system(self) -> str:
+        return self.parts.system
+
+    @property
+    def task(self) -> str:
+        return self.parts.task
+
+    @property
+    def context(self) -> tuple[str, ...]:
+        return self.parts.context
 
     def text_messages(self) -> list[Message]:
         """The turns with the first one's text whole (task, context, ask), for a provider that takes text."""
@@ -337,7 +347,7 @@ class LLMPolicy(Policy):
         messages: list[Message] = [{"role": "user", "content": f"{parts.ask}\n{self.answer_hint(schema)}"}]
         problems: list[str] = []
         for turn in range(2):  # the answer, then at most one corrective retry
-            request = Request(parts.system, parts.task, parts.context, messages)
+            request = Request(parts, messages)
             completion, rec = await self._request(phase, request, schema)
             try:
                 result = parse_answer(phase, completion.content, ctx)
