@@ -944,7 +944,12 @@ def row_host_flow(r: Results) -> str:
     hangs = sum(d["hangs"] for d in runs)
     firsts = [v for d in runs if (v := _host_flow_call(d, "trimul", "benchmark zeyushen")) is not None]
     finals = [v for d in runs if (v := _host_flow_call(d, "trimul", "final_evaluation")) is not None]
-    done = sorted({f["name"] for d in runs for f in d["flows"] if f.get("outcome") == "completed"})
+    names = sorted({f["name"] for d in runs for f in d["flows"]})
+    # A run whose budget ran out before a flow started says so; count per flow, not the union over runs.
+    done = [
+        f"{n} in {sum(any(f['name'] == n and f.get('outcome') == 'completed' for f in d['flows']) for d in runs)}"
+        for n in names
+    ]
     trimul = (
         f". TriMul's first benchmark, baselines included: {', then '.join(f'{v:.1f} s' for v in firsts)}; its final "
         f"evaluation of the best 3: {', then '.join(f'{v:.1f} s' for v in finals)}"
@@ -955,8 +960,8 @@ def row_host_flow(r: Results) -> str:
         "an IDE host's flows against `ksearch serve` over stdio, every call under a watchdog: TriMul (create, the "
         "`analyse_kernel` prompt read at once, benchmarks of published kernels, final evaluation, export, GPU MODE's "
         "eval.py), three KernelBench-format searches in one database, the quickstart",
-        f"{hangs} calls past their bound in {len(runs)} runs ({calls} calls, {notes} progress notifications; flows "
-        f"completed: {_and(done)}; one H200, a fresh server and database for each flow){trimul}",
+        f"{hangs} calls past their bound in {len(runs)} runs ({calls} calls, {notes} progress notifications; runs "
+        f"that completed each flow: {_and(done)}; one H200, a fresh server and database for each flow){trimul}",
         f"`bench/host_flow.py` → `{_files(paths)}`",
     )
 
