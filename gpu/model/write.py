@@ -5,7 +5,10 @@ KernelBench problem reads it. Its inputs have the shapes, dtypes and layouts the
 operand stays transposed), drawn at random (integers in the range the model passed, masks of the same pattern); its
 module is built again from the constructor arguments the model used, with fresh weights of the same shapes and
 dtypes (plug-back gives a kernel the model's own weights). Sizes above gpu/tasks/shrink.py's KEEP are module-level
-constants, equal sizes one constant, so that a smaller smoke workload is made from them as for any KernelBench file.
+constants, equal sizes one constant, so that a smaller smoke workload is made from them as for any KernelBench file;
+those the constructor uses are `Model.__init__`'s arguments, which `get_init_inputs()` returns (reading the constants
+when called), so a candidate built as KernelBench builds one, `ModelNew(*get_init_inputs())`, gets the sizes the
+reference gets, shrunk or not.
 A module class of the model's own file is copied in, with the names it uses from that file; torch's are named.
 
 A site that cannot be written (a constructor argument that is not plain data, a function without a public name,
@@ -17,6 +20,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import math
+import re
 import sys
 import textwrap
 import types
@@ -422,6 +426,10 @@ def write_item(item: Item, loaded: Loaded, title: str, doc: str) -> Written:
             body = [f"        h = {inner}", f"        return {outer}, h"]
             inputs = list(entry.inputs) + list(follower.inputs[1:])
             outputs = list(follower.outputs) + list(entry.outputs)
+    # the constructor's sizes are its init inputs, as a KernelBench problem's are: each constant the constructor uses
+    # becomes an argument of the same name (its lines stay as written) that get_init_inputs() passes
+    used = set(re.findall(r"\bsize_\d+\b", "\n".join(init)))
+    ctor_args = [name for name in src.consts.values() if name in used]
     n_inputs = len(inputs)
     draws = [src.tensor(t) for t in inputs]
     args = ", ".join(f"x{i}" for i in range(n_inputs))
@@ -438,7 +446,7 @@ def write_item(item: Item, loaded: Loaded, title: str, doc: str) -> Written:
         "class Model(nn.Module):",
         f'    """{title}"""',
         "",
-        "    def __init__(self):",
+        f"    def __init__(self{''.join(', ' + a for a in ctor_args)}):",
         "        super().__init__()",
         *init,
         "",
@@ -453,7 +461,7 @@ def write_item(item: Item, loaded: Loaded, title: str, doc: str) -> Written:
         "",
         "",
         "def get_init_inputs():",
-        "    return []",
+        f"    return [{', '.join(ctor_args)}]",
         "",
     ]
     weights = []

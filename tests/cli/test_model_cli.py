@@ -5,6 +5,7 @@ one refused with exit 1; bad input refused with exit 2 and the reason."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,59 @@ def test_bad_input_is_refused_with_the_reason(tmp_path: Path) -> None:
     assert "no suite named 'nope'" in suite.stderr and "ksearch suite export SUITE FOLDER" in suite.stderr
     both = ksearch_cli(tmp_path, "model", MODEL_BLOCK, "--suite", "s", "--plug-back", "s")
     assert both.returncode == 2 and "give one of them" in both.stderr
+
+
+# a model whose Linear is large enough that the smoke workload shrinks its sizes
+BIG_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(2048, 512, bias=False)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+def get_inputs():
+    return [torch.randn(1, 256, 2048)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# a KernelBench candidate holding its own weights, built as KernelBench builds one: ModelNew(*get_init_inputs())
+OWN_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.op = nn.Linear(in_features, out_features, bias=False)
+
+    def forward(self, x):
+        return torch.matmul(x, self.op.weight.t())
+"""
+
+
+def test_a_written_task_s_sizes_reach_a_candidate_on_the_smoke_workload(tmp_path: Path) -> None:
+    """The constructor's sizes are the task's init inputs (read from its size constants when called), so the smoke
+    workload's shrunk sizes build the candidate's weights as they build the reference's: correct, not wrong_shape."""
+    (tmp_path / "big.py").write_text(BIG_LINEAR)
+    p = ksearch_cli(tmp_path, "model", str(tmp_path / "big.py"), "--out", "ops", "--top", "1", "--no-facts")
+    assert p.returncode == 0, p.stderr[-3000:]
+    task = tmp_path / "ops" / "linear_1x256x2048.py"
+    text = task.read_text()
+    assert "def __init__(self, size_0, size_1):" in text and "    return [size_0, size_1]" in text
+    (tmp_path / "cand.py").write_text(OWN_LINEAR)
+    ev = ksearch_cli(tmp_path, "eval", str(task), str(tmp_path / "cand.py"), "--json", "--no-timing")
+    assert ev.returncode == 0, (ev.stdout + ev.stderr)[-3000:]
+    r = json.loads(ev.stdout)
+    assert r["status"] == "ok", r
+    assert [(c["workload"], c["kind"]) for c in r["correctness"]] == [("smoke", "ok")]
