@@ -98,7 +98,7 @@ def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, ACT: tl.co
 
 
 class ModelNew(torch.nn.Module):
-    def __init__(self):
+    def __init__(self{init_args}):
         super().__init__()
         self.{name} = torch.nn.Linear(in_features={k}, out_features={n}, bias=False, dtype=None).to(torch.{dtype})
 
@@ -129,9 +129,12 @@ def write_starts(tasks: list[Path], folder: Path) -> dict[str, str]:
             done[task.stem] = "no start: not a bias-free Linear (+ SiLU); its tuner search stops at once"
             continue
         name, k, n, dtype = m.groups()
+        # the task's constructor takes its sizes (its init inputs, shrunk with the smoke workload): so does the start
+        sig = re.search(r"def __init__\(self((?:, \w+)*)\):", text)
+        init_args = sig.group(1) if sig else ""
         consts = "\n".join(f"{c} = {v}" for c, v in re.findall(r"^(size_\d+) = (\d+)$", text, re.M))
         (folder / task.name).write_text(
-            START.format(stem=task.stem, act_doc=" then SiLU" if act else "", consts=consts, name=name, k=k, n=n,
+            START.format(stem=task.stem, act_doc=" then SiLU" if act else "", consts=consts, init_args=init_args, name=name, k=k, n=n,
                          dtype=dtype, act=act)
         )  # fmt: skip
         done[task.stem] = f"start written: Triton GEMM{' + SiLU' if act else ''} ({folder / task.name})"

@@ -26,6 +26,7 @@ from ksearch.gpu.checks import guard
 from ksearch.gpu.checks import outputs as checking
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
+from ksearch.gpu.tasks.rt import interp_bf16
 from ksearch.gpu.timing import hardware
 from ksearch.gpu.timing import measure as timing
 from ksearch.gpu.worker import faults, simulated
@@ -113,6 +114,8 @@ class WorkerCore:
         # the kernel audit of the loaded candidate: (flags, whether only PyTorch ran), once per candidate
         self._audit_result: tuple[list[str], bool | None] | None = None
         self.watch: Any = None
+        if self.cpu_mode:
+            interp_bf16.install()  # a bf16 tl.dot is judged by its values, not its bits
         if self.cpu_mode and "slot" in cfg:  # a pool's worker, in its scratch directory
             self._watch_interpreter()
         self._own_threads = {t.ident for t in threading.enumerate()}
