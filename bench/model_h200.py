@@ -11,8 +11,8 @@ stderr kept (under WORK/logs/, and the last lines of each in the JSON):
 1. `ksearch model MODEL --dtype D --top N --out WORK/MODEL-ops --json`: the ranking and the task files;
 2. `ksearch suite run WORK/MODEL-ops/tasks.txt --name NAME --policy tuner --rounds R --suite-wall W --starts
    WORK/starts --db WORK/model.db`: the tasks searched at once (the tuner only tunes an existing kernel: a task that
-   is a bias-free Linear, alone or with its SiLU, starts from a plain Triton GEMM this script writes, its tiles
-   declared as TUNABLES; any other task has no start, and its search stops at once and says so) (W: what the deadline leaves after the ranking, less what plug-back needs; the
+   is a bias-free Linear, alone or with its SiLU, starts from the built-in gemm_bf16 seed's Triton GEMM (its
+   tiles declared as TUNABLES) in a module this script writes; any other task has no start, and its search stops at once and says so) (W: what the deadline leaves after the ranking, less what plug-back needs; the
    suite stops at it as Ctrl-C stops it), then `ksearch suite status NAME --json`: per task its search's best
    against eager and torch.compile as the suite reports them;
 3. `ksearch model MODEL --dtype D --out WORK/MODEL-ops --plug-back NAME --db ... --json` (timing on, `--budget-s`
@@ -47,57 +47,23 @@ TAIL = 4000
 
 # The tuner policy only tunes an existing kernel: a task without a starting kernel stops at once (the suite says so).
 # For each written task that is a bias-free nn.Linear, alone or with the SiLU that consumes its output, the script
-# writes a plain Triton GEMM as its start (`--starts`), its tiles declared as TUNABLES, its weight held under the
-# task's own name (plug-back gives a kernel the model's weights by name). Other tasks get none and are recorded so.
+# writes a start from the gemm_bf16 seed's Triton GEMM (`--starts`), its tiles declared as TUNABLES, its weight held
+# under the task's own name (plug-back gives a kernel the model's weights by name). Other tasks get none and are recorded so.
 LINEAR = re.compile(
     r"self\.(\w+) = torch\.nn\.Linear\(in_features=(\w+), out_features=(\w+), bias=False, dtype=None\)"
     r"\.to\(torch\.(\w+)\)"
 )
-START = """\"\"\"A starting kernel for {stem} (bench/model_h200.py): x @ W^T{act_doc} as a plain Triton GEMM, fp32
-accumulation, its tiles declared as TUNABLES for the offline tuner.\"\"\"
+# The start's GEMM is the built-in gemm_bf16 seed's (its kernel, TUNABLES and launch constants, taken verbatim up to
+# its ModelNew); only the module around it is written here: the task's Linear, its sizes, the SiLU after it.
+SEED = ROOT / "gpu" / "tasks" / "builtin" / "gemm_bf16" / "seed_triton.py"
+START_MODULE = """
 
-import torch
-import triton
-import triton.language as tl
-
-TUNABLES = {{
-    "BLOCK_M": [64, 128, 256],
-    "BLOCK_N": [64, 128, 256],
-    "BLOCK_K": [32, 64, 128],
-    "num_warps": [4, 8],
-    "num_stages": [2, 3, 4, 5],
-}}
-BLOCK_M = 128
-BLOCK_N = 128
-BLOCK_K = 32
-num_warps = 4
-num_stages = 3
 {consts}
 
 
-@triton.jit
-def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn, ACT: tl.constexpr,
-          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
-        kk = k + rk
-        a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak,
-                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn,
-                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(a, b)
-    if ACT:
-        acc = acc / (1.0 + tl.exp(-acc))
-    c = acc.to(c_ptr.dtype.element_ty)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, c, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
 class ModelNew(torch.nn.Module):
+    \"\"\"A starting kernel for {stem} (bench/model_h200.py): x @ W^T{act_doc} by the gemm_bf16 seed's Triton GEMM.\"\"\"
+
     def __init__(self{init_args}):
         super().__init__()
         self.{name} = torch.nn.Linear(in_features={k}, out_features={n}, bias=False, dtype=None).to(torch.{dtype})
@@ -110,14 +76,20 @@ class ModelNew(torch.nn.Module):
         c = torch.empty((m, n), device=a.device, dtype=a.dtype)
         grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N))
         _gemm[grid](a, w, c, m, n, k, a.stride(0), a.stride(1), w.stride(1), w.stride(0), c.stride(0), c.stride(1),
-                    ACT={act}, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=num_warps,
-                    num_stages=num_stages)
-        return c.reshape(*x0.shape[:-1], n)
+                    BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=num_warps, num_stages=num_stages)
+        c = c.reshape(*x0.shape[:-1], n)
+        return {ret}
 """
 
 
+def _seed_kernel() -> str:
+    """The gemm_bf16 seed up to its ModelNew: imports, TUNABLES, launch constants and `_gemm`."""
+    text = SEED.read_text()
+    return text[: text.index("class ModelNew")].rstrip()
+
+
 def write_starts(tasks: list[Path], folder: Path) -> dict[str, str]:
-    """A starting kernel per task this script knows how to start (see START); task stem -> what was done."""
+    """A starting kernel per task this script knows how to start (see START_MODULE); task stem -> what was done."""
     folder.mkdir(parents=True, exist_ok=True)
     done: dict[str, str] = {}
     for task in tasks:
@@ -133,11 +105,14 @@ def write_starts(tasks: list[Path], folder: Path) -> dict[str, str]:
         sig = re.search(r"def __init__\(self((?:, \w+)*)\):", text)
         init_args = sig.group(1) if sig else ""
         consts = "\n".join(f"{c} = {v}" for c, v in re.findall(r"^(size_\d+) = (\d+)$", text, re.M))
-        (folder / task.name).write_text(
-            START.format(stem=task.stem, act_doc=" then SiLU" if act else "", consts=consts, init_args=init_args, name=name, k=k, n=n,
-                         dtype=dtype, act=act)
+        module = START_MODULE.format(
+            consts=consts, stem=task.stem, act_doc=" then SiLU" if act else "", init_args=init_args, name=name, k=k,
+            n=n, dtype=dtype, ret="torch.nn.functional.silu(c)" if act else "c",
         )  # fmt: skip
-        done[task.stem] = f"start written: Triton GEMM{' + SiLU' if act else ''} ({folder / task.name})"
+        (folder / task.name).write_text(_seed_kernel() + module)
+        done[task.stem] = (
+            f"start written: the gemm_bf16 seed's Triton GEMM{', then torch SiLU' if act else ''} ({folder / task.name})"
+        )
     return done
 
 
