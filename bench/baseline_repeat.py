@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import provenance  # bench/, the script's own folder
 from pydantic import BaseModel, Field
 
 HERE = Path(__file__).resolve().parent
@@ -195,9 +196,7 @@ async def child(task_ref: str, scratch: Path, smoke: bool, compile_baseline: boo
             ev = await sb.evaluate(cand, task, settings.model_copy(update={"workloads": [wl]}))
             if ev.status != "ok":
                 raise RuntimeError(f"the reference as a candidate: {ev.status}: {(ev.error or '')[:500]}")
-            out["times_us"] = {
-                t.workload: {"eager": t.eager_us, "compile": t.compile_us} for t in ev.timings
-            }
+            out["times_us"] = {t.workload: {"eager": t.eager_us, "compile": t.compile_us} for t in ev.timings}
             out["how"] = "the baselines of an evaluation (the reference as a candidate) on the smoke workload"
         out["env"] = (await sb.hardware()).model_dump(mode="json")
         return out
@@ -255,15 +254,6 @@ def run_child(task: str, smoke: bool, compile_baseline: bool, timeout_s: float, 
     return reading
 
 
-def _commit() -> str | None:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-    except (subprocess.SubprocessError, OSError):
-        return os.environ.get("KSEARCH_COMMIT")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=None, help="built-in names or task file paths, comma-separated")
@@ -304,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(
         command=[sys.executable, *sys.argv],
         started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        commit=_commit(),
+        commit=provenance.commit(),
         machine={
             "host": platform.node(),
             "cpus": os.cpu_count(),

@@ -31,13 +31,14 @@ import importlib.metadata
 import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+
+import provenance  # bench/, the script's own folder
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -170,16 +171,6 @@ class Report(BaseModel):
 
 class FlowStopped(Exception):
     """A call whose answer the next calls need did not answer: the flow ends here, cleanly."""
-
-
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-    except (subprocess.SubprocessError, OSError):
-        return None
-    return out
 
 
 def _version(dist: str) -> str | None:
@@ -809,13 +800,11 @@ def main(argv: list[str] | None = None) -> int:
     logs = a.log_dir or work / "logs"
     work.mkdir(parents=True, exist_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
-    commit = _git("rev-parse", "HEAD") or os.environ.get("KSEARCH_COMMIT")
-    status = _git("status", "--porcelain", "--untracked-files=no")
     report = Report(
         command=[sys.executable, *sys.argv],
         started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        commit=commit,
-        dirty=bool(status) if status is not None else None,
+        commit=provenance.commit(),
+        dirty=provenance.dirty(),
         machine=facts,
         smoke=smoke,
         budget_s=a.budget_s,

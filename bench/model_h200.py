@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import provenance  # bench/, the script's own folder
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_MODEL = "bench/models/llama_layer.py"
@@ -121,17 +123,6 @@ def write_starts(tasks: list[Path], folder: Path) -> dict[str, str]:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _commit() -> str | None:
-    if os.environ.get("KSEARCH_COMMIT"):
-        return os.environ["KSEARCH_COMMIT"]
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-    except (subprocess.SubprocessError, OSError):
-        return None
 
 
 def _gpu() -> dict[str, Any]:
@@ -298,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         "no LLM), plug the winners back; every figure as the tool reported it",
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "started": _now(),
-        "commit": _commit(),
+        "commit": provenance.commit(),
         "machine": platform.node(),
         "gpu": gpu.get("gpu"),
         "cuda": gpu.get("cuda"),
