@@ -152,7 +152,10 @@ def test_sigkill_mid_write_loses_nothing_committed(tmp_path: Path, seed: int) ->
         time.sleep(rng.uniform(0, 0.02))  # land somewhere inside the next transaction
     finally:
         os.kill(proc.pid, signal.SIGKILL)
-    rest, _ = proc.communicate(timeout=30)
+    # read on through the text stream: readline() may have buffered lines past the last one it returned, which
+    # communicate() (reading the raw pipe) would skip; the writer is dead, so the pipe ends
+    rest = proc.stdout.read()
+    proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     node_ids, attempt_ids = committed("".join(lines) + rest)
     assert node_ids and attempt_ids
