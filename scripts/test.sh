@@ -22,10 +22,22 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "test.sh: could not install chromium; browser tests will skip" >&2
 fi
-# The type check first: packages, strictness and third-party exceptions are in [tool.mypy] (pyproject.toml).
-"$PY" -m mypy
+# The type check (packages, strictness and third-party exceptions in [tool.mypy], pyproject.toml) runs beside the
+# tests: it is a minute of one core, and the tests leave a core idle for much of their time (waiting on processes).
+# Its output is printed after theirs; either failing fails the command.
+mypy_log=$(mktemp)
+"$PY" -m mypy >"$mypy_log" 2>&1 &
+mypy_pid=$!
 # Several workers: much of a test's time is spent waiting on subprocesses, servers and sandbox workers (on two cores
 # 4 workers keep both busy). A module whose tests share a module-scoped fixture stays on one worker (tests/conftest.py).
 # KSEARCH_TEST_WORKERS overrides the count (0: no workers, in this process); the 25 slowest tests are listed.
 workers=${KSEARCH_TEST_WORKERS:-4}
-exec "$PY" -m pytest -n "$workers" --dist loadgroup --durations=25 "$@"
+rc=0
+"$PY" -m pytest -n "$workers" --dist loadgroup --durations=25 "$@" || rc=$?
+mypy_rc=0
+wait "$mypy_pid" || mypy_rc=$?
+echo "mypy (run beside the tests):"
+cat "$mypy_log"
+rm -f "$mypy_log"
+[ "$rc" -ne 0 ] && exit "$rc"
+exit "$mypy_rc"
