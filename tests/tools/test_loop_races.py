@@ -17,6 +17,8 @@ import pytest
 from ksearch.tools.benchmark import BenchmarkIn, benchmark
 from ksearch.tools.common import CandidateRef
 from ksearch.tools.create_search import CreateSearchIn, create_search
+from ksearch.tools.errors import ToolFailure
+from ksearch.tools.finish_intent import FinishIntentIn, finish_intent
 from ksearch.tools.propose_intents import ProposeIntentsIn, propose_intents
 from ksearch.tools.workspace import Workspace
 from ksearch.worldmodel.models import IntentSpec
@@ -106,7 +108,12 @@ async def test_claims_rounds_and_finishes_hold_across_processes(
     assert sorted(a["node"] for a in finishes) == claimed and len(set(claimed)) == len(claimed)
     # a finish that came second was told so, and by the refusal of a late caller
     late = [a for a in answers if a["op"] == "finish" and not a["ok"] and a["node"] in claimed]
-    assert late and all("already finished" in a["why"] for a in late), [a["why"] for a in late]
+    # whether a racer came late is the race's call (on a loaded machine none may): one more late finish, from
+    # this process's own connection, always comes after the winner's
+    with pytest.raises(ToolFailure) as again:
+        await finish_intent(ws, FinishIntentIn(search="race", node_id=claimed[0], with_prompt=False))
+    late.append({"why": str(again.value)})
+    assert all("already finished" in a["why"] for a in late), [a["why"] for a in late]
     assert any(
         "still being refined" in a.get("why", "") for a in answers if a["op"] == "claim"
     )  # claims raced
