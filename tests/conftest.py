@@ -5,6 +5,7 @@ hand the costliest modules out first (a long test started last would leave the o
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 # Before torch loads OpenMP: its idle threads sleep rather than spin. The suite runs more busy processes than cores
@@ -98,6 +99,20 @@ def run_facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "task-facts-shared"
     d.mkdir(exist_ok=True)
     return d
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _facts_cache_for_the_run(run_facts_cache: Path) -> Iterator[None]:
+    """Every test, and every process it starts, reads and writes derived task facts in the run's shared cache
+    unless it names its own: the same built-in or fixture task is searched by hundreds of tests (in CLI processes,
+    MCP servers and drivers too), and each probe is a fresh process importing torch (~3 s of CPU)."""
+    before = os.environ.get("KSEARCH_FACTS_CACHE")
+    os.environ["KSEARCH_FACTS_CACHE"] = str(run_facts_cache)
+    yield
+    if before is None:
+        os.environ.pop("KSEARCH_FACTS_CACHE", None)
+    else:
+        os.environ["KSEARCH_FACTS_CACHE"] = before
 
 
 @pytest.fixture
