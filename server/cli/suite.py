@@ -220,15 +220,17 @@ def run_and_report(args: SuiteRunArgs, db: Path, name: str) -> None:
     from ksearch.server.cli.interrupt import Interrupted, run_stoppable
     from ksearch.server.driver.suite import run_suite
 
+    resume = f"resume with `ksearch suite run --resume {name}`"
     with refusals():
         try:
             suite = run_stoppable(
                 run_suite(args, tell),
                 stopping="stopping: abandoning the attempts in flight and saving the suite",
-                hint=lambda: "",
+                # a stop cut short after its grace (attempts on Ray actors slow to cancel) can be resumed too
+                hint=lambda: resume,
             )
         except Interrupted as e:
-            say(f"stopped: interrupted ({e}); resume with `ksearch suite run --resume {name}`")
+            say(f"stopped: interrupted ({e}); {resume}")
             raise typer.Exit(e.code) from None
     say(run_async(_report_text(db, suite.name)))
 

@@ -151,6 +151,30 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path: Path, env: dict[str, str]) -> N
     assert "active" not in node_statuses(db)
 
 
+def test_a_suite_cut_short_by_a_second_ctrl_c_still_says_how_to_resume(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A suite's stop that does not finish (a second Ctrl-C, or a cleanup past its grace: attempts on Ray actors
+    slow to cancel) ends at once, and its last line still says how to resume, as a clean stop's does."""
+    db = tmp_path / "k.db"
+    suite = ["suite", "run", SOFTMAX, "--name", "cut", "--policy", "tuner", "--rounds", "4", "--max-attempts", "2"]  # fmt: skip
+    run = Run(tmp_path, db, env, *suite)
+    wait_for(
+        lambda: " start " in run.stderr() or run.p.poll() is not None, 120, "the suite's first task to start"
+    )
+    assert run.p.poll() is None, run.stderr()
+    t0 = run.ctrl_c()
+    # another signal at once: never read as the first one delivered twice
+    os.killpg(run.p.pid, signal.SIGTERM)
+    took = run.wait(t0)
+    err = run.stderr()
+    assert run.p.returncode in (130, 143), (run.p.returncode, err)  # SIGINT's exit code or SIGTERM's
+    assert took < EXIT_WITHIN_S, took
+    assert not [t for t in NO_TRACE if t in err + run.stdout()], err
+    last = err.strip().splitlines()[-1]
+    assert "exiting at once" in last and last.endswith("resume with `ksearch suite run --resume cut`"), err
+
+
 def test_a_killed_run_reads_as_interrupted_everywhere_until_resumed(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
