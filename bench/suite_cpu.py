@@ -26,6 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import provenance  # bench/, the script's own folder
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -35,9 +37,11 @@ KINDS: list[tuple[str, str]] = [
     # a worker forked from the zygote keeps the zygote's command line (the zygote itself counts here too)
     ("sandbox worker", r"-m ksearch\.gpu\.(worker|zygote)\b"),
     ("jail launcher", r"-m ksearch\.gpu\.jail\b"),
-    ("task-facts probe", r"-m ksearch\.gpu\.tasks\.rt_facts\b"),
+    # the module names since gpu/ was split into rooms (gpu/former_names.py maps the old ones)
+    ("task-facts probe", r"-m ksearch\.gpu\.tasks\.rt\.facts\b"),
     ("task check", r"-m ksearch\.gpu\.tasks\.check\b"),
-    ("FlashInfer-Bench child", r"-m ksearch\.gpu\.tasks\.fib_child\b"),
+    ("FlashInfer-Bench child", r"-m ksearch\.gpu\.tasks\.flashinfer\.child\b"),
+    ("model process", r"-m ksearch\.gpu\.model\b"),
     ("ksearch CLI", r"-m ksearch\.server\.cli\b|/bin/ksearch\b"),
     ("pytest worker", r"exec\(eval\(sys\.stdin|xdist"),
     ("pytest", r"-m pytest\b"),
@@ -126,6 +130,7 @@ def main() -> int:
     busy = (b1 - b0) / max(1, (b1 - b0) + (i1 - i0))
     result = {
         "command": " ".join(["bash", "scripts/test.sh", *args.rest]),
+        "commit": provenance.commit(),
         "exit_code": proc.returncode,
         "wall_s": round(wall, 1),
         "cores": os.cpu_count(),
