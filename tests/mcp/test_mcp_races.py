@@ -80,9 +80,8 @@ def _finish_records(db: Path) -> dict[int, dict[str, Any]]:
 
 @pytest.mark.slow
 async def test_three_servers_and_a_driver_keep_one_lane_the_budget_and_one_finish(
-    tmp_path: Path, run_facts_cache: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(run_facts_cache))
     db = tmp_path / "k.db"
     log: list[dict[str, Any]] = []
     async with stdio_client(db) as a, stdio_client(db) as b, stdio_client(db) as c:
@@ -144,7 +143,9 @@ async def test_three_servers_and_a_driver_keep_one_lane_the_budget_and_one_finis
         e["why"] for e in late
     ]
     # a host finished an intent: any host that tried after it was told who did (whether one tried is the race's call)
-    told = [(e["why"], wins[e["node"]][0]) for e in late if e["node"] in wins and "already finished" in e["why"]]
+    told = [
+        (e["why"], wins[e["node"]][0]) for e in late if e["node"] in wins and "already finished" in e["why"]
+    ]
     assert all(f" by {winner} (" in why for why, winner in told), told
     con = sqlite3.connect(db, timeout=30)
     try:

@@ -1,22 +1,8 @@
-"""Task tests keep derived task facts in the run's shared cache (tests/conftest.py, `run_facts_cache`)."""
+"""Task tests' fixtures (derived task facts go to the run's shared cache for every test: tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-
-
-@pytest.fixture(scope="session")
-def facts_cache(run_facts_cache: Path) -> Path:
-    return run_facts_cache
-
-
-@pytest.fixture(autouse=True)
-def _own_facts_cache(facts_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(facts_cache))
-    yield
 
 
 @pytest.fixture

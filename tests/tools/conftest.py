@@ -34,11 +34,6 @@ def tiny_task(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def facts_cache(run_facts_cache: Path) -> Path:
-    return run_facts_cache
-
-
-@pytest.fixture(scope="module")
 async def sandbox(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LocalSandbox]:
     """One sandbox per module (its workers take seconds to start); its own scratch directory."""
     sb = LocalSandbox(scratch_dir=tmp_path_factory.mktemp("sandbox"), call_timeout_s=120.0)
@@ -49,12 +44,9 @@ async def sandbox(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Loc
 
 
 @pytest.fixture
-async def ws(
-    tmp_path: Path, sandbox: LocalSandbox, facts_cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Workspace]:
+async def ws(tmp_path: Path, sandbox: LocalSandbox) -> AsyncIterator[Workspace]:
     """A workspace over a fresh database and the module's sandbox. Only the store is closed after the test:
     `Workspace.close` would close the shared sandbox too."""
-    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(facts_cache))
     store = await Store.open(tmp_path / "k.db")
     try:
         yield Workspace(store, sandbox)
@@ -63,12 +55,9 @@ async def ws(
 
 
 @pytest.fixture
-async def bare_ws(
-    tmp_path: Path, facts_cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Workspace]:
+async def bare_ws(tmp_path: Path) -> AsyncIterator[Workspace]:
     """A workspace over a fresh database whose sandbox is never started (tools that only read or edit the
     tree must not need one)."""
-    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(facts_cache))
     async with await Workspace.open(tmp_path / "k.db") as w:
         yield w
         assert w._sandbox is None, "a tree-only tool started the sandbox"

@@ -184,9 +184,8 @@ async def test_the_tuner_starts_from_the_setting_that_won_on_the_nearest_task(ws
 
 
 async def test_a_shared_bank_file_collects_searches_of_several_databases(
-    tmp_path: Path, facts_cache: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(facts_cache))
     shared = tmp_path / "team-bank.db"
     async with await Workspace.open(tmp_path / "alice.db", bank=shared) as alice:
         await softmax_search(alice)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -37,14 +37,6 @@ ROWS = TRACE / "solutions" / "ksearch-fixtures" / "rmsnorm" / "rmsnorm_h128" / "
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _facts_cache(run_facts_cache: Path) -> Iterator[None]:
-    """Derived task facts go to the test run's cache, not the user's."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KSEARCH_FACTS_CACHE", str(run_facts_cache))
-        yield
 
 
 @pytest.fixture(scope="module")

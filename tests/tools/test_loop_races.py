@@ -48,9 +48,7 @@ def _lines(out: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-async def test_claims_rounds_and_finishes_hold_across_processes(
-    ws: Workspace, tmp_path: Path, facts_cache: Path
-) -> None:
+async def test_claims_rounds_and_finishes_hold_across_processes(ws: Workspace, tmp_path: Path) -> None:
     s = await create_search(ws, CreateSearchIn(task=SOFTMAX, name="race", rounds=ROUNDS))
     await propose_intents(
         ws,
@@ -64,7 +62,7 @@ async def test_claims_rounds_and_finishes_hold_across_processes(
         ws, BenchmarkIn(search="race", node_id=root.id, candidate=CandidateRef(seed=True), trials=1)
     )
     db = ws.store.path
-    env = {**os.environ, "KSEARCH_FACTS_CACHE": str(facts_cache), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
             [sys.executable, str(RACER), str(db), "race", "40"],
@@ -97,7 +95,9 @@ async def test_claims_rounds_and_finishes_hold_across_processes(
     finishes = [a for a in answers if a["op"] == "finish" and a["ok"]]
 
     # one lane: never two intents being refined, in the file or in any claim's answer
-    assert watch.polls > 10 and watch.most["active"] <= 1, f"{watch.most['active']} intents were active at once"
+    assert watch.polls > 10 and watch.most["active"] <= 1, (
+        f"{watch.most['active']} intents were active at once"
+    )
     assert all(len(a["refining"]) <= 1 for a in claims), [a["refining"] for a in claims]
     # rounds: each claim started its own round, and no more were started than the budget allows
     after = await ws.search(s.id)

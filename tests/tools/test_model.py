@@ -37,14 +37,12 @@ OPERATORS = {"Linear", "Linear + GELU", "add + RMSNorm", "RMSNorm", "matmul", "s
 
 @pytest.fixture(scope="module")
 async def profiled(
-    tmp_path_factory: pytest.TempPathFactory, run_facts_cache: Path
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[tuple[ModelProfileOut, Path]]:
     """The block profiled once for the module, every operator written (top 9: all of them), facts derived."""
     out = tmp_path_factory.mktemp("model") / "ops"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KSEARCH_FACTS_CACHE", str(run_facts_cache))
-        r = await profile_model(ProfileModelIn(model=MODEL_BLOCK, out=str(out), top=9))
-        yield r, out
+    r = await profile_model(ProfileModelIn(model=MODEL_BLOCK, out=str(out), top=9))
+    yield r, out
 
 
 async def test_the_block_s_operators_are_found_ranked_and_written(

@@ -24,11 +24,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(autouse=True)
-def _own_facts_cache(run_facts_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(run_facts_cache))
-
-
 @pytest.mark.slow
 async def test_a_bf16_kernelbench_file_is_described_as_what_it_is(tmp_path: Path) -> None:
     async with await Workspace.open(tmp_path / "k.db") as ws:

@@ -4,7 +4,6 @@ the smoke check that runs the reference in a subprocess."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,17 +22,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def facts_cache(run_facts_cache: Path) -> Path:
-    return run_facts_cache
-
-
-@pytest.fixture(autouse=True)
-def _own_facts_cache(facts_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("KSEARCH_FACTS_CACHE", str(facts_cache))
-    yield
 
 
 @pytest.fixture
