@@ -95,8 +95,11 @@ async def test_a_first_evaluation_accounts_for_its_seconds_worker_start_included
     assert steps.get("wait_for_worker", 0) > (0.3 if fork == "0" else 0.0), steps
     # drawing inputs and the reference's runs are inside the others; a Triton candidate's static check is awaited
     # before anything else (other languages compile beside the steps): the rest is the whole call
-    accounted = sum(v for k, v in steps.items() if k not in ("inputs", "reference", "build"))
-    assert 0.9 * ev.seconds <= accounted <= ev.seconds + 1e-3, (accounted, ev.seconds, steps)
+    summed = [v for k, v in steps.items() if k not in ("inputs", "reference", "build")]
+    accounted = sum(summed)
+    # each step is reported to the millisecond: their sum may exceed the whole by half a millisecond per step
+    rounding = 0.0005 * len(summed) + 1e-9
+    assert 0.9 * ev.seconds <= accounted <= ev.seconds + rounding, (accounted, ev.seconds, steps)
 
 
 async def test_a_kernel_only_the_interpreter_cannot_run_is_said_so_at_its_own_line(
