@@ -1,5 +1,5 @@
 """What a sandbox worker's start costs, started anew (`python -m ksearch.gpu.worker.main`) or forked from the zygote
-(gpu/worker/zygote.py), unjailed and jailed, without a GPU or (`--gpu`) on GPU 0.
+(gpu/jail/zygote.py), unjailed and jailed, without a GPU or (`--gpu`) on GPU 0.
 
     python bench/worker_start.py [--starts N] [--gpu] [--out FILE]
 

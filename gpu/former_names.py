@@ -100,8 +100,10 @@ MOVED: dict[str, str] = {
     "worker_core": "worker.core",
     "worker_state": "worker.state",
     "worker_timing": "worker.timing",
-    "zygote": "worker.zygote",
-    "zygote_client": "sandbox.zygote_client",
+    "sandbox.zygote_client": "jail.zygote_client",
+    "worker.zygote": "jail.zygote",
+    "zygote": "jail.zygote",
+    "zygote_client": "jail.zygote_client",
 }
 
 

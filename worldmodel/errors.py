@@ -30,7 +30,7 @@ The tree (tests/test_errors.py checks it against the classes):
     ├── WorkerError          ksearch.gpu.sandbox.process
     │   └── WorkerBusy       ksearch.gpu.sandbox.pool
     ├── LeaseTimeout         ksearch.gpu.sandbox.lease
-    ├── ZygoteUnavailable    ksearch.gpu.sandbox.zygote_client
+    ├── ZygoteUnavailable    ksearch.gpu.jail.zygote_client
     ├── ProfileError         ksearch.gpu.timing.ncu                  (RuntimeError)
     ├── ExtensionBuildError  ksearch.gpu.cpp_ext                     (RuntimeError)
     ├── NvrtcError           ksearch.gpu.nvrtc                       (RuntimeError)

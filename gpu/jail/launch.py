@@ -240,7 +240,7 @@ def _parse(argv: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str], run: Callable[[], None] | None = None) -> None:
-    """`run`: COMMAND as a function of the jail's PID 2 instead of an exec (gpu/worker/zygote.py; COMMAND is then
+    """`run`: COMMAND as a function of the jail's PID 2 instead of an exec (gpu/jail/zygote.py; COMMAND is then
     what that function does, and is still given after `--` to be checked there)."""
     a = _parse(argv)
     uid, gid = os.getuid(), os.getgid()

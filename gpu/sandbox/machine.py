@@ -67,7 +67,7 @@ def spares_default(cpu_mode: bool) -> bool:
 
 
 def forks_default(cpu_mode: bool) -> bool:
-    """Whether worker slots fork their processes from a zygote (gpu/worker/zygote.py): KSEARCH_FORK_WORKERS=1|0, else yes,
+    """Whether worker slots fork their processes from a zygote (gpu/jail/zygote.py): KSEARCH_FORK_WORKERS=1|0, else yes,
     with or without a GPU. The zygote never touches CUDA; each forked worker creates its own context (0.18 s on an
     H200), so a fresh process per candidate costs 0.7 s there instead of 6.5 s of imports
     (`bench/worker_start.py --gpu` → worker-start-h200.json). `cpu_mode` is kept for callers that ask per mode."""

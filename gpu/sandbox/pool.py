@@ -42,9 +42,9 @@ from ksearch.gpu.jail import view as jail_view
 from ksearch.gpu.jail.limits import Limits
 from ksearch.gpu.jail.link import JailLink
 from ksearch.gpu.jail.scrub import scrubbed_env
+from ksearch.gpu.jail.zygote_client import zygote_for
 from ksearch.gpu.sandbox.lease import GpuLease, LeaseTimeout
 from ksearch.gpu.sandbox.process import Mode, Process, WorkerError
-from ksearch.gpu.sandbox.zygote_client import zygote_for
 
 log = logging.getLogger("ksearch.sandbox")
 
@@ -117,10 +117,12 @@ class WorkerProcess:
         self.closed = False
         self._serial = itertools.count(1)
         self._cur: Process | None = None
-        self._last_hello: dict[str, Any] | None = None  # the hello of the slot's last started process (see hello)
+        self._last_hello: dict[str, Any] | None = (
+            None  # the hello of the slot's last started process (see hello)
+        )
         self._spare: Process | None = None
         self._chores: set[asyncio.Task[None]] = set()  # processes being discarded in the background
-        # with `fork`: the zygote the slot's processes are forked from (gpu/worker/zygote.py; this process's one for the
+        # with `fork`: the zygote the slot's processes are forked from (gpu/jail/zygote.py; this process's one for the
         # slot's environment, started at its first use)
         self.zygote = zygote_for(self._env(root, "candidate"), start_timeout_s) if fork else None
 

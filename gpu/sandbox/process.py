@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from ksearch.gpu.jail import launch as jail
 from ksearch.gpu.jail.link import JailLink
-from ksearch.gpu.sandbox.zygote_client import ForkedProcess, Zygote, ZygoteUnavailable
+from ksearch.gpu.jail.zygote_client import ForkedProcess, Zygote, ZygoteUnavailable
 from ksearch.worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")

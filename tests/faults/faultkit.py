@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ksearch.gpu.jail import zygote
 from ksearch.gpu.tasks import load_task
-from ksearch.gpu.worker import zygote
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = load_task("softmax").seeds["triton"]

@@ -1,4 +1,4 @@
-"""Workers forked from a zygote (gpu/worker/zygote.py), through the real sandbox: they evaluate as workers started anew
+"""Workers forked from a zygote (gpu/jail/zygote.py), through the real sandbox: they evaluate as workers started anew
 do, start in a fraction of the time, cannot reach the zygote from candidate code, and a zygote that dies leaves
 the pool starting workers the usual way. Real processes, real jail where the machine has one."""
 
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from ksearch.gpu.jail import launch as jail
+from ksearch.gpu.jail import zygote
+from ksearch.gpu.jail.zygote_client import RUNTIME_ENV, Zygote, import_env
 from ksearch.gpu.sandbox.local import LocalSandbox, SandboxError
-from ksearch.gpu.sandbox.zygote_client import RUNTIME_ENV, Zygote, import_env
 from ksearch.gpu.task import Task
-from ksearch.gpu.worker import zygote
 from ksearch.worldmodel.models import Candidate
 
 pytestmark = pytest.mark.anyio
@@ -73,7 +73,7 @@ async def test_forked_workers_evaluate_as_started_ones_do(
             if fork == "1":
                 assert w.zygote is not None and w.zygote.forks >= 1
                 assert _comm(pid) == (zygote.JAIL_NAME if sb.jailed else zygote.WORKER_NAME)
-                assert "ksearch.gpu.worker.zygote" in _cmdline(pid)
+                assert "ksearch.gpu.jail.zygote" in _cmdline(pid)
                 # a second sandbox of the same environment forks from the same zygote, started by now: the
                 # first evaluation's wait for its worker is a fork's
                 other = LocalSandbox(scratch_dir=tmp_path / "other", call_timeout_s=60.0, isolation=isolation)
@@ -119,7 +119,7 @@ def probe():
     for pid in [d for d in os.listdir("/proc") if d.isdigit()]:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"ksearch.gpu.worker.zygote" in f.read() and open(f"/proc/{pid}/comm").read().strip() == "python":
+                if b"ksearch.gpu.jail.zygote" in f.read() and open(f"/proc/{pid}/comm").read().strip() == "python":
                     seen["zygotes"].append(int(pid))
         except OSError:
             continue

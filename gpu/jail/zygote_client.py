@@ -1,17 +1,19 @@
-"""The pool's side of the zygote (gpu/worker/zygote.py): start it, have it fork workers, and hand each forked worker to
-the pool as a process object with what the pool reads of an asyncio subprocess (pid, pipes, returncode, wait).
+"""The parent's side of a zygote (gpu/jail/zygote.py): start it, have it fork processes of its program, and hand
+each forked one to the caller as a process object with what the sandbox's pool reads of an asyncio subprocess (pid,
+pipes, returncode, wait), or, for a task-facts probe, run it to its end (`run_forked`).
 
-One zygote per ksearch process and worker environment (what is read at import: `RUNTIME_ENV` aside), shared by
-its sandboxes and their slots whatever event loop each runs on: a thread reads the zygote's answers and hands
-each to the loop that asked.
+One zygote per ksearch process, program and environment (what is read at import: `RUNTIME_ENV` aside), shared by
+its callers whatever event loop each runs on: a thread reads the zygote's answers and hands each to the loop that
+asked.
 
 A worker's start is mostly its imports (about a CPU-second of torch on a 2-core machine, 6 s on an H200 machine);
 forked from the zygote it starts in a few hundredths of a second on the CPU, and in about 0.75 s on a GPU, where the
-forked worker creates its own CUDA context (the zygote never touches CUDA). The sandbox forks its workers unless
-`KSEARCH_FORK_WORKERS=0`.
+forked worker creates its own CUDA context (the zygote never touches CUDA). The sandbox forks its workers, and task
+probes are forked, unless `KSEARCH_FORK_WORKERS=0`.
 
-Anything that goes wrong with the zygote (it did not start, it died, it refused a request) makes the pool start
-processes the usual way from then on, logged once; a worker's own failures are reported as an exec'd one's are.
+Anything that goes wrong with the zygote (it did not start, it died, it refused a request) makes the caller start
+processes the usual way from then on, logged once; a forked process's own failures are reported as an exec'd one's
+are.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ksearch.gpu.worker.zygote import HOME_PREFIX, command_kind
+from ksearch.gpu.jail.zygote import HOME_PREFIX, WORKER_PROGRAM, command_kind
 from ksearch.worldmodel.errors import KsearchError
 
 log = logging.getLogger("ksearch.sandbox")
@@ -141,9 +143,11 @@ def _settle(fut: asyncio.Future[Any], value: Any) -> None:
 
 
 class Zygote:
-    """One zygote process: started on first use, forks workers until this process exits (or it fails)."""
+    """One zygote process: started on first use, forks processes of its program until this process exits (or it
+    fails)."""
 
-    def __init__(self, env: Mapping[str, str], start_timeout_s: float) -> None:
+    def __init__(self, env: Mapping[str, str], start_timeout_s: float, program: str = WORKER_PROGRAM) -> None:
+        self.program = program
         self.home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
         self.env = {**env, "HOME": str(self.home), "TMPDIR": str(self.home)}
         self.start_timeout_s = start_timeout_s
@@ -161,7 +165,9 @@ class Zygote:
     def fits(self, cmd: list[str], env: Mapping[str, str]) -> bool:
         """Whether a process started with `cmd` and `env` can be forked from this zygote."""
         return (
-            self.failed is None and command_kind(cmd) is not None and import_env(env) == import_env(self.env)
+            self.failed is None
+            and command_kind(cmd, self.program) is not None
+            and import_env(env) == import_env(self.env)
         )
 
     async def spawn(
@@ -220,7 +226,7 @@ class Zygote:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with open(self.home / "zygote.err", "wb") as err:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "ksearch.gpu.worker.zygote", str(theirs.fileno())],
+                [sys.executable, "-m", "ksearch.gpu.jail.zygote", str(theirs.fileno()), self.program],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
@@ -280,7 +286,9 @@ class Zygote:
                 self.failed = why
                 if why != "closed":
                     log.warning(
-                        "the worker zygote is not used any more (%s); workers start the usual way", why[:500]
+                        "the zygote of %s is not used any more (%s); its processes start the usual way",
+                        self.program,
+                        why[:500],
                     )
             self._ready.set()
             for p, fut in self._pending.values():
@@ -303,6 +311,49 @@ class Zygote:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
+_runs_loop: asyncio.AbstractEventLoop | None = None
+_runs_lock = threading.Lock()
+
+
+def _runs() -> asyncio.AbstractEventLoop:
+    """The event loop `run_forked` runs on: a thread of its own, so a caller on any thread (one with a loop
+    running included) can wait for a run as it would for subprocess.run."""
+    global _runs_loop
+    with _runs_lock:
+        if _runs_loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="ksearch-forked-runs", daemon=True).start()
+            _runs_loop = loop
+        return _runs_loop
+
+
+def run_forked(
+    zygote: Zygote, cmd: list[str], env: Mapping[str, str], cwd: Path, timeout_s: float
+) -> tuple[int, str, str]:
+    """Run `cmd` forked from `zygote` to its end, as subprocess.run with captured output would: (returncode,
+    stdout, stderr). Past `timeout_s` its process group is killed and TimeoutError raised. Raises
+    ZygoteUnavailable when the zygote cannot fork it (the caller then starts it the usual way)."""
+    return asyncio.run_coroutine_threadsafe(_run(zygote, cmd, env, cwd, timeout_s), _runs()).result()
+
+
+async def _run(
+    zygote: Zygote, cmd: list[str], env: Mapping[str, str], cwd: Path, timeout_s: float
+) -> tuple[int, str, str]:
+    p = await zygote.spawn(cmd, env, cwd)
+    assert p.stdin is not None and p.stdout is not None and p.stderr is not None
+    p.stdin.close()  # as stdin=DEVNULL: a read sees its end
+    try:
+        out, err, code = await asyncio.wait_for(
+            asyncio.gather(p.stdout.read(), p.stderr.read(), p.wait()), timeout_s
+        )
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)  # its own session: the group is it and what it started
+        await p.wait()
+        raise
+    return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+
 def import_env(env: Mapping[str, str]) -> dict[str, str]:
     """What of a worker's environment a library may read at import (everything but RUNTIME_ENV)."""
     return {k: v for k, v in env.items() if k not in RUNTIME_ENV}
@@ -312,13 +363,14 @@ _zygotes: dict[tuple[tuple[str, str], ...], Zygote] = {}
 _zygotes_lock = threading.Lock()
 
 
-def zygote_for(env: Mapping[str, str], start_timeout_s: float) -> Zygote:
-    """This process's zygote for workers started with `env` (one per import-time environment)."""
-    key = tuple(sorted(import_env(env).items()))
+def zygote_for(env: Mapping[str, str], start_timeout_s: float, program: str = WORKER_PROGRAM) -> Zygote:
+    """This process's zygote for processes of `program` started with `env` (one per program and import-time
+    environment)."""
+    key = (("", program), *sorted(import_env(env).items()))
     with _zygotes_lock:
         z = _zygotes.get(key)
         if z is None:  # (one that failed stays: its processes start the usual way)
-            z = _zygotes[key] = Zygote(env, start_timeout_s)
+            z = _zygotes[key] = Zygote(env, start_timeout_s, program)
         return z
 
 
