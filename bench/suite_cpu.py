@@ -191,6 +191,17 @@ def main() -> int:
             }
             for t, k in sorted(by_test.items(), key=lambda kv: -sum(kv[1].values()))
         },
+        "top_processes": [
+            {
+                "cpu_s": round(cpu - before.get(key, 0.0), 1),
+                "kind": kind_of(cmd),
+                "test": sampler.test_of(key),
+                "cmd": cmd[:160],
+            }
+            for key, (cmd, cpu, _p, _t) in sorted(
+                sampler.seen.items(), key=lambda kv: -(kv[1][1] - before.get(kv[0], 0.0))
+            )[:60]
+        ],
         "method": "cumulative utime+stime per process from /proc, sampled every 0.5 s (short-lived processes "
         "missed: a lower bound); machine CPU from /proc/stat over the run",
     }
