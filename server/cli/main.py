@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
+import sys
 from typing import Any
 
 import typer
@@ -17,6 +19,12 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _group() -> None:
+    # a group even when one command is added (a command's own run): typer would make a lone command the app itself
+    pass
 
 
 _WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "Path": "PATH"}
@@ -40,39 +48,65 @@ def _plain_help() -> None:
     typer.core.TyperArgument.display_type_rich = _value_label  # type: ignore[method-assign,assignment]
 
 
-def _register() -> None:
-    # Each area owns one module and adds its commands to the app.
-    from ksearch.server.cli import (
-        bank,
-        budget,
-        exporting,
-        kernels,
-        loop,
-        model,
-        run,
-        sandbox,
-        steer,
-        suite,
-        tasks,
-        tree,
-        ui,
-    )
-    from ksearch.server.cli import compile as compile_cli
+# command -> the module of ksearch.server.cli that adds it to the app. A command's run imports its own module only
+# (a CLI command starts in about 0.25 CPU-s instead of 0.4: the modules of all fourteen areas are most of a start);
+# `ksearch`, `--help` and an unknown name import them all. tests/cli/test_cli_lazy.py checks the table against
+# what each module adds.
+COMMANDS: dict[str, str] = {
+    "run": "run",
+    "serve": "run",
+    "searches": "tree",
+    "tree": "tree",
+    "tasks": "tasks",
+    "task": "tasks",
+    "intent": "steer",
+    "pin": "steer",
+    "unpin": "steer",
+    "veto": "steer",
+    "unveto": "steer",
+    "prune": "steer",
+    "reopen": "steer",
+    "submit": "steer",
+    "export": "exporting",
+    "best": "kernels",
+    "attempt": "kernels",
+    "budget": "budget",
+    "status": "loop",
+    "select": "loop",
+    "finish": "loop",
+    "final": "loop",
+    "baselines": "loop",
+    "ui": "ui",
+    "eval": "sandbox",
+    "compile": "compile",
+    "bank": "bank",
+    "suite": "suite",
+    "model": "model",
+}
+# the order `ksearch --help` lists the areas in
+AREAS = (
+    "run",
+    "tree",
+    "tasks",
+    "steer",
+    "exporting",
+    "kernels",
+    "budget",
+    "loop",
+    "ui",
+    "sandbox",
+    "compile",
+    "bank",
+    "suite",
+    "model",
+)
 
-    run.register(app)
-    tree.register(app)
-    tasks.register(app)
-    steer.register(app)
-    exporting.register(app)
-    kernels.register(app)
-    budget.register(app)
-    loop.register(app)
-    ui.register(app)
-    sandbox.register(app)
-    compile_cli.register(app)
-    bank.register(app)
-    suite.register(app)
-    model.register(app)
+
+def _register(argv: list[str] | None = None) -> None:
+    """Add the commands to the app: only the area of the command `argv` names (argv[1]), else every area."""
+    name = argv[1] if argv is not None and len(argv) > 1 else None
+    for area in (COMMANDS[name],) if name in COMMANDS else AREAS:
+        importlib.import_module(f"ksearch.server.cli.{area}").register(app)
 
 
 def _quit(signum: int, _frame: object) -> None:
@@ -82,7 +116,7 @@ def _quit(signum: int, _frame: object) -> None:
 def main() -> None:
     try:
         _plain_help()
-        _register()
+        _register(sys.argv)
         app()
     except KeyboardInterrupt:  # Ctrl-C while starting up, before a command runs: nothing to save
         exit_at_once(130)
