@@ -22,11 +22,10 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "test.sh: could not install chromium; browser tests will skip" >&2
 fi
-# Bytecode caches: where PYTHONDONTWRITEBYTECODE is set (some CI images set it) Python never writes them, so each of
-# the suite's ~500 Python processes would compile ksearch's modules again (0.1 s of a CLI command's 0.45) and each
-# pytest worker would rewrite every test module's asserts again. ksearch's modules are compiled once here, and the
-# tests run without the setting (the caches go to __pycache__, which git ignores).
-"$PY" -m compileall -q -j 0 ksearch gpu tools server worldmodel >/dev/null
+# Bytecode caches: where PYTHONDONTWRITEBYTECODE is set (some CI images set it) Python writes none, so each pytest
+# worker would rewrite every test module's asserts again at every run, and any module setup.sh did not compile would
+# be compiled again by each of the suite's ~500 Python processes. The tests run without it (the caches go to
+# __pycache__, which git ignores); setup.sh compiled ksearch's own modules.
 export PYTHONDONTWRITEBYTECODE=
 # The type check (packages, strictness and third-party exceptions in [tool.mypy], pyproject.toml) runs beside the
 # tests: it is a minute of one core, and the tests leave a core idle for much of their time (waiting on processes).
