@@ -116,6 +116,16 @@ def _command(
     os.execvp(cmd[0], cmd)
 
 
+def drain(fd: int) -> None:
+    """Read a non-blocking wake-up pipe (a signal's wakeup fd) empty."""
+    while True:
+        try:
+            if not os.read(fd, 512):
+                return
+        except BlockingIOError:
+            return
+
+
 def _reap(pid: int) -> int | None:
     """Reap every finished child (init adopts the jail's orphans); COMMAND's wait status once it ended."""
     while True:
@@ -145,12 +155,7 @@ def _supervise(pid: int, report_fd: int, ctl: int | None, watch: Watch) -> None:
             os._exit(0)
         ready, _, _ = select.select([wake_r] + ([ctl] if ctl is not None else []), [], [], POLL_S)
         if wake_r in ready:
-            while True:
-                try:
-                    if not os.read(wake_r, 512):
-                        break
-                except BlockingIOError:
-                    break
+            drain(wake_r)
         asked = 0
         if ctl is not None and ctl in ready:
             try:

@@ -41,6 +41,8 @@ import tempfile
 import traceback
 from typing import Any
 
+from ksearch.gpu.jail import launch as jail
+
 MAX_FDS = 8
 EXIT_CHILD_SETUP = 125  # the child could not become its program (reported on its stderr)
 WORKER_PROGRAM = "ksearch.gpu.worker.main"
@@ -153,8 +155,6 @@ def _child(req: dict[str, Any], fds: list[int], started: int, program: str) -> N
         sys.path[0] = req["cwd"]  # as `python -m` puts its working directory first
         cmd: list[str] = req["cmd"]
         if command_kind(cmd, program) == "jailed":
-            from ksearch.gpu.jail import launch as jail
-
             args = cmd[cmd.index("--") + 4 :]  # after `-- python -m PROGRAM`
             sys.argv = [cmd[0], *cmd[3:]]
             name(JAIL_NAME)  # the launcher, and the jail's init forked from it
@@ -206,12 +206,7 @@ def serve(sock: socket.socket, program: str) -> None:
         except InterruptedError:
             continue
         if wake_r in ready:
-            while True:
-                try:
-                    if not os.read(wake_r, 512):
-                        break
-                except BlockingIOError:
-                    break
+            jail.drain(wake_r)
             _reap(sock)
         if sock.fileno() in ready:
             try:
