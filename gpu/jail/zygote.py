@@ -60,7 +60,7 @@ PROGRAMS: dict[str, tuple[str, int, tuple[str, ...]]] = {
             "ksearch.gpu.worker.state",
         ),
     ),
-    # FakeTensorMode's constructor imports torch._dynamo (about 0.9 CPU-s of a probe's 2.8)
+    # FakeTensorMode's constructor imports torch._dynamo: a second of a started probe's imports on 2 cores
     PROBE_PROGRAM: ("ksearch-probe", 1, ("torch", "torch._dynamo")),
 }
 JAIL = ["-m", "ksearch.gpu.jail.launch"]
