@@ -38,14 +38,6 @@ def _busy_s() -> float:
     return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
 
 
-def _without_times(o: Any) -> Any:
-    if isinstance(o, dict):
-        return {k: _without_times(v) for k, v in o.items() if k not in ("seconds", "key")}
-    if isinstance(o, list):
-        return [_without_times(v) for v in o]
-    return o
-
-
 def _one_way(fork: bool, names: list[str]) -> dict[str, Any]:
     os.environ["KSEARCH_FORK_WORKERS"] = "1" if fork else "0"
     os.environ["KSEARCH_FACTS_CACHE"] = tempfile.mkdtemp(prefix="ksearch-probe-start-")
@@ -59,7 +51,7 @@ def _one_way(fork: bool, names: list[str]) -> dict[str, Any]:
         walls.append(time.perf_counter() - t0)
         if r.error:
             raise SystemExit(f"{t.name}: the probe failed: {r.error}")
-        answers[t.name] = _without_times(r.model_dump(mode="json"))
+        answers[t.name] = r.answer()
     busy = _busy_s() - busy0
     zygotes = [z for z in _zygotes.values() if z.program == PROBE_PROGRAM and z.failed is None]
     return {

@@ -354,6 +354,17 @@ async def _run(
     return code, out.decode(errors="replace"), err.decode(errors="replace")
 
 
+def forking() -> bool:
+    """Whether workers and probes fork from a zygote: KSEARCH_FORK_WORKERS=1|0, else yes. Raises ValueError for
+    any other value, saying what is accepted."""
+    v = os.environ.get("KSEARCH_FORK_WORKERS", "").strip()
+    if v in ("", "1"):
+        return True
+    if v == "0":
+        return False
+    raise ValueError(f"KSEARCH_FORK_WORKERS={v!r}: accepted values are 1 (fork from a zygote) and 0 (exec)")
+
+
 def import_env(env: Mapping[str, str]) -> dict[str, str]:
     """What of a worker's environment a library may read at import (everything but RUNTIME_ENV)."""
     return {k: v for k, v in env.items() if k not in RUNTIME_ENV}

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from ksearch.gpu.jail.smi import query_gpus
+from ksearch.gpu.jail.zygote_client import forking
 from ksearch.gpu.sandbox.api import SandboxError
 
 
@@ -71,11 +72,7 @@ def forks_default(cpu_mode: bool) -> bool:
     with or without a GPU. The zygote never touches CUDA; each forked worker creates its own context (0.18 s on an
     H200), so a fresh process per candidate costs 0.7 s there instead of 6.5 s of imports
     (`bench/worker_start.py --gpu` → worker-start-h200.json). `cpu_mode` is kept for callers that ask per mode."""
-    v = os.environ.get("KSEARCH_FORK_WORKERS", "").strip()
-    if v in ("0", "1"):
-        return v == "1"
-    if v:
-        raise SandboxError(
-            f"KSEARCH_FORK_WORKERS={v!r}: accepted values are 1 (fork from a zygote) and 0 (exec)"
-        )
-    return True
+    try:
+        return forking()
+    except ValueError as e:
+        raise SandboxError(str(e)) from None

@@ -117,9 +117,8 @@ class WorkerProcess:
         self.closed = False
         self._serial = itertools.count(1)
         self._cur: Process | None = None
-        self._last_hello: dict[str, Any] | None = (
-            None  # the hello of the slot's last started process (see hello)
-        )
+        # the hello of the slot's last started process (see hello)
+        self._last_hello: dict[str, Any] | None = None
         self._spare: Process | None = None
         self._chores: set[asyncio.Task[None]] = set()  # processes being discarded in the background
         # with `fork`: the zygote the slot's processes are forked from (gpu/jail/zygote.py; this process's one for the

@@ -222,6 +222,18 @@ class ProbeResult(BaseModel):
     rounding: RoundingProbe | None = None  # the reference's own rounding error vs the rule (smoke workload)
     error: str | None = None  # the probe as a whole failed (nothing measured)
 
+    def answer(self) -> dict[str, Any]:
+        """What the probe found, its timings and cache key left out: what two probes of one content agree on."""
+        return _without_timings(self.model_dump(mode="json"))
+
+
+def _without_timings(o: Any) -> Any:
+    if isinstance(o, dict):
+        return {k: _without_timings(v) for k, v in o.items() if k not in ("seconds", "key")}
+    if isinstance(o, list):
+        return [_without_timings(v) for v in o]
+    return o
+
 
 # ------------------------------------------------------------------------------ what callers get
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from ksearch.gpu.jail import launch as jail
 from ksearch.gpu.jail.scrub import scrubbed_env
 from ksearch.gpu.jail.zygote import PROBE_PROGRAM
-from ksearch.gpu.jail.zygote_client import ZygoteUnavailable, run_forked, zygote_for
+from ksearch.gpu.jail.zygote_client import ZygoteUnavailable, forking, run_forked, zygote_for
 from ksearch.gpu.task import TaskError
 
 START_TIMEOUT_S = 120.0  # a zygote's start: torch's imports, seconds on a busy machine
@@ -78,9 +78,9 @@ def _started(cmd: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -
 
 def _forked(cmd: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int, str, str] | None:
     """The task-facts probe forked from this process's probe zygote (torch and FakeTensorMode's imports made once,
-    not per probe: 0.15 s a probe instead of 2.9 on a 2-core machine, bench/probe_start.py); None where it cannot be (another
-    program, the zygote failed, KSEARCH_FORK_WORKERS=0): the caller starts the process the usual way."""
-    if not _forks():
+    not per probe: 0.15 s a probe instead of 2.9 on a 2-core machine, bench/probe_start.py); None where it cannot
+    be (another program, the zygote failed, KSEARCH_FORK_WORKERS=0): the caller starts the process the usual way."""
+    if not forking():
         return None
     z = zygote_for(env, START_TIMEOUT_S, PROBE_PROGRAM)
     if not z.fits(cmd, env):
@@ -89,12 +89,3 @@ def _forked(cmd: list[str], env: dict[str, str], cwd: Path, timeout_s: float) ->
         return run_forked(z, cmd, env, cwd, timeout_s)
     except ZygoteUnavailable:  # the zygote logged why; from now on its probes start the usual way
         return None
-
-
-def _forks() -> bool:
-    v = os.environ.get("KSEARCH_FORK_WORKERS", "").strip()
-    if v in ("", "1"):
-        return True
-    if v == "0":
-        return False
-    raise ValueError(f"KSEARCH_FORK_WORKERS={v!r}: accepted values are 1 (fork from a zygote) and 0 (exec)")

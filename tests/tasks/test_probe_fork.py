@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,7 +20,7 @@ from ksearch.gpu.jail import launch as jail
 from ksearch.gpu.jail.zygote import PROBE_PROGRAM, WORKER_PROGRAM, command_kind
 from ksearch.gpu.jail.zygote_client import Zygote, _zygotes
 from ksearch.gpu.tasks import facts, load_task
-from ksearch.gpu.tasks.facts import ProbeResult, probe_task
+from ksearch.gpu.tasks.facts import probe_task
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AFFINE = Path(__file__).parents[1] / "sandbox" / "fixtures" / "affine.py"
@@ -49,18 +48,6 @@ def _probe_zygotes() -> list[Zygote]:
     ]
 
 
-def _without_times(o: Any) -> Any:
-    if isinstance(o, dict):
-        return {k: _without_times(v) for k, v in o.items() if k not in ("seconds", "key")}
-    if isinstance(o, list):
-        return [_without_times(v) for v in o]
-    return o
-
-
-def _answer(r: ProbeResult) -> Any:
-    return _without_times(r.model_dump(mode="json"))
-
-
 @pytest.mark.slow
 def test_forked_probes_answer_as_started_ones_and_share_one_zygote(
     fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -76,7 +63,7 @@ def test_forked_probes_answer_as_started_ones_and_share_one_zygote(
     monkeypatch.setenv("KSEARCH_FORK_WORKERS", "0")
     started = [probe_task(t) for t in tasks]
     assert zs[0].forks == 2  # started anew: the zygote was not asked
-    assert [_answer(r) for r in forked] == [_answer(r) for r in started]
+    assert [r.answer() for r in forked] == [r.answer() for r in started]
     assert (
         forked[1].smoke is not None and forked[1].rounding is not None
     )  # a KernelBench file's derived smoke
