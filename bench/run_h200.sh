@@ -31,7 +31,8 @@ PARTS=(
      -> baseline-repeat-h200\${KS_BASELINE_TAG}.json (KS_BASELINE_TASKS=a,b,...: a subset, for a second call when
      one call's time does not hold all 18 processes; what did not fit is in \`not_run\`)"
   "model|bench/model_h200.py: \`ksearch model\`'s whole-model flow on bench/models/llama_layer.py in bf16: rank its
-     operators, write the top 5 as tasks, search them as a suite with the tuner policy (KS_MODEL_ROUNDS 2 rounds),
+     operators, write the top KS_MODEL_TOP (3) as tasks, search them as a suite with the tuner policy (KS_MODEL_ROUNDS
+     1 round; on an H100 a task took about 120 s at 2 rounds, so 5 tasks at 2 rounds do not fit one call),
      plug the winners back and time the model eager, plugged and torch.compile'd (KS_MODEL_S 420 s)
      -> model-h200.json, the task files, plugged model, database and logs in model-work/"
   "gputests|the gpu-marked tests, one pytest per file, each under a cap (KS_FILE_S 200 s a file, KS_TEST_S 150 s a
@@ -188,8 +189,8 @@ for part in "$@"; do
         ${KS_BASELINE_TASKS:+--tasks "$KS_BASELINE_TASKS"} --out "$OUT/baseline-repeat-h200${KS_BASELINE_TAG:-}.json" ;;
     model)
       # the script keeps its steps inside --deadline; the step's timeout is 30 s beyond it
-      step model "$(( ${KS_MODEL_S:-420} + 30 ))" python3 bench/model_h200.py --rounds "${KS_MODEL_ROUNDS:-2}" \
-        --deadline "${KS_MODEL_S:-420}" --work "$OUT/model-work" --out "$OUT/model-h200.json" ;;
+      step model "$(( ${KS_MODEL_S:-420} + 30 ))" python3 bench/model_h200.py --rounds "${KS_MODEL_ROUNDS:-1}" \
+        --top "${KS_MODEL_TOP:-3}" --deadline "${KS_MODEL_S:-420}" --work "$OUT/model-work" --out "$OUT/model-h200.json" ;;
     gputests)
       secs=${KS_GPUTESTS_S:-$(share gputests)}
       # collected inside the part's timeout; the per-file runner gets what is left less 15 s for its summary
