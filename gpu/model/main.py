@@ -22,9 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available() or req.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
         torch.set_num_threads(1)  # CPU timings: one thread, no pool waking up between small ops
-        from ksearch.gpu.tasks.rt import interp_bf16
+        from ksearch.gpu.tasks.rt import interp_bf16, interp_pace
 
         interp_bf16.install()  # a bf16 tl.dot is checked by its values, not its bits
+        interp_pace.install()  # the interpreter's builtins listed once, not before every helper call
     from ksearch.gpu.task import TaskError
 
     report: ProfileReport | PlugReport

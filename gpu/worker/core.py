@@ -26,7 +26,7 @@ from ksearch.gpu.checks import guard
 from ksearch.gpu.checks import outputs as checking
 from ksearch.gpu.task import Task
 from ksearch.gpu.tasks import contract
-from ksearch.gpu.tasks.rt import interp_bf16
+from ksearch.gpu.tasks.rt import interp_bf16, interp_pace
 from ksearch.gpu.timing import hardware
 from ksearch.gpu.timing import measure as timing
 from ksearch.gpu.worker import faults, simulated
@@ -116,6 +116,7 @@ class WorkerCore:
         self.watch: Any = None
         if self.cpu_mode:
             interp_bf16.install()  # a bf16 tl.dot is judged by its values, not its bits
+            interp_pace.install()  # the interpreter's builtins listed once, not before every helper call
         if self.cpu_mode and "slot" in cfg:  # a pool's worker, in its scratch directory
             self._watch_interpreter()
         self._own_threads = {t.ident for t in threading.enumerate()}
