@@ -17,11 +17,6 @@ assert m.version('flashinfer-bench') == '0.1.2' and v('safetensors') >= (0, 5) a
   "$PY" -m pip install -q --no-deps "flashinfer-bench==0.1.2"
   "$PY" -m pip install -q "safetensors>=0.5" filelock "docstring-parser>=0.16"
 fi
-# The web UI's browser tests drive Debian's Chromium; install it where we can (CI runs as root).
-if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "test.sh: could not install chromium; browser tests will skip" >&2
-fi
 # Bytecode caches: where PYTHONDONTWRITEBYTECODE is set (some CI images set it) Python writes none, so each pytest
 # worker would rewrite every test module's asserts again at every run, and any module setup.sh did not compile would
 # be compiled again by each of the suite's ~500 Python processes. The tests run without it (the caches go to
@@ -33,6 +28,12 @@ export PYTHONDONTWRITEBYTECODE=
 mypy_log=$(mktemp)
 "$PY" -m mypy >"$mypy_log" 2>&1 &
 mypy_pid=$!
+# The web UI's browser tests drive Debian's Chromium; install it where we can (CI runs as root). After mypy has
+# started: apt waits on the network and dpkg for most of its time, and mypy has a core to itself meanwhile.
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "test.sh: could not install chromium; browser tests will skip" >&2
+fi
 # Several workers: much of a test's time is spent waiting on subprocesses, servers and sandbox workers (on two cores
 # 4 workers keep both busy). A module whose tests share a module-scoped fixture stays on one worker (tests/conftest.py).
 # KSEARCH_TEST_WORKERS overrides the count (0: no workers, in this process); the 25 slowest tests are listed.
