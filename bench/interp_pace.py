@@ -26,7 +26,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 TASKS = "softmax,rmsnorm,row_sum,layernorm,cross_entropy,fused_add_rmsnorm,swiglu,gemm_fp32,causal_attention"
 
 CHILD = r"""
-import hashlib, json, sys, time
+import hashlib, json, sys, tempfile, time
+from pathlib import Path
 import torch
 from ksearch.gpu.tasks import load_task
 from ksearch.gpu.tasks.rt import interp_bf16, interp_pace
@@ -49,7 +50,7 @@ for name in names:
     task = load_task(name)
     wl = task.smoke()
     rt = TaskRuntime(task)
-    mod = load_candidate_module(task.seeds["triton"], f"seed_{name}")
+    mod = load_candidate_module(task.seeds["triton"], f"seed_{name}", Path(tempfile.mkdtemp()))
     fn = rt.build_candidate(mod, wl, "cpu")
     inputs = rt.make_inputs(wl, 1, "cpu")
     with torch.no_grad():
