@@ -4,8 +4,9 @@ Before a launch, and again before every call of a `@triton.jit` helper inside a 
 `tl.cdiv`, ... are such helpers), the interpreter swaps each builtin of `triton.language`, `triton.language.core`,
 their tensor class and `math` for a host-side version. It finds them with `inspect.getmembers`, which reads and
 sorts every attribute of each: a row softmax's 137 programs make 2,470 such scans (Triton 3.9). Which names hold
-a builtin does not change, so they are listed once, on the first scan, and each later scan only looks at those
-names (still taking whatever each holds then, and still skipping one already swapped). A second helper,
+a builtin does not change, so they are listed once (when installed, before a worker's first launch) and each
+later scan only looks at those names (still taking whatever each holds then, and still skipping one already
+swapped: the interpreter's helper calls leave their swaps in place for good, with or without this). A second helper,
 `_get_np_dtype`, rebuilds a 20-entry table on each of its thousands of calls; its answers are remembered per type.
 The swaps themselves, their undoing and every result are the interpreter's own: `install` changes how fast the
 interpreter works, never what it computes.
