@@ -169,8 +169,10 @@ async def test_retry_after_beyond_the_limit_stops(init_ctx: InitContext) -> None
 
 async def test_timeout_is_retried(init_ctx: InitContext) -> None:
     records: list[CallRecord] = []
-    with StubAnthropic([Reply(200, {}, delay_s=1.5), StubAnthropic.tool_call(VALID_INIT)]) as s:
-        policy = make(s, records, timeout_s=0.3)
+    # the first reply never comes in time; the retry has 2 s, room for a stub reply on a machine busy with other
+    # tests (0.3 s was not: on two loaded cores the retry itself once timed out)
+    with StubAnthropic([Reply(200, {}, delay_s=30.0), StubAnthropic.tool_call(VALID_INIT)]) as s:
+        policy = make(s, records, timeout_s=2.0)
         result = await policy.init(init_ctx)
     assert len(result.intents) == 2
     assert "timed out" in (records[0].error or "")
