@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
@@ -93,6 +95,12 @@ def _run(mode: str, interpret: str = "1") -> dict:
 def test_the_interpreter_computes_fails_and_swaps_alike_with_pace_installed_before_or_after_launches() -> (
     None
 ):
+    from ksearch.gpu.tasks.rt import interp_pace
+
+    if not interp_pace.supported():
+        pytest.skip(
+            "this Triton's interpreter helpers are not the ones interp_pace was written for: it leaves them alone"
+        )
     off, on, late = _run("off"), _run("on"), _run("late")
     assert off["first"] is None and not off["marked"]
     for r in (on, late):

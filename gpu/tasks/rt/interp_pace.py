@@ -20,6 +20,33 @@ from typing import Any
 MARK = "_ksearch_pace"
 
 
+def _helpers() -> tuple[Any, Any, Any, Any] | None:
+    """The interpreter's helpers this replaces and uses, where they are the ones it was written for (Triton 3.9's:
+    older interpreters patch without a scope, and are left alone)."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    patch_builtin = getattr(interpreter, "_patch_builtin", None)
+    np_dtype = getattr(interpreter, "_get_np_dtype", None)
+    patch_attr = getattr(interpreter, "_patch_attr", None)
+    is_builtin = getattr(tl.core, "is_builtin", None)
+    if getattr(patch_builtin, MARK, False):
+        return patch_builtin, np_dtype, patch_attr, is_builtin
+    if (
+        _params(patch_builtin) != ["pkg", "builder", "scope"]
+        or _params(patch_attr) != ["obj", "name", "member", "builder", "scope"]
+        or _params(np_dtype) != ["tt_dtype"]
+        or not callable(is_builtin)
+    ):
+        return None
+    return patch_builtin, np_dtype, patch_attr, is_builtin
+
+
+def supported() -> bool:
+    """Whether this Triton's interpreter is one `install` applies to (whether or not the interpreter is on)."""
+    return _helpers() is not None
+
+
 def install() -> bool:
     """Under TRITON_INTERPRET=1, make the interpreter's builtin scans and dtype lookups cheap; True when installed.
 
@@ -31,22 +58,12 @@ def install() -> bool:
     import triton.language as tl
     from triton.runtime import interpreter
 
-    patch_builtin = getattr(interpreter, "_patch_builtin", None)
+    helpers = _helpers()
+    if helpers is None:
+        return False
+    patch_builtin, np_dtype, patch_attr, is_builtin = helpers
     if getattr(patch_builtin, MARK, False):
         return True
-    np_dtype = getattr(interpreter, "_get_np_dtype", None)
-    patch_attr = getattr(interpreter, "_patch_attr", None)
-    is_builtin = getattr(tl.core, "is_builtin", None)
-    if not all(callable(f) for f in (patch_builtin, np_dtype, patch_attr, is_builtin)):
-        return False
-    assert (
-        patch_builtin is not None
-        and np_dtype is not None
-        and patch_attr is not None
-        and is_builtin is not None
-    )
-    if _params(patch_builtin) != ["pkg", "builder", "scope"] or _params(np_dtype) != ["tt_dtype"]:
-        return False
 
     names: dict[Any, tuple[str, ...]] = {}
 
