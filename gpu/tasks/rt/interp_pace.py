@@ -30,8 +30,6 @@ def _helpers() -> tuple[Any, Any, Any, Any] | None:
     np_dtype = getattr(interpreter, "_get_np_dtype", None)
     patch_attr = getattr(interpreter, "_patch_attr", None)
     is_builtin = getattr(tl.core, "is_builtin", None)
-    if getattr(patch_builtin, MARK, False):
-        return patch_builtin, np_dtype, patch_attr, is_builtin
     if (
         _params(patch_builtin) != ["pkg", "builder", "scope"]
         or _params(patch_attr) != ["obj", "name", "member", "builder", "scope"]
@@ -58,12 +56,12 @@ def install() -> bool:
     import triton.language as tl
     from triton.runtime import interpreter
 
+    if getattr(getattr(interpreter, "_patch_builtin", None), MARK, False):
+        return True
     helpers = _helpers()
     if helpers is None:
         return False
-    patch_builtin, np_dtype, patch_attr, is_builtin = helpers
-    if getattr(patch_builtin, MARK, False):
-        return True
+    _, np_dtype, patch_attr, is_builtin = helpers
 
     names: dict[Any, tuple[str, ...]] = {}
 
